@@ -1,0 +1,71 @@
+package audit
+
+// Checks are the invariants of SPEC §7, numbered as there. Any row a query
+// returns is a bug.
+var Checks = []Check{
+	{
+		ID: 1, Name: "stock",
+		Description: "no negative stock; every product's movements add up to its stock",
+		Query: `
+SELECT format('product %s has negative stock %s', sku, stock) FROM products WHERE stock < 0
+UNION ALL
+SELECT format('product %s has stock %s but its movements add up to %s', p.sku, p.stock, coalesce(m.total, 0))
+FROM products p
+LEFT JOIN (SELECT sku, sum(CASE WHEN kind IN ('reserve', 'rereserve') THEN -qty ELSE qty END) AS total
+           FROM stock_movements GROUP BY sku) m ON m.sku = p.sku
+WHERE p.stock <> coalesce(m.total, 0)`,
+	},
+	{
+		ID: 2, Name: "reservations",
+		Description: "per order item, reserve + rereserve - release is 1 while the order holds stock, else 0; no kind twice",
+		Query: `
+WITH counts AS (
+    SELECT i.order_id, i.sku, o.status,
+           count(m.id) FILTER (WHERE m.kind = 'reserve')   AS reserve,
+           count(m.id) FILTER (WHERE m.kind = 'rereserve') AS rereserve,
+           count(m.id) FILTER (WHERE m.kind = 'release')   AS release
+    FROM order_items i
+    JOIN orders o ON o.id = i.order_id
+    LEFT JOIN stock_movements m ON m.order_id = i.order_id AND m.sku = i.sku
+    GROUP BY i.order_id, i.sku, o.status)
+SELECT format('order %s (%s) item %s: reserve %s, rereserve %s, release %s', order_id, status, sku, reserve, rereserve, release)
+FROM counts
+WHERE reserve > 1 OR rereserve > 1 OR release > 1
+   OR reserve + rereserve - release <> CASE WHEN status IN ('pending', 'paid') THEN 1 ELSE 0 END
+UNION ALL
+SELECT format('order %s item %s: %s movement of %s units, the item has %s', m.order_id, m.sku, m.kind, m.qty, i.qty)
+FROM stock_movements m JOIN order_items i ON i.order_id = m.order_id AND i.sku = m.sku
+WHERE m.qty <> i.qty
+UNION ALL
+SELECT format('order %s: %s movement for %s, which is not one of its items', m.order_id, m.kind, m.sku)
+FROM stock_movements m LEFT JOIN order_items i ON i.order_id = m.order_id AND i.sku = m.sku
+WHERE m.order_id IS NOT NULL AND i.id IS NULL`,
+	},
+	{
+		ID: 3, Name: "payments",
+		Description: "every paid order has exactly one succeeded payment of its amount and currency; no other order has one",
+		Query: `
+SELECT format('paid order %s has %s succeeded payments', o.id, count(p.id))
+FROM orders o LEFT JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
+WHERE o.status = 'paid'
+GROUP BY o.id HAVING count(p.id) <> 1
+UNION ALL
+SELECT format('paid order %s is %s %s but its payment %s is %s %s', o.id, o.total_amount, o.currency, p.provider_reference, p.amount, p.currency)
+FROM orders o JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
+WHERE o.status = 'paid' AND (p.amount <> o.total_amount OR p.currency <> o.currency)
+UNION ALL
+SELECT format('order %s is %s but payment %s succeeded', o.id, o.status, p.provider_reference)
+FROM orders o JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
+WHERE o.status <> 'paid'`,
+	},
+	{
+		ID: 6, Name: "callbacks",
+		Description: "every processed callback has exactly one delivery that applied it (processed or stale)",
+		Query: `
+SELECT format('callback %s (%s %s) has %s applying deliveries', c.id, c.provider, c.idempotency_key, count(d.id))
+FROM payment_callbacks c
+LEFT JOIN callback_deliveries d ON d.callback_id = c.id AND d.outcome IN ('processed', 'stale')
+WHERE c.status = 'processed'
+GROUP BY c.id HAVING count(d.id) <> 1`,
+	},
+}

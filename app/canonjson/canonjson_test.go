@@ -1,0 +1,80 @@
+package canonjson_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sekali/sekali/app/canonjson"
+)
+
+const base = `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000,"currency":"IDR"}`
+
+func TestFingerprintIgnoresKeyOrderAndWhitespace(t *testing.T) {
+	t.Parallel()
+	same := []string{
+		base,
+		`{"currency":"IDR","paid_amount":150000,"payment_status":"paid","transaction_id":"tx-1","order_id":"ORD-1"}`,
+		"{\n  \"order_id\" : \"ORD-1\",\n\t\"transaction_id\":\"tx-1\", \"payment_status\":\"paid\",\r\n\"paid_amount\": 150000 , \"currency\":\"IDR\"}\n",
+		`{"order_id":"ORD\u002d1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000,"currency":"IDR"}`,
+	}
+	want := mustFingerprint(t, base)
+	for _, body := range same {
+		if got := mustFingerprint(t, body); got != want {
+			t.Errorf("Fingerprint(%q) = %s, want %s (same content)", body, got, want)
+		}
+	}
+}
+
+func TestFingerprintSeesEveryValueChange(t *testing.T) {
+	t.Parallel()
+	different := map[string]string{
+		"amount":            `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150001,"currency":"IDR"}`,
+		"number spelling":   `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000.0,"currency":"IDR"}`,
+		"number as string":  `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":"150000","currency":"IDR"}`,
+		"status":            `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"failed","paid_amount":150000,"currency":"IDR"}`,
+		"case of a value":   `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000,"currency":"idr"}`,
+		"extra field":       `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000,"currency":"IDR","note":""}`,
+		"missing field":     `{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000}`,
+		"null for a string": `{"order_id":"ORD-1","transaction_id":null,"payment_status":"paid","paid_amount":150000,"currency":"IDR"}`,
+	}
+	want := mustFingerprint(t, base)
+	for name, body := range different {
+		if got := mustFingerprint(t, body); got == want {
+			t.Errorf("%s: Fingerprint(%q) equals the base fingerprint", name, body)
+		}
+	}
+}
+
+func TestCanonicalize(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{`{"b": [3, 2, {"d": 1, "c": 0}], "a": "<&>"}`, `{"a":"<&>","b":[3,2,{"c":0,"d":1}]}`},
+		{` 12.50 `, `12.50`},
+		{`"é"`, `"é"`},
+		{`null`, `null`},
+	}
+	for _, tt := range tests {
+		got, err := canonjson.Canonicalize([]byte(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("Canonicalize(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestCanonicalizeRefusesInvalidJSON(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{``, `{`, `{"a":1} {"b":2}`, `{"a":1}x`, `{'a':1}`, `[1,]`, "\xff"} {
+		if _, err := canonjson.Canonicalize([]byte(in)); !errors.Is(err, canonjson.ErrInvalid) {
+			t.Errorf("Canonicalize(%q) error = %v, want ErrInvalid", in, err)
+		}
+	}
+}
+
+func mustFingerprint(t *testing.T, body string) string {
+	t.Helper()
+	fp, err := canonjson.Fingerprint([]byte(body))
+	if err != nil {
+		t.Fatalf("Fingerprint(%q): %v", body, err)
+	}
+	return fp
+}

@@ -1,0 +1,286 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// apply reserves the event's idempotency key and applies its effect in one
+// transaction. A key that is already processed is answered from a plain
+// read, without a transaction.
+func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delivery) (Outcome, error) {
+	if seen, err := s.find(s.db.WithContext(ctx), provider, ev.Key); err != nil {
+		return Outcome{}, err
+	} else if seen != nil && seen.Status == models.CallbackProcessed {
+		return repeat(seen, ev), nil
+	}
+	var out Outcome
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		var err error
+		out, err = s.applyTx(tx, provider, ev, d)
+		return err
+	})
+	return out, err
+}
+
+// applyTx is the reserve-and-apply transaction:
+//
+//  1. lock the order row (SELECT … FOR UPDATE), so every event for one
+//     order, and every delivery of one event, runs one after the other;
+//  2. decide what the event does (models.Decide), with the amount check;
+//  3. record the event under its unique (provider, idempotency_key): if
+//     the key exists, this delivery is a duplicate or a conflict and
+//     changes nothing, unless the earlier delivery was rejected, in which
+//     case this one is evaluated again;
+//  4. apply the effect: order status, stock, payment row, outbox tasks;
+//  5. write this delivery's audit row.
+func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (Outcome, error) {
+	now := s.now().UTC()
+	o, err := orders.Lock(tx, ev.OrderID)
+	if err != nil && models.ErrorCode(err) != models.ENotFound {
+		return Outcome{}, err
+	}
+	dec, err := s.decide(tx, provider, ev, o)
+	if err != nil {
+		return Outcome{}, err
+	}
+
+	cb := models.PaymentCallback{
+		Provider: provider, IdempotencyKey: ev.Key, PayloadHash: ev.Fingerprint,
+		OrderID: ev.OrderID, TransactionID: ev.TransactionID, EventStatus: ev.Status,
+		Amount: ev.Amount, Currency: ev.Currency,
+		Status: models.CallbackProcessed, Result: dec.result, ResponseCode: 200,
+		Attempts: 1, FirstReceivedAt: now, LastReceivedAt: now, ProcessedAt: &now,
+	}
+	if dec.reason != "" {
+		cb.Status, cb.Result, cb.ResponseCode, cb.ProcessedAt = models.CallbackRejected, dec.reason, 422, nil
+	}
+	owned, seen, err := s.reserve(tx, &cb)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !owned {
+		return repeat(seen, ev), nil
+	}
+
+	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
+	if dec.reason != "" {
+		out.Result, out.Code, out.Reason = models.ResultRejected, models.ERejected, dec.reason
+		out.Detail = rejectionDetail(dec.reason, ev, o)
+	} else if dec.action != models.ActionStale {
+		if out.OrderStatus, err = s.effect(tx, provider, ev, o, dec.action); err != nil {
+			return Outcome{}, err
+		}
+	}
+	out.outcome = deliveryOutcome(out)
+	delivery := models.CallbackDelivery{
+		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.outcome,
+		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
+		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
+	}
+	if err := tx.Create(&delivery).Error; err != nil {
+		return Outcome{}, err
+	}
+	return out, nil
+}
+
+// decision is what an event will do, decided under the order lock.
+type decision struct {
+	action       models.Action
+	result       string // processed or stale
+	reason       string // non-empty: the event is rejected
+	statusBefore models.OrderStatus
+}
+
+func (s *Service) decide(tx *gorm.DB, provider string, ev Event, o *models.Order) (decision, error) {
+	if o == nil {
+		return decision{reason: models.ReasonUnknownOrder}, nil
+	}
+	dec := decision{statusBefore: o.Status}
+	var pay models.Payment
+	err := tx.Take(&pay, "provider = ? AND provider_reference = ?", provider, ev.TransactionID).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+	case err != nil:
+		return dec, err
+	case pay.OrderID != o.ID:
+		dec.reason = models.ReasonReferenceMismatch
+		return dec, nil
+	}
+	chargeKnown := err == nil && (pay.Status == models.PaymentSucceeded || pay.Status == models.PaymentRefundRequired)
+	dec.action = models.Decide(o.Status, ev.Status, chargeKnown)
+	if dec.action.ChecksAmount() {
+		switch {
+		case ev.Currency != o.Currency:
+			dec.reason = models.ReasonCurrencyMismatch
+		case ev.Amount != o.TotalAmount:
+			dec.reason = models.ReasonAmountMismatch
+		}
+	}
+	dec.result = models.ResultProcessed
+	if dec.action == models.ActionStale {
+		dec.result = models.ResultStale
+	}
+	return dec, nil
+}
+
+// reserve records the callback under its unique key. It reports whether
+// this delivery owns the event: a new key, or a key whose earlier delivery
+// was rejected and is now evaluated again. Otherwise it returns the
+// recorded row, which was committed by the delivery that owned it.
+func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, seen *models.PaymentCallback, err error) {
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(cb)
+	if res.Error != nil || res.RowsAffected == 1 {
+		return res.Error == nil, nil, res.Error
+	}
+	// ON CONFLICT waited for the row's transaction to end, so the row is
+	// committed and this statement sees it.
+	if seen, err = s.find(tx, cb.Provider, cb.IdempotencyKey); err != nil || seen == nil {
+		return false, nil, errors.Join(err, errors.New("payments: callback row vanished"))
+	}
+	if seen.Status != models.CallbackRejected || seen.PayloadHash != cb.PayloadHash {
+		return false, seen, nil
+	}
+	res = tx.Model(&models.PaymentCallback{}).
+		Where("id = ? AND status = ?", seen.ID, models.CallbackRejected).
+		Updates(map[string]any{
+			"status": cb.Status, "result": cb.Result, "response_code": cb.ResponseCode,
+			"attempts": gorm.Expr("attempts + 1"), "last_received_at": cb.LastReceivedAt,
+			"processed_at": cb.ProcessedAt,
+		})
+	if res.Error != nil {
+		return false, nil, res.Error
+	}
+	if res.RowsAffected == 0 { // processed meanwhile by another delivery
+		seen, err = s.find(tx, cb.Provider, cb.IdempotencyKey)
+		return false, seen, err
+	}
+	cb.ID = seen.ID
+	return true, nil, nil
+}
+
+// repeat answers a delivery of an event that is already recorded.
+func repeat(seen *models.PaymentCallback, ev Event) Outcome {
+	if seen.PayloadHash != ev.Fingerprint {
+		return Outcome{Result: models.ResultConflict, Code: models.EConflict, callbackID: &seen.ID,
+			Detail: "this event id was delivered before with a different payload"}
+	}
+	if seen.Status == models.CallbackRejected { // rejected again meanwhile; answer as it was answered
+		return Outcome{Result: models.ResultRejected, Code: models.ERejected, Reason: seen.Result, callbackID: &seen.ID,
+			Detail: "the event was rejected: " + seen.Result}
+	}
+	metrics.UniqueViolationSaves.WithLabelValues("payment_callbacks").Inc()
+	return Outcome{Result: models.ResultDuplicate, callbackID: &seen.ID}
+}
+
+func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallback, error) {
+	var cb models.PaymentCallback
+	err := db.Take(&cb, "provider = ? AND idempotency_key = ?", provider, key).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &cb, nil
+}
+
+// effect applies a non-stale action to the locked order and returns the
+// order's status afterwards.
+func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action) (models.OrderStatus, error) {
+	now := s.now()
+	payStatus, _ := action.PaymentStatus()
+	switch action {
+	case models.ActionPay:
+		if err := orders.Transition(tx, o, models.OrderPaid, now, models.OrderPending); err != nil {
+			return "", err
+		}
+	case models.ActionFail, models.ActionExpire:
+		if err := orders.Transition(tx, o, action.OrderStatusAfter(o.Status), now, models.OrderPending); err != nil {
+			return "", err
+		}
+		if err := orders.Release(tx, o.ID, o.Items); err != nil {
+			return "", err
+		}
+	case models.ActionRereserve:
+		to, err := rereserve(tx, o)
+		if err != nil {
+			return "", err
+		}
+		if err := orders.Transition(tx, o, to, now, models.OrderFailed, models.OrderExpired, models.OrderCancelled); err != nil {
+			return "", err
+		}
+		payStatus = models.PaymentSucceeded
+		if to == models.OrderRefundRequired {
+			payStatus = models.PaymentRefundRequired
+		}
+	}
+	if err := upsertPayment(tx, provider, ev, o.ID, payStatus); err != nil {
+		return "", err
+	}
+	if o.Status == models.OrderPaid && (action == models.ActionPay || action == models.ActionRereserve) {
+		if err := outbox.Add(tx, models.InvoiceTask(o.ID, now), models.EmailTask(models.EmailOrderPaid, o.ID, now)); err != nil {
+			return "", err
+		}
+	}
+	return o.Status, nil
+}
+
+// rereserve takes a late-paid order's stock back: paid when every item is
+// still in stock, refund_required when any is short (nothing is taken then).
+func rereserve(tx *gorm.DB, o *models.Order) (models.OrderStatus, error) {
+	done, err := orders.Reserve(tx, o.ID, o.Items, models.MovementRereserve)
+	switch {
+	case models.ErrorCode(err) == models.EInsufficientStock:
+		return models.OrderRefundRequired, nil
+	case err != nil:
+		return "", err
+	case !done:
+		return "", fmt.Errorf("payments: order %s was re-reserved before but is %s", o.ID, o.Status)
+	}
+	return models.OrderPaid, nil
+}
+
+// upsertPayment records the charge (provider, reference) with status to.
+// An existing row changes only along models.PaymentFrom; a row of another
+// order is never touched (decide rejected that case under the lock).
+func upsertPayment(tx *gorm.DB, provider string, ev Event, orderID string, to models.PaymentStatus) error {
+	from := models.PaymentFrom[to]
+	onConflict := clause.OnConflict{DoNothing: true}
+	if len(from) > 0 {
+		onConflict = clause.OnConflict{
+			Columns:   []clause.Column{{Name: "provider"}, {Name: "provider_reference"}},
+			DoUpdates: clause.AssignmentColumns([]string{"status", "amount", "currency", "updated_at"}),
+			Where: clause.Where{Exprs: []clause.Expression{
+				clause.Expr{SQL: "payments.order_id = excluded.order_id AND payments.status IN ?", Vars: []any{from}},
+			}},
+		}
+	}
+	p := models.Payment{Provider: provider, ProviderReference: ev.TransactionID, OrderID: orderID,
+		Amount: ev.Amount, Currency: ev.Currency, Status: to}
+	return tx.Clauses(onConflict).Create(&p).Error
+}
+
+func rejectionDetail(reason string, ev Event, o *models.Order) string {
+	switch reason {
+	case models.ReasonUnknownOrder:
+		return fmt.Sprintf("no order %q", ev.OrderID)
+	case models.ReasonAmountMismatch:
+		return fmt.Sprintf("paid_amount %d does not match the order total %d", ev.Amount, o.TotalAmount)
+	case models.ReasonCurrencyMismatch:
+		return fmt.Sprintf("currency %s does not match the order currency %s", ev.Currency, o.Currency)
+	case models.ReasonReferenceMismatch:
+		return fmt.Sprintf("transaction_id %q belongs to another order", ev.TransactionID)
+	}
+	return reason
+}

@@ -1,0 +1,205 @@
+// Package payments is the callback pipeline: a provider's HTTP delivery is
+// size-limited, type-checked, authenticated and parsed by its Provider,
+// then reserved and applied in one database transaction, so that an event
+// delivered once or a thousand times changes the order, the stock and the
+// payments exactly once.
+package payments
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/models"
+)
+
+// MaxBodyBytes is the largest callback body accepted (413 above it).
+const MaxBodyBytes = 64 << 10
+
+// Provider is one payment gateway's side of the callback contract: how its
+// deliveries are authenticated, and how a body becomes an Event with a
+// stable idempotency key and a payload fingerprint.
+type Provider interface {
+	// Name is the {provider} path segment and the provider column.
+	Name() string
+	// Verify authenticates a delivery. Its error must not contain a
+	// signature or a secret.
+	Verify(h http.Header, body []byte, now time.Time) error
+	// Parse turns an authenticated body into an Event. It returns an
+	// EInvalidPayload error for malformed JSON and an EMissingField error
+	// for a missing or mistyped field.
+	Parse(h http.Header, body []byte) (Event, error)
+}
+
+// Event is a provider's callback in Sekali's terms.
+type Event struct {
+	Key           string // idempotency key: the provider's event id, or derived from the event
+	Fingerprint   string // hex SHA-256 of the canonical payload
+	OrderID       string
+	TransactionID string // the provider's reference of the charge
+	Status        models.PaymentEvent
+	Amount        int64 // minor units
+	Currency      string
+}
+
+// Delivery is one HTTP delivery of a callback.
+type Delivery struct {
+	Provider    string
+	Header      http.Header
+	Body        io.Reader
+	ContentType string
+	RemoteAddr  string
+	RequestID   string
+}
+
+// Outcome is the answer to a delivery. Code is empty for a 200, else the
+// error code that decides the HTTP status (models.HTTPStatus).
+type Outcome struct {
+	Result      string // the `result` member of the response body
+	Code        string
+	Detail      string
+	Reason      string // why a callback was rejected
+	Provider    string
+	Key         string
+	OrderID     string
+	OrderStatus models.OrderStatus // after the event, when known
+	outcome      string             // callback_deliveries.outcome, when written with the effect
+	callbackID   *int64
+	statusBefore models.OrderStatus
+}
+
+// Status is the HTTP status of the outcome.
+func (o Outcome) Status() int { return models.HTTPStatus(o.Code) }
+
+// Service receives callbacks for a set of providers.
+type Service struct {
+	db        *gorm.DB
+	log       *slog.Logger
+	now       func() time.Time
+	providers map[string]Provider
+	record    func(ctx context.Context, d models.CallbackDelivery, conflict bool)
+}
+
+// NewService returns the callback pipeline for the given providers.
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, providers ...Provider) *Service {
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}}
+	for _, p := range providers {
+		s.providers[p.Name()] = p
+	}
+	s.record = s.recordDelivery
+	return s
+}
+
+// HasProvider reports whether name is a configured provider.
+func (s *Service) HasProvider(name string) bool { _, ok := s.providers[name]; return ok }
+
+// Receive runs one delivery through the pipeline and returns the answer.
+// It never fails: a failure is an Outcome with a 5xx status. Every
+// delivery of a known provider leaves one callback_deliveries row.
+func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
+	start := time.Now()
+	p, ok := s.providers[d.Provider]
+	if !ok {
+		return Outcome{Result: "unknown_provider", Code: models.ENotFound, Detail: fmt.Sprintf("no provider %q", d.Provider)}
+	}
+	out, ev := s.receive(ctx, p, d)
+	out.Provider = p.Name()
+	if out.outcome == "" { // not recorded inside the applying transaction
+		s.record(ctx, models.CallbackDelivery{
+			CallbackID:   out.callbackID,
+			Provider:     p.Name(),
+			ReceivedAt:   s.now().UTC(),
+			Outcome:      deliveryOutcome(out),
+			ResponseCode: out.Status(),
+			DurationMS:   int(time.Since(start).Milliseconds()),
+			RemoteAddr:   d.RemoteAddr,
+			RequestID:    d.RequestID,
+		}, out.Result == models.ResultConflict)
+	}
+	s.observe(ctx, out, ev, time.Since(start))
+	return out
+}
+
+func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome, Event) {
+	body, err := io.ReadAll(io.LimitReader(d.Body, MaxBodyBytes+1))
+	if err != nil {
+		return refusal(models.EInvalidPayload, "could not read the body"), Event{}
+	}
+	if len(body) > MaxBodyBytes {
+		return refusal(models.ETooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes)), Event{}
+	}
+	if !isJSON(d.ContentType) {
+		return refusal(models.EUnsupportedMediaType, "Content-Type must be application/json"), Event{}
+	}
+	if err := p.Verify(d.Header, body, s.now()); err != nil {
+		return refusal(models.EInvalidSignature, err.Error()), Event{}
+	}
+	ev, err := p.Parse(d.Header, body)
+	if err != nil {
+		return refusal(models.ErrorCode(err), models.ErrorMessage(err)), Event{}
+	}
+	out, err := s.apply(ctx, p.Name(), ev, d)
+	if err != nil {
+		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
+			"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
+		out = Outcome{Result: models.ResultError, Code: models.EUnavailable, Detail: "the callback could not be recorded now; retry later"}
+	}
+	out.Key, out.OrderID = ev.Key, ev.OrderID
+	return out, ev
+}
+
+func refusal(code, detail string) Outcome {
+	if code == "" || models.HTTPStatus(code) >= 500 {
+		code = models.EInvalidPayload
+	}
+	return Outcome{Result: code, Code: code, Detail: detail}
+}
+
+// deliveryOutcome maps an answer to the callback_deliveries.outcome value.
+func deliveryOutcome(o Outcome) string {
+	switch o.Result {
+	case models.ResultProcessed, models.ResultStale, models.ResultDuplicate,
+		models.ResultConflict, models.ResultRejected, models.ResultError:
+		return o.Result
+	}
+	return o.Code // the refusals: too_large, invalid_signature, ...
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// observe logs the outcome with the SPEC §8 fields and counts it.
+func (s *Service) observe(ctx context.Context, out Outcome, ev Event, took time.Duration) {
+	metrics.Callbacks.WithLabelValues(out.Provider, out.Result).Inc()
+	metrics.CallbackDuration.WithLabelValues(out.Provider, out.Result).Observe(took.Seconds())
+	switch out.Result {
+	case models.ResultDuplicate:
+		metrics.CallbackDuplicates.WithLabelValues(out.Provider).Inc()
+	case models.ResultConflict:
+		metrics.CallbackConflicts.WithLabelValues(out.Provider).Inc()
+	}
+	level := slog.LevelInfo
+	switch {
+	case out.Result == models.ResultConflict || out.Status() >= 500:
+		level = slog.LevelError
+	case out.Status() >= 400:
+		level = slog.LevelWarn
+	case out.Result == models.ResultDuplicate:
+		level = slog.LevelDebug
+	}
+	s.log.Log(ctx, level, "callback "+out.Result,
+		"provider", out.Provider, "idempotency_key", ev.Key, "order_id", ev.OrderID,
+		"transaction_id", ev.TransactionID, "payment_status", ev.Status,
+		"status_before", out.statusBefore, "status_after", out.OrderStatus, "result", out.Result, "reason", out.Reason,
+		"detail", out.Detail, "duration_ms", took.Milliseconds())
+}

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/models"
+)
+
+// MaxAttempts bounds how often Transaction runs fn when PostgreSQL reports
+// a deadlock or a serialization failure.
+const MaxAttempts = 4
+
+// Transaction runs fn in one transaction at the default READ COMMITTED
+// level. A deadlock (40P01) or serialization failure (40001) rolls back and
+// runs fn again, up to MaxAttempts times, after a short random pause; then,
+// like any error that means the database cannot answer now, it becomes an
+// EUnavailable error (503). fn must therefore have no effect outside tx.
+func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	for attempt := 1; ; attempt++ {
+		err := db.WithContext(ctx).Transaction(fn)
+		if err == nil || !IsRetryable(err) || attempt == MaxAttempts {
+			return Classify(err)
+		}
+		pause := time.Duration(attempt) * time.Duration(5+rand.IntN(20)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return Classify(ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// Classify turns errors that a retry may fix (no connection, timeout,
+// deadlock, shutdown) into an EUnavailable error that still wraps the
+// cause. Errors that already carry a code, and everything else, pass
+// through unchanged.
+func Classify(err error) error {
+	var coded *models.Error
+	if err == nil || errors.As(err, &coded) {
+		return err
+	}
+	if IsUnavailable(err) {
+		return fmt.Errorf("%w: %w", models.Errorf(models.EUnavailable, "the database is unavailable; retry later"), err)
+	}
+	return err
+}
+
+// IsUniqueViolation reports whether err is a unique-index violation (23505).
+func IsUniqueViolation(err error) bool { return pgCode(err) == "23505" }
+
+// IsRetryable reports whether err is a deadlock (40P01) or a serialization
+// failure (40001): the transaction may succeed when run again.
+func IsRetryable(err error) bool {
+	code := pgCode(err)
+	return code == "40P01" || code == "40001"
+}
+
+// IsUnavailable reports whether err means the database could not do the
+// work now but may later: no connection, a timeout, a shutdown, too many
+// connections, or contention that outlasted the retries.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if IsRetryable(err) {
+		return true
+	}
+	if code := pgCode(err); code != "" {
+		return strings.HasPrefix(code, "08") || // connection exception
+			strings.HasPrefix(code, "53") || // insufficient resources, too many connections
+			strings.HasPrefix(code, "57") || // operator intervention: shutdown, statement timeout
+			code == "55P03" // lock not available
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) ||
+		errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &netErr) ||
+		errors.As(err, &connectErr) ||
+		pgconn.Timeout(err) ||
+		pgconn.SafeToRetry(err)
+}
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

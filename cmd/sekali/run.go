@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/sekali/sekali/app/config"
+)
+
+const usage = `usage: sekali <command> [flags]
+
+commands:
+  serve     run the web server (and, with --roles, the background parts)
+  migrate   up | down | status: apply the embedded SQL migrations
+  seed      create the demo products and the admin user (idempotent)
+  verify    run the integrity audit; exit status 1 on any violation
+  sign      sign a sandbox callback body, for curl and manual tests
+
+Configuration comes from the environment; see README.md.
+`
+
+// exitError carries a process exit status other than 1.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// run is the whole program, with its environment passed in so that tests
+// can run it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return &exitError{code: 2, msg: "no command given"}
+	}
+	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return migrate(ctx, rest, getenv, stdout, stderr)
+	case "seed":
+		return seed(ctx, rest, getenv, stdout, stderr)
+	case "verify":
+		return verify(ctx, rest, getenv, stdout, stderr)
+	case "sign":
+		return sign(rest, getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return &exitError{code: 2, msg: fmt.Sprintf("unknown command %q", cmd)}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "sekali:", ee.msg)
+		}
+		return ee.code
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "sekali:", err)
+	return 1
+}
+
+// loadConfig reads the configuration; a bad variable stops the command
+// with a message that names it.
+func loadConfig(getenv func(string) string) (config.Config, error) {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return cfg, fmt.Errorf("configuration:\n  %s", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
+	return cfg, nil
+}
+
+// newLogger writes JSON lines to w at the configured level.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sekali "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

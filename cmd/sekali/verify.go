@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/store"
+)
+
+// verify is `sekali verify`: the integrity audit of SPEC §7. Exit status 1
+// means at least one invariant is broken.
+func verify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("verify", stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, cfg.DatabaseURL, 2, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close(db)
+
+	a := audit.New(db)
+	report, err := a.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else {
+		a.Print(stdout, report)
+	}
+	if !report.OK {
+		return &exitError{code: 1}
+	}
+	return nil
+}

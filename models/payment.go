@@ -1,0 +1,117 @@
+package models
+
+import "time"
+
+// PaymentStatus is the state of one charge at the provider.
+type PaymentStatus string
+
+const (
+	PaymentPending        PaymentStatus = "pending"
+	PaymentSucceeded      PaymentStatus = "succeeded"
+	PaymentFailed         PaymentStatus = "failed"
+	PaymentExpired        PaymentStatus = "expired"
+	PaymentRefundRequired PaymentStatus = "refund_required"
+)
+
+// PaymentFrom lists, for each target status, the statuses a payment row may
+// leave to reach it. succeeded and refund_required are terminal, and a row
+// that already has the target status is left alone.
+var PaymentFrom = map[PaymentStatus][]PaymentStatus{
+	PaymentPending:        {},
+	PaymentFailed:         {PaymentPending},
+	PaymentExpired:        {PaymentPending},
+	PaymentSucceeded:      {PaymentPending, PaymentFailed, PaymentExpired},
+	PaymentRefundRequired: {PaymentPending, PaymentFailed, PaymentExpired},
+}
+
+// Payment is one charge, identified by (Provider, ProviderReference).
+type Payment struct {
+	ID                int64         `json:"-"`
+	Provider          string        `json:"provider"`
+	ProviderReference string        `json:"provider_reference"`
+	OrderID           string        `json:"-"`
+	Amount            int64         `json:"amount"`
+	Currency          string        `json:"currency"`
+	Status            PaymentStatus `json:"status"`
+	CreatedAt         time.Time     `json:"created_at"`
+	UpdatedAt         time.Time     `json:"updated_at"`
+}
+
+// CallbackStatus is the state of a recorded provider event.
+type CallbackStatus string
+
+const (
+	// CallbackProcessed is terminal: the event was applied or found stale.
+	CallbackProcessed CallbackStatus = "processed"
+	// CallbackRejected is not terminal: a later delivery is evaluated again.
+	CallbackRejected CallbackStatus = "rejected"
+)
+
+// Callback results (the `result` member of a callback response) and
+// rejection reasons stored in payment_callbacks.result.
+const (
+	ResultProcessed = "processed"
+	ResultStale     = "stale"
+	ResultDuplicate = "duplicate"
+	ResultConflict  = "conflict"
+	ResultRejected  = "rejected"
+	ResultError     = "error"
+
+	ReasonUnknownOrder      = "unknown_order"
+	ReasonAmountMismatch    = "amount_mismatch"
+	ReasonCurrencyMismatch  = "currency_mismatch"
+	ReasonReferenceMismatch = "reference_belongs_to_other_order"
+)
+
+// PaymentCallback is one provider event, keyed by (Provider,
+// IdempotencyKey). The raw body is not kept: PayloadHash is the SHA-256 of
+// its canonical form, and the business fields are stored parsed.
+type PaymentCallback struct {
+	ID              int64
+	Provider        string
+	IdempotencyKey  string
+	PayloadHash     string
+	OrderID         string
+	TransactionID   string
+	EventStatus     PaymentEvent
+	Amount          int64
+	Currency        string
+	Status          CallbackStatus
+	Result          string
+	ConflictCount   int
+	ResponseCode    int
+	Attempts        int
+	FirstReceivedAt time.Time
+	LastReceivedAt  time.Time
+	ProcessedAt     *time.Time
+}
+
+// Delivery outcomes: one per HTTP delivery of a callback.
+const (
+	OutcomeProcessed            = "processed"
+	OutcomeStale                = "stale"
+	OutcomeDuplicate            = "duplicate"
+	OutcomeConflict             = "conflict"
+	OutcomeRejected             = "rejected"
+	OutcomeInvalidSignature     = "invalid_signature"
+	OutcomeInvalidPayload       = "invalid_payload"
+	OutcomeMissingField         = "missing_field"
+	OutcomeTooLarge             = "too_large"
+	OutcomeUnsupportedMediaType = "unsupported_media_type"
+	OutcomeError                = "error"
+)
+
+// CallbackDelivery is one HTTP delivery of a callback: an append-only audit
+// trail. CallbackID is nil when the delivery was refused before its key was
+// known (bad size, type, signature or payload).
+type CallbackDelivery struct {
+	ID           int64
+	CallbackID   *int64
+	Provider     string
+	ReceivedAt   time.Time
+	Outcome      string
+	ResponseCode int
+	DurationMS   int `gorm:"column:duration_ms"`
+	RemoteAddr   string
+	RequestID    string
+}

@@ -1,0 +1,113 @@
+package models
+
+// PaymentEvent is the payment_status a provider reports in a callback.
+type PaymentEvent string
+
+const (
+	EventPaid    PaymentEvent = "paid"
+	EventFailed  PaymentEvent = "failed"
+	EventExpired PaymentEvent = "expired"
+	EventPending PaymentEvent = "pending"
+)
+
+// Valid reports whether e is one of the four events.
+func (e PaymentEvent) Valid() bool {
+	switch e {
+	case EventPaid, EventFailed, EventExpired, EventPending:
+		return true
+	}
+	return false
+}
+
+// Action is what a callback event does to an order; Decide chooses it.
+type Action string
+
+const (
+	// ActionStale changes nothing: not the order, not stock, not payments.
+	ActionStale Action = "stale"
+	// ActionRecordPending keeps the order pending and records the payment as pending.
+	ActionRecordPending Action = "record_pending"
+	// ActionPay moves a pending order to paid; the payment succeeds.
+	ActionPay Action = "pay"
+	// ActionFail moves a pending order to failed and releases its stock.
+	ActionFail Action = "fail"
+	// ActionExpire moves a pending order to expired and releases its stock.
+	ActionExpire Action = "expire"
+	// ActionRereserve takes the stock of a failed, expired or cancelled
+	// order back: the order is paid if every item is still in stock, and
+	// refund_required if not.
+	ActionRereserve Action = "rereserve"
+	// ActionSecondCharge records a new charge for an order that is already
+	// paid (or awaiting a refund) as refund_required; the order is unchanged.
+	ActionSecondCharge Action = "second_charge"
+)
+
+// Decide returns the action of event ev on an order in state s (SPEC §4).
+// chargeKnown reports whether the event's provider reference already has a
+// payment that counts as a charge (succeeded or refund_required): a paid
+// event for such a reference has been applied before and is stale.
+func Decide(s OrderStatus, ev PaymentEvent, chargeKnown bool) Action {
+	if s == OrderPending {
+		switch ev {
+		case EventPaid:
+			return ActionPay
+		case EventFailed:
+			return ActionFail
+		case EventExpired:
+			return ActionExpire
+		case EventPending:
+			return ActionRecordPending
+		}
+		return ActionStale
+	}
+	if ev != EventPaid || chargeKnown {
+		return ActionStale
+	}
+	switch s {
+	case OrderPaid, OrderRefundRequired:
+		return ActionSecondCharge
+	case OrderFailed, OrderExpired, OrderCancelled:
+		return ActionRereserve
+	}
+	return ActionStale
+}
+
+// ChecksAmount reports whether the event's amount and currency must match
+// the order before the action may run: only paid events that change the
+// order's state are compared.
+func (a Action) ChecksAmount() bool { return a == ActionPay || a == ActionRereserve }
+
+// PaymentStatus returns the status the event's payment row gets, and false
+// for actions that leave payments alone. ActionRereserve's status depends on
+// the stock (succeeded or refund_required) and is decided by the caller.
+func (a Action) PaymentStatus() (PaymentStatus, bool) {
+	switch a {
+	case ActionPay:
+		return PaymentSucceeded, true
+	case ActionFail:
+		return PaymentFailed, true
+	case ActionExpire:
+		return PaymentExpired, true
+	case ActionRecordPending:
+		return PaymentPending, true
+	case ActionSecondCharge:
+		return PaymentRefundRequired, true
+	}
+	return "", false
+}
+
+// Releases reports whether the action gives the order's stock back.
+func (a Action) Releases() bool { return a == ActionFail || a == ActionExpire }
+
+// OrderStatusAfter returns the order's status after a non-rereserve action.
+func (a Action) OrderStatusAfter(s OrderStatus) OrderStatus {
+	switch a {
+	case ActionPay:
+		return OrderPaid
+	case ActionFail:
+		return OrderFailed
+	case ActionExpire:
+		return OrderExpired
+	}
+	return s
+}

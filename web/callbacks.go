@@ -1,0 +1,46 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// callbackJSON is the body of a 200 answer to a callback.
+type callbackJSON struct {
+	Result         string `json:"result"`
+	Provider       string `json:"provider"`
+	IdempotencyKey string `json:"idempotency_key"`
+	OrderID        string `json:"order_id"`
+	OrderStatus    string `json:"order_status,omitempty"`
+}
+
+// receiveCallback is POST /callbacks/:provider. Everything from the size
+// limit to the audit row happens in the payments pipeline; this handler
+// only translates HTTP in and out.
+func (s *Server) receiveCallback(c echo.Context) error {
+	r := c.Request()
+	out := s.deps.Callbacks.Receive(r.Context(), payments.Delivery{
+		Provider:    c.Param("provider"),
+		Header:      r.Header,
+		Body:        r.Body,
+		ContentType: r.Header.Get(echo.HeaderContentType),
+		RemoteAddr:  c.RealIP(),
+		RequestID:   requestID(c),
+	})
+	if out.Code == "" {
+		return c.JSON(http.StatusOK, callbackJSON{
+			Result: out.Result, Provider: out.Provider, IdempotencyKey: out.Key,
+			OrderID: out.OrderID, OrderStatus: string(out.OrderStatus),
+		})
+	}
+	p := newProblem(out.Code, out.Detail)
+	p.Result, p.Reason = out.Result, out.Reason
+	if out.Code == models.EUnavailable {
+		c.Response().Header().Set("Retry-After", "5")
+	}
+	return writeProblem(c, p)
+}

@@ -1,0 +1,204 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/models"
+)
+
+// Idempotency scopes: one per endpoint that accepts an Idempotency-Key.
+const scopeOrdersCreate = "orders.create"
+
+// orderJSON is the order as the API shows it.
+type orderJSON struct {
+	ID            string        `json:"id"`
+	Status        string        `json:"status"`
+	CustomerEmail string        `json:"customer_email"`
+	Currency      string        `json:"currency"`
+	TotalAmount   int64         `json:"total_amount"`
+	ExpiresAt     time.Time     `json:"expires_at"`
+	PaidAt        *time.Time    `json:"paid_at"`
+	Items         []itemJSON    `json:"items"`
+	Payments      []paymentJSON `json:"payments"`
+	Invoice       *invoiceJSON  `json:"invoice"`
+}
+
+type itemJSON struct {
+	SKU       string `json:"sku"`
+	Qty       int64  `json:"qty"`
+	UnitPrice int64  `json:"unit_price"`
+}
+
+type paymentJSON struct {
+	Provider          string    `json:"provider"`
+	ProviderReference string    `json:"provider_reference"`
+	Amount            int64     `json:"amount"`
+	Currency          string    `json:"currency"`
+	Status            string    `json:"status"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// invoiceJSON is filled in once invoices exist.
+type invoiceJSON struct {
+	Number   string    `json:"number"`
+	Amount   int64     `json:"amount"`
+	Currency string    `json:"currency"`
+	IssuedAt time.Time `json:"issued_at"`
+}
+
+func newOrderJSON(o *models.Order) orderJSON {
+	v := orderJSON{
+		ID: o.ID, Status: string(o.Status), CustomerEmail: o.CustomerEmail, Currency: o.Currency,
+		TotalAmount: o.TotalAmount, ExpiresAt: o.ExpiresAt.UTC(), PaidAt: utc(o.PaidAt),
+		Items: []itemJSON{}, Payments: []paymentJSON{},
+	}
+	for _, it := range o.Items {
+		v.Items = append(v.Items, itemJSON{SKU: it.SKU, Qty: it.Qty, UnitPrice: it.UnitPrice})
+	}
+	for _, p := range o.Payments {
+		v.Payments = append(v.Payments, paymentJSON{
+			Provider: p.Provider, ProviderReference: p.ProviderReference, Amount: p.Amount,
+			Currency: p.Currency, Status: string(p.Status), CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+		})
+	}
+	return v
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// createOrder is POST /api/orders, idempotent under the Idempotency-Key
+// header: the order and the stored response commit together.
+func (s *Server) createOrder(c echo.Context) error {
+	key, err := idempotency.ParseKey(c.Request().Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	body, err := readJSONBody(c)
+	if err != nil {
+		return err
+	}
+	var req orders.CreateRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	hash, err := canonjson.Fingerprint(body)
+	if err != nil {
+		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
+	}
+	resp, err := s.deps.Keys.Do(c.Request().Context(), scopeOrdersCreate, key, hash,
+		func(tx *gorm.DB) (idempotency.Response, error) {
+			o, err := s.deps.Orders.CreateTx(tx, req)
+			if err != nil {
+				return storedProblem(err)
+			}
+			b, err := json.Marshal(newOrderJSON(o))
+			return idempotency.Response{Code: http.StatusCreated, Body: b}, err
+		})
+	if err != nil {
+		return err
+	}
+	if resp.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	contentType := echo.MIMEApplicationJSON
+	if resp.Code >= 400 {
+		contentType = problemContentType
+	}
+	return c.Blob(resp.Code, contentType, resp.Body)
+}
+
+// storedProblem turns a request's own failure (a 4xx) into a response to
+// store under its idempotency key; a failure a retry may fix stays an
+// error, so nothing is stored and the client may try again.
+func storedProblem(err error) (idempotency.Response, error) {
+	p := problemOf(err)
+	if p.Status >= 500 {
+		return idempotency.Response{}, err
+	}
+	b, merr := json.Marshal(p)
+	return idempotency.Response{Code: p.Status, Body: b}, merr
+}
+
+// getOrder is GET /api/orders/:id.
+func (s *Server) getOrder(c echo.Context) error {
+	o, err := s.deps.Orders.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newOrderJSON(o))
+}
+
+// cancelOrder is POST /api/orders/:id/cancel.
+func (s *Server) cancelOrder(c echo.Context) error {
+	ctx := c.Request().Context()
+	if _, err := s.deps.Orders.Cancel(ctx, c.Param("id")); err != nil {
+		return err
+	}
+	o, err := s.deps.Orders.Get(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newOrderJSON(o))
+}
+
+// readJSONBody checks the content type and reads the (size-limited) body.
+func readJSONBody(c echo.Context) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType))
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return nil, models.Errorf(models.EUnsupportedMediaType, "Content-Type must be application/json")
+	}
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return nil, he
+		}
+		return nil, models.Errorf(models.EInvalidPayload, "could not read the body")
+	}
+	return body, nil
+}
+
+// decodeStrict decodes a JSON object into v: malformed JSON is a 400, a
+// field of the wrong type or an unknown field is a 422.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case err == nil:
+		if dec.More() {
+			return models.Errorf(models.EInvalidPayload, "the body holds more than one JSON value")
+		}
+		return nil
+	case errors.As(err, &typeErr):
+		return models.Errorf(models.EInvalid, "%s must be a %s", typeErr.Field, typeErr.Type)
+	case errors.As(err, &syntaxErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
+	default:
+		return models.Errorf(models.EInvalid, "%v", err) // unknown field "x"
+	}
+}

@@ -1,0 +1,27 @@
+package web
+
+import (
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sekali/sekali/app/metrics"
+)
+
+// routes lists every route in one place.
+func (s *Server) routes() {
+	e := s.echo
+	e.Use(middleware.RequestID(), s.recoverPanics, s.accessLog, s.deadline)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echoHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})))
+
+	api := e.Group("/api", middleware.BodyLimit(maxAPIBody))
+	api.POST("/orders", s.createOrder)
+	api.GET("/orders/:id", s.getOrder)
+	api.POST("/orders/:id/cancel", s.cancelOrder)
+
+	// The callback pipeline enforces its own 64 KiB limit, so that an
+	// oversized delivery is recorded like any other.
+	e.POST("/callbacks/:provider", s.receiveCallback)
+}
