@@ -63,14 +63,14 @@ type Delivery struct {
 // Outcome is the answer to a delivery. Code is empty for a 200, else the
 // error code that decides the HTTP status (models.HTTPStatus).
 type Outcome struct {
-	Result      string // the `result` member of the response body
-	Code        string
-	Detail      string
-	Reason      string // why a callback was rejected
-	Provider    string
-	Key         string
-	OrderID     string
-	OrderStatus models.OrderStatus // after the event, when known
+	Result       string // the `result` member of the response body
+	Code         string
+	Detail       string
+	Reason       string // why a callback was rejected
+	Provider     string
+	Key          string
+	OrderID      string
+	OrderStatus  models.OrderStatus // after the event, when known
 	outcome      string             // callback_deliveries.outcome, when written with the effect
 	callbackID   *int64
 	statusBefore models.OrderStatus

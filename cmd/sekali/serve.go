@@ -137,4 +137,3 @@ func displayURL(a net.Addr) string {
 	}
 	return "http://" + net.JoinHostPort(host, port)
 }
-
