@@ -50,7 +50,7 @@ func NewDB(tb testing.TB) *gorm.DB {
 // OpenDB opens a pool to databaseURL and closes it when the test ends.
 func OpenDB(tb testing.TB, databaseURL string) *gorm.DB {
 	tb.Helper()
-	db, err := store.Open(context.Background(), databaseURL, 20, nil)
+	db, err := store.Open(context.Background(), databaseURL, 5, nil)
 	if err != nil {
 		tb.Fatalf("testenv: open %s: %v", databaseURL, err)
 	}

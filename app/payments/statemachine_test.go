@@ -1,0 +1,255 @@
+package payments_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+const price = 50000 // every order here is one unit of a product at this price
+
+// fixture drives orders into each state through the real services.
+type fixture struct {
+	t      *testing.T
+	db     *gorm.DB
+	orders *orders.Service
+	pay    *payments.Service
+	n      int
+}
+
+func newFixture(t *testing.T) *fixture {
+	db := testenv.NewDB(t)
+	log := testenv.Logger()
+	return &fixture{
+		t: t, db: db,
+		orders: orders.NewService(db, log, time.Now, time.Hour),
+		pay:    payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey})),
+	}
+}
+
+// deliver sends one signed sandbox event with a fresh event id. Provider
+// references are unique per provider, so ref is made unique per order.
+func (f *fixture) deliver(orderID, ref string, ev models.PaymentEvent, amount int64) payments.Outcome {
+	f.t.Helper()
+	return f.deliverRef(orderID, ref+"/"+orderID, ev, amount)
+}
+
+func (f *fixture) deliverRef(orderID, ref string, ev models.PaymentEvent, amount int64) payments.Outcome {
+	f.t.Helper()
+	f.n++
+	body := testenv.SandboxBody(orderID, ref, ev, amount)
+	return f.pay.Receive(context.Background(), payments.Delivery{
+		Provider:    payments.SandboxName,
+		Header:      testenv.SandboxHeaders(fmt.Sprintf("evt_%d", f.n), body, time.Now()),
+		Body:        bytesReader(body),
+		ContentType: "application/json",
+	})
+}
+
+// orderIn creates a one-item order of a fresh product (stock 2) and moves
+// it into state s. It returns the order id and the SKU.
+func (f *fixture) orderIn(s models.OrderStatus) (string, string) {
+	f.t.Helper()
+	f.n++
+	sku := fmt.Sprintf("SM-%d", f.n)
+	testenv.MustCreateProduct(f.t, f.db, sku, price, 2)
+	o, err := f.orders.Create(context.Background(), orders.CreateRequest{
+		CustomerEmail: "sm@example.com", Items: []orders.ItemRequest{{SKU: sku, Qty: 1}},
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	must := func(out payments.Outcome) {
+		if out.Status() != 200 {
+			f.t.Fatalf("setting up %s: %+v", s, out)
+		}
+	}
+	switch s {
+	case models.OrderPaid:
+		must(f.deliver(o.ID, "tx-pay", models.EventPaid, price))
+	case models.OrderFailed:
+		must(f.deliver(o.ID, "tx-fail", models.EventFailed, 0))
+	case models.OrderExpired:
+		must(f.deliver(o.ID, "tx-exp", models.EventExpired, 0))
+	case models.OrderCancelled:
+		if _, err := f.orders.Cancel(context.Background(), o.ID); err != nil {
+			f.t.Fatal(err)
+		}
+	case models.OrderRefundRequired:
+		must(f.deliver(o.ID, "tx-fail", models.EventFailed, 0))
+		f.buyAll(sku)
+		must(f.deliver(o.ID, "tx-late", models.EventPaid, price))
+	}
+	if got := f.snapshot(o.ID, sku).status; got != s {
+		f.t.Fatalf("set-up reached %s, want %s", got, s)
+	}
+	return o.ID, sku
+}
+
+// buyAll takes the product's remaining stock with another order.
+func (f *fixture) buyAll(sku string) {
+	f.t.Helper()
+	var p models.Product
+	f.db.Take(&p, "sku = ?", sku)
+	if _, err := f.orders.Create(context.Background(), orders.CreateRequest{
+		CustomerEmail: "other@example.com", Items: []orders.ItemRequest{{SKU: sku, Qty: p.Stock}},
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// state is what an event may change.
+type state struct {
+	status   models.OrderStatus
+	payments map[string]models.PaymentStatus // by provider reference
+	stock    int64
+	outbox   int64
+}
+
+func (f *fixture) snapshot(orderID, sku string) state {
+	f.t.Helper()
+	var o models.Order
+	var p models.Product
+	var pays []models.Payment
+	s := state{payments: map[string]models.PaymentStatus{}}
+	if err := f.db.Take(&o, "id = ?", orderID).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	f.db.Take(&p, "sku = ?", sku)
+	f.db.Find(&pays, "order_id = ?", orderID)
+	f.db.Raw("SELECT count(*) FROM outbox_messages WHERE convert_from(payload, 'UTF8') LIKE ? AND task_type <> 'order:expire'", "%"+orderID+"%").Scan(&s.outbox)
+	for _, pay := range pays {
+		ref, _, _ := strings.Cut(pay.ProviderReference, "/")
+		s.payments[ref] = pay.Status
+	}
+	s.status, s.stock = o.Status, p.Stock
+	return s
+}
+
+// TestStateMachine delivers every event to an order in every state (SPEC
+// §4) through the real pipeline and database, and checks the answer and
+// every effect: order status, the event's payment row, stock and outbox.
+func TestStateMachine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const (
+		processed = "processed"
+		stale     = "stale"
+	)
+	type want struct {
+		result   string
+		status   models.OrderStatus
+		payment  models.PaymentStatus // status of the event's reference afterwards; "" = no row
+		stockDel int64                // change of the product's stock
+		outbox   int64                // invoice + email tasks added
+	}
+	all := []models.OrderStatus{models.OrderPending, models.OrderPaid, models.OrderFailed, models.OrderExpired, models.OrderCancelled, models.OrderRefundRequired}
+	type tc struct {
+		from models.OrderStatus
+		ev   models.PaymentEvent
+		ref  string
+		want want
+	}
+	var cases []tc
+	// Pending: every event applies.
+	cases = append(cases,
+		tc{models.OrderPending, models.EventPaid, "tx-new", want{processed, models.OrderPaid, models.PaymentSucceeded, 0, 2}},
+		tc{models.OrderPending, models.EventFailed, "tx-new", want{processed, models.OrderFailed, models.PaymentFailed, +1, 0}},
+		tc{models.OrderPending, models.EventExpired, "tx-new", want{processed, models.OrderExpired, models.PaymentExpired, +1, 0}},
+		tc{models.OrderPending, models.EventPending, "tx-new", want{processed, models.OrderPending, models.PaymentPending, 0, 0}},
+	)
+	// Every other state: failed, expired and pending events are stale.
+	for _, s := range all[1:] {
+		for _, ev := range []models.PaymentEvent{models.EventFailed, models.EventExpired, models.EventPending} {
+			cases = append(cases, tc{s, ev, "tx-new", want{stale, s, "", 0, 0}})
+		}
+	}
+	cases = append(cases,
+		// Paid: the same charge again is stale; a new charge is kept for a refund.
+		tc{models.OrderPaid, models.EventPaid, "tx-pay", want{stale, models.OrderPaid, models.PaymentSucceeded, 0, 0}},
+		tc{models.OrderPaid, models.EventPaid, "tx-new", want{processed, models.OrderPaid, models.PaymentRefundRequired, 0, 0}},
+		// Failed, expired, cancelled: a late payment re-reserves and pays,
+		// whether it names a new charge or the one that failed.
+		tc{models.OrderFailed, models.EventPaid, "tx-new", want{processed, models.OrderPaid, models.PaymentSucceeded, -1, 2}},
+		tc{models.OrderFailed, models.EventPaid, "tx-fail", want{processed, models.OrderPaid, models.PaymentSucceeded, -1, 2}},
+		tc{models.OrderExpired, models.EventPaid, "tx-new", want{processed, models.OrderPaid, models.PaymentSucceeded, -1, 2}},
+		tc{models.OrderCancelled, models.EventPaid, "tx-new", want{processed, models.OrderPaid, models.PaymentSucceeded, -1, 2}},
+		// Refund required: the charge that caused it is stale; another one joins it.
+		tc{models.OrderRefundRequired, models.EventPaid, "tx-late", want{stale, models.OrderRefundRequired, models.PaymentRefundRequired, 0, 0}},
+		tc{models.OrderRefundRequired, models.EventPaid, "tx-new", want{processed, models.OrderRefundRequired, models.PaymentRefundRequired, 0, 0}},
+	)
+
+	for _, c := range cases {
+		name := fmt.Sprintf("%s+%s(%s)", c.from, c.ev, c.ref)
+		orderID, sku := f.orderIn(c.from)
+		before := f.snapshot(orderID, sku)
+		amount := int64(price)
+		if c.ev != models.EventPaid {
+			amount = 0
+		}
+		out := f.deliver(orderID, c.ref, c.ev, amount)
+		after := f.snapshot(orderID, sku)
+
+		if out.Status() != 200 || out.Result != c.want.result {
+			t.Errorf("%s: answer %d %s (%s), want 200 %s", name, out.Status(), out.Result, out.Detail, c.want.result)
+		}
+		if after.status != c.want.status {
+			t.Errorf("%s: order %s, want %s", name, after.status, c.want.status)
+		}
+		if got := after.payments[c.ref]; got != c.want.payment {
+			t.Errorf("%s: payment %s is %q, want %q", name, c.ref, got, c.want.payment)
+		}
+		if d := after.stock - before.stock; d != c.want.stockDel {
+			t.Errorf("%s: stock changed by %d, want %d", name, d, c.want.stockDel)
+		}
+		if d := after.outbox - before.outbox; d != c.want.outbox {
+			t.Errorf("%s: outbox grew by %d, want %d", name, d, c.want.outbox)
+		}
+		if c.want.result == stale && fmt.Sprint(before) != fmt.Sprint(after) {
+			t.Errorf("%s: a stale event changed state:\n before %v\n after  %v", name, before, after)
+		}
+	}
+
+	// Re-reservation when the stock is gone: refund_required, nothing taken.
+	orderID, sku := f.orderIn(models.OrderExpired)
+	f.buyAll(sku)
+	before := f.snapshot(orderID, sku)
+	out := f.deliver(orderID, "tx-new", models.EventPaid, price)
+	after := f.snapshot(orderID, sku)
+	if out.Result != processed || after.status != models.OrderRefundRequired ||
+		after.payments["tx-new"] != models.PaymentRefundRequired || after.stock != before.stock || after.outbox != 0 {
+		t.Errorf("expired+paid without stock: %s, state %v; want refund_required, stock unchanged, no tasks", out.Result, after)
+	}
+
+	report, err := audit.New(f.db).Run(context.Background())
+	if err != nil || !report.OK {
+		t.Fatalf("audit after the state machine: %v %+v", err, report.Violations)
+	}
+}
+
+// TestReferenceOfAnotherOrderIsRejected: a provider reference belongs to
+// one order; an event that names it for another is rejected.
+func TestReferenceOfAnotherOrderIsRejected(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first, _ := f.orderIn(models.OrderPaid)
+	second, sku := f.orderIn(models.OrderPending)
+	before := f.snapshot(second, sku)
+	out := f.deliverRef(second, "tx-pay/"+first, models.EventPaid, price)
+	if out.Status() != 422 || out.Reason != models.ReasonReferenceMismatch {
+		t.Fatalf("reference of %s used for %s: %d %s %s", first, second, out.Status(), out.Result, out.Reason)
+	}
+	if after := f.snapshot(second, sku); fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("rejected event changed state: %v → %v", before, after)
+	}
+}

@@ -1,0 +1,66 @@
+package testenv
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/models"
+)
+
+// SandboxSecret is the sandbox secret tests sign with; SandboxKey is its key.
+const SandboxSecret = "whsec_dGVzdC1zYW5kYm94LXNlY3JldC1mb3Itc2VrYWxp"
+
+// SandboxKey is SandboxSecret decoded.
+var SandboxKey = mustDecode(SandboxSecret)
+
+func mustDecode(s string) []byte {
+	k, err := stdwebhooks.DecodeSecret(s)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// Logger returns a logger for code under test: silent, unless
+// SEKALI_TEST_LOG is set, when it writes JSON lines to stderr.
+func Logger() *slog.Logger {
+	if os.Getenv("SEKALI_TEST_LOG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// MustCreateProduct creates a product (with its adjust movement) priced in
+// IDR.
+func MustCreateProduct(tb testing.TB, db *gorm.DB, sku string, price, stock int64) models.Product {
+	tb.Helper()
+	p := models.Product{SKU: sku, Name: sku, Price: price, Currency: "IDR", Stock: stock}
+	created, err := catalog.Create(db, &p)
+	if err != nil || !created {
+		tb.Fatalf("testenv: create product %s: created=%v err=%v", sku, created, err)
+	}
+	return p
+}
+
+// SandboxHeaders returns the headers of a sandbox delivery of body under
+// event id, signed with SandboxKey at time at.
+func SandboxHeaders(id string, body []byte, at time.Time) http.Header {
+	h := stdwebhooks.Headers(SandboxKey, id, at, body)
+	h.Set("Content-Type", "application/json")
+	return h
+}
+
+// SandboxBody is a sandbox callback body.
+func SandboxBody(orderID, transactionID string, status models.PaymentEvent, amount int64) []byte {
+	return []byte(`{"order_id":"` + orderID + `","transaction_id":"` + transactionID +
+		`","payment_status":"` + string(status) + `","paid_amount":` + strconv.FormatInt(amount, 10) + `,"currency":"IDR"}`)
+}

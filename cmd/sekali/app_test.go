@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// testApp is a real `sekali serve` started in-process through run(), on a
+// fresh database and a free port. Tests speak HTTP to it and read the
+// database directly to check effects.
+type testApp struct {
+	URL         string
+	DB          *gorm.DB
+	DatabaseURL string
+	env         map[string]string
+	client      *http.Client
+}
+
+// startApp runs `sekali serve` with the test environment plus env, and
+// stops it when the test ends.
+func startApp(t *testing.T, env map[string]string) *testApp {
+	t.Helper()
+	a := &testApp{env: map[string]string{
+		"HTTP_ADDR":              "127.0.0.1:0",
+		"SANDBOX_WEBHOOK_SECRET": testenv.SandboxSecret,
+		"LOG_LEVEL":              "error",
+		"DB_MAX_CONNS":           "10",
+	}}
+	for k, v := range env {
+		a.env[k] = v
+	}
+	if a.env["DATABASE_URL"] == "" {
+		a.env["DATABASE_URL"] = testenv.NewDatabaseURL(t)
+	}
+	a.DatabaseURL = a.env["DATABASE_URL"]
+	a.DB = testenv.OpenDB(t, a.DatabaseURL)
+	a.client = &http.Client{
+		Timeout:   30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"sekali", "serve"}, a.getenv, outW, logOutput())
+		outW.Close()
+	}()
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
+				urls <- u
+			}
+		}
+		close(urls)
+	}()
+	select {
+	case u, ok := <-urls:
+		if !ok {
+			cancel()
+			t.Fatalf("sekali serve stopped before serving: %v", <-done)
+		}
+		a.URL = u
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("sekali serve did not start within 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sekali serve: %v", err)
+		}
+		a.client.CloseIdleConnections()
+	})
+	return a
+}
+
+func (a *testApp) getenv(k string) string { return a.env[k] }
+
+func logOutput() io.Writer {
+	if os.Getenv("SEKALI_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+// response is an HTTP answer with its body decoded as a JSON object.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	JSON   map[string]any
+}
+
+func (r response) str(key string) string { s, _ := r.JSON[key].(string); return s }
+
+func (a *testApp) do(t *testing.T, method, path string, header http.Header, body []byte) response {
+	t.Helper()
+	req, err := http.NewRequest(method, a.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := a.client.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, path, err)
+		return response{}
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	r := response{Status: res.StatusCode, Header: res.Header, Body: b}
+	json.Unmarshal(b, &r.JSON)
+	return r
+}
+
+// postOrder sends POST /api/orders with an Idempotency-Key.
+func (a *testApp) postOrder(t *testing.T, key string, body string) response {
+	t.Helper()
+	h := http.Header{"Content-Type": {"application/json"}}
+	if key != "" {
+		h.Set("Idempotency-Key", key)
+	}
+	return a.do(t, "POST", "/api/orders", h, []byte(body))
+}
+
+// createOrder creates an order of the given sku:qty items and returns its id.
+func (a *testApp) createOrder(t *testing.T, items map[string]int) string {
+	t.Helper()
+	var lines []string
+	for sku, qty := range items {
+		lines = append(lines, fmt.Sprintf(`{"sku":%q,"qty":%d}`, sku, qty))
+	}
+	r := a.postOrder(t, randomKey(), `{"customer_email":"buyer@example.com","items":[`+strings.Join(lines, ",")+`]}`)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create order: %d %s", r.Status, r.Body)
+	}
+	return r.str("id")
+}
+
+// callback delivers a signed sandbox callback.
+func (a *testApp) callback(t *testing.T, eventID string, body []byte) response {
+	t.Helper()
+	return a.do(t, "POST", "/callbacks/sandbox", testenv.SandboxHeaders(eventID, body, time.Now()), body)
+}
+
+func (a *testApp) order(t *testing.T, id string) models.Order {
+	t.Helper()
+	var o models.Order
+	if err := a.DB.Preload("Payments").Preload("Items").Take(&o, "id = ?", id).Error; err != nil {
+		t.Fatalf("read order %s: %v", id, err)
+	}
+	return o
+}
+
+func (a *testApp) stock(t *testing.T, sku string) int64 {
+	t.Helper()
+	var p models.Product
+	if err := a.DB.Take(&p, "sku = ?", sku).Error; err != nil {
+		t.Fatalf("read product %s: %v", sku, err)
+	}
+	return p.Stock
+}
+
+// count runs a SELECT count(*) … query.
+func (a *testApp) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := a.DB.Raw(query, args...).Scan(&n).Error; err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// verify runs `sekali verify` against the app's database and fails the
+// test on any violation, showing the report.
+func (a *testApp) verify(t *testing.T) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"sekali", "verify"}, a.getenv, &out, io.Discard); err != nil {
+		t.Fatalf("sekali verify: %v\n%s", err, out.String())
+	}
+}
+
+// concurrently runs fn(i) for i in [0, n) in n goroutines released at the
+// same moment, and waits for all of them.
+func concurrently(n int, fn func(i int)) {
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+}
+
+func randomKey() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newProduct creates a product with a unique SKU and returns the SKU.
+func (a *testApp) newProduct(t *testing.T, price, stock int64) string {
+	t.Helper()
+	sku := "SKU-" + strings.ToUpper(randomKey())
+	testenv.MustCreateProduct(t, a.DB, sku, price, stock)
+	return sku
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+func TestOversellIsImpossible(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 250000, 10)
+	body := fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":1}]}`, sku)
+
+	var mu sync.Mutex
+	statuses, codes := map[int]int{}, map[string]int{}
+	concurrently(50, func(int) {
+		r := a.postOrder(t, randomKey(), body)
+		mu.Lock()
+		statuses[r.Status]++
+		codes[r.str("code")]++
+		mu.Unlock()
+	})
+	if statuses[201] != 10 || statuses[409] != 40 || codes["insufficient_stock"] != 40 {
+		t.Fatalf("statuses = %v, codes = %v; want 10 × 201 and 40 × 409 insufficient_stock", statuses, codes)
+	}
+	if s := a.stock(t, sku); s != 0 {
+		t.Fatalf("stock = %d, want 0", s)
+	}
+	if n := a.count(t, "SELECT count(*) FROM orders"); n != 10 {
+		t.Fatalf("orders = %d, want 10", n)
+	}
+	a.verify(t)
+}
+
+func TestOrderIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	plenty, scarce := a.newProduct(t, 1000, 10), a.newProduct(t, 1000, 1)
+	r := a.postOrder(t, randomKey(), fmt.Sprintf(`{"customer_email":"b@example.com","items":[{"sku":%q,"qty":2},{"sku":%q,"qty":2}]}`, plenty, scarce))
+	if r.Status != http.StatusConflict || r.str("code") != "insufficient_stock" {
+		t.Fatalf("create: %d %s; want 409 insufficient_stock", r.Status, r.Body)
+	}
+	if a.stock(t, plenty) != 10 || a.stock(t, scarce) != 1 {
+		t.Fatalf("stock changed: %d, %d", a.stock(t, plenty), a.stock(t, scarce))
+	}
+	if n := a.count(t, "SELECT count(*) FROM orders") + a.count(t, "SELECT count(*) FROM stock_movements WHERE kind <> 'adjust'"); n != 0 {
+		t.Fatalf("%d order or movement rows written by a refused order", n)
+	}
+}
+
+func TestOrderIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 75000, 100)
+	body := fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":2}]}`, sku)
+
+	t.Run("replay returns the stored response", func(t *testing.T) {
+		first := a.postOrder(t, "key-replay", body)
+		// Same content, other spelling: the fingerprint is canonical.
+		again := a.postOrder(t, "key-replay", strings.ReplaceAll(body, `,"items"`, ` , "items"`))
+		if first.Status != 201 || again.Status != 201 || string(first.Body) != string(again.Body) {
+			t.Fatalf("first %d %s, replay %d %s; want the same 201 twice", first.Status, first.Body, again.Status, again.Body)
+		}
+		if first.Header.Get("Idempotent-Replayed") != "" || again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("Idempotent-Replayed: first %q, replay %q", first.Header.Get("Idempotent-Replayed"), again.Header.Get("Idempotent-Replayed"))
+		}
+	})
+	t.Run("reuse with another body", func(t *testing.T) {
+		a.postOrder(t, "key-reuse", body)
+		r := a.postOrder(t, "key-reuse", strings.Replace(body, `"qty":2`, `"qty":3`, 1))
+		if r.Status != 422 || r.str("code") != "idempotency_key_reused" {
+			t.Fatalf("reuse: %d %s; want 422 idempotency_key_reused", r.Status, r.Body)
+		}
+	})
+	t.Run("missing key", func(t *testing.T) {
+		r := a.postOrder(t, "", body)
+		if r.Status != 400 || r.str("code") != "idempotency_key_missing" {
+			t.Fatalf("no key: %d %s; want 400 idempotency_key_missing", r.Status, r.Body)
+		}
+	})
+	t.Run("key too long", func(t *testing.T) {
+		r := a.postOrder(t, strings.Repeat("k", 256), body)
+		if r.Status != 400 || r.str("code") != "idempotency_key_invalid" {
+			t.Fatalf("long key: %d %s; want 400 idempotency_key_invalid", r.Status, r.Body)
+		}
+	})
+	t.Run("a refused order is replayed too", func(t *testing.T) {
+		big := strings.Replace(body, `"qty":2`, `"qty":1000`, 1)
+		first, again := a.postOrder(t, "key-short", big), a.postOrder(t, "key-short", big)
+		if first.Status != 409 || again.Status != 409 || again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("first %d, again %d (replayed %q); want 409 stored and replayed", first.Status, again.Status, again.Header.Get("Idempotent-Replayed"))
+		}
+	})
+	t.Run("20 concurrent requests with one key create one order", func(t *testing.T) {
+		before := a.count(t, "SELECT count(*) FROM orders")
+		var mu sync.Mutex
+		statuses := map[int]int{}
+		ids := map[string]bool{}
+		concurrently(20, func(int) {
+			r := a.postOrder(t, "key-concurrent", body)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[r.Status]++
+			if r.Status == 201 {
+				ids[r.str("id")] = true
+			} else if r.Status != 409 || r.str("code") != "request_in_progress" {
+				t.Errorf("unexpected answer %d %s", r.Status, r.Body)
+			}
+		})
+		if n := a.count(t, "SELECT count(*) FROM orders") - before; n != 1 || len(ids) != 1 {
+			t.Fatalf("orders created = %d, distinct ids answered = %d (statuses %v); want 1 and 1", n, len(ids), statuses)
+		}
+		if r := a.postOrder(t, "key-concurrent", body); r.Status != 201 || !ids[r.str("id")] {
+			t.Fatalf("after the race: %d %s; want the stored 201", r.Status, r.Body)
+		}
+	})
+	a.verify(t)
+}
+
+func TestOrderValidation(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 1000, 10)
+	item := fmt.Sprintf(`{"sku":%q,"qty":1}`, sku)
+	tests := []struct {
+		name, body, contentType string
+		status                  int
+		code                    string
+	}{
+		{"unknown sku", `{"customer_email":"a@example.com","items":[{"sku":"NOPE","qty":1}]}`, "", 422, "invalid_request"},
+		{"qty 0", `{"customer_email":"a@example.com","items":[{"sku":"` + sku + `","qty":0}]}`, "", 422, "invalid_request"},
+		{"bad email", `{"customer_email":"not an email","items":[` + item + `]}`, "", 422, "invalid_request"},
+		{"no items", `{"customer_email":"a@example.com","items":[]}`, "", 422, "invalid_request"},
+		{"sku twice", `{"customer_email":"a@example.com","items":[` + item + `,` + item + `]}`, "", 422, "invalid_request"},
+		{"qty as string", `{"customer_email":"a@example.com","items":[{"sku":"` + sku + `","qty":"1"}]}`, "", 422, "invalid_request"},
+		{"unknown field", `{"customer_email":"a@example.com","items":[` + item + `],"coupon":"FREE"}`, "", 422, "invalid_request"},
+		{"malformed JSON", `{"customer_email":`, "", 400, "invalid_payload"},
+		{"not JSON", `customer_email=a@example.com`, "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+	}
+	for _, tt := range tests {
+		h := http.Header{"Idempotency-Key": {randomKey()}, "Content-Type": {"application/json"}}
+		if tt.contentType != "" {
+			h.Set("Content-Type", tt.contentType)
+		}
+		r := a.do(t, "POST", "/api/orders", h, []byte(tt.body))
+		if r.Status != tt.status || r.str("code") != tt.code || r.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s %s; want %d %s as problem+json", tt.name, r.Status, r.Header.Get("Content-Type"), r.Body, tt.status, tt.code)
+		}
+		for _, member := range []string{"type", "title", "detail"} {
+			if r.str(member) == "" {
+				t.Errorf("%s: problem has no %s: %s", tt.name, member, r.Body)
+			}
+		}
+	}
+	if n := a.count(t, "SELECT count(*) FROM orders"); n != 0 {
+		t.Fatalf("orders = %d after invalid requests, want 0", n)
+	}
+}
+
+func TestGetAndCancelOrder(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 1000, 10)
+	id := a.createOrder(t, map[string]int{sku: 3})
+
+	r := a.do(t, "GET", "/api/orders/"+id, nil, nil)
+	if r.Status != 200 || r.str("status") != "pending" || r.JSON["total_amount"] != float64(3000) || r.JSON["invoice"] != nil {
+		t.Fatalf("get: %d %s", r.Status, r.Body)
+	}
+	for _, missing := range []string{models.NewOrderID(time.Now()), "ORD-nope", "%20", "x"} {
+		if r := a.do(t, "GET", "/api/orders/"+missing, nil, nil); r.Status != 404 || r.str("code") != "not_found" {
+			t.Errorf("get %q: %d %s; want 404 not_found", missing, r.Status, r.Body)
+		}
+	}
+
+	for range 2 { // cancelling a cancelled order answers 200 again
+		if r := a.do(t, "POST", "/api/orders/"+id+"/cancel", nil, nil); r.Status != 200 || r.str("status") != "cancelled" {
+			t.Fatalf("cancel: %d %s; want 200 cancelled", r.Status, r.Body)
+		}
+	}
+	if a.stock(t, sku) != 10 {
+		t.Fatalf("stock after cancel = %d, want 10", a.stock(t, sku))
+	}
+
+	paid := a.createOrder(t, map[string]int{sku: 1})
+	a.callback(t, "evt_paid_"+paid, testenv.SandboxBody(paid, "tx-"+paid, models.EventPaid, 1000))
+	if r := a.do(t, "POST", "/api/orders/"+paid+"/cancel", nil, nil); r.Status != 409 || r.str("code") != "invalid_transition" {
+		t.Fatalf("cancel paid: %d %s; want 409 invalid_transition", r.Status, r.Body)
+	}
+	if r := a.do(t, "POST", "/api/orders/ORD-unknown/cancel", nil, nil); r.Status != 404 {
+		t.Fatalf("cancel unknown: %d %s; want 404", r.Status, r.Body)
+	}
+	a.verify(t)
+}

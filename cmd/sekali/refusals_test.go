@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// TestRefusedDeliveriesChangeNothing: each delivery refused before its
+// event is known is answered with its own status, writes no
+// payment_callbacks row, changes no state, and leaves one audit row.
+func TestRefusedDeliveriesChangeNothing(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 150000, 5)
+	id := a.createOrder(t, map[string]int{sku: 1})
+	good := testenv.SandboxBody(id, "tx-r", models.EventPaid, 150000)
+	now := time.Now()
+	signed := func(body []byte, at time.Time) http.Header { return testenv.SandboxHeaders("evt_refused", body, at) }
+	wrongSecret := stdwebhooks.Headers([]byte("not our key"), "evt_refused", now, good)
+	wrongSecret.Set("Content-Type", "application/json")
+	unsigned := http.Header{"Content-Type": {"application/json"}, "Webhook-Id": {"evt_refused"}}
+	textPlain := signed(good, now)
+	textPlain.Set("Content-Type", "text/plain")
+	huge := []byte(`{"order_id":"` + id + `","pad":"` + strings.Repeat("x", 64<<10) + `"}`)
+
+	tests := []struct {
+		name   string
+		header http.Header
+		body   []byte
+		status int
+		result string
+	}{
+		{"body over 64 KiB", signed(huge, now), huge, 413, "too_large"},
+		{"not JSON content type", textPlain, good, 415, "unsupported_media_type"},
+		{"no signature", unsigned, good, 401, "invalid_signature"},
+		{"wrong secret", wrongSecret, good, 401, "invalid_signature"},
+		{"signed 6 minutes ago", signed(good, now.Add(-6*time.Minute)), good, 401, "invalid_signature"},
+		{"signed 6 minutes ahead", signed(good, now.Add(6*time.Minute)), good, 401, "invalid_signature"},
+		{"tampered body", signed(good, now), bytes.Replace(good, []byte("150000"), []byte("1"), 1), 401, "invalid_signature"},
+		{"malformed JSON", signed([]byte(`{"order_id":`), now), []byte(`{"order_id":`), 400, "invalid_payload"},
+		{"missing field", signed([]byte(`{"order_id":"`+id+`"}`), now), []byte(`{"order_id":"` + id + `"}`), 422, "missing_field"},
+		{"mistyped field", signed(bytes.Replace(good, []byte("150000"), []byte(`"150000"`), 1), now),
+			bytes.Replace(good, []byte("150000"), []byte(`"150000"`), 1), 422, "missing_field"},
+		{"unknown status", signed(bytes.Replace(good, []byte(`"paid"`), []byte(`"settled"`), 1), now),
+			bytes.Replace(good, []byte(`"paid"`), []byte(`"settled"`), 1), 422, "missing_field"},
+	}
+	for i, tt := range tests {
+		r := a.do(t, "POST", "/callbacks/sandbox", tt.header, tt.body)
+		if r.Status != tt.status || r.str("result") != tt.result || r.str("code") != tt.result {
+			t.Errorf("%s: %d %s; want %d with result and code %s", tt.name, r.Status, r.Body, tt.status, tt.result)
+		}
+		if n := a.count(t, "SELECT count(*) FROM callback_deliveries WHERE callback_id IS NULL AND outcome = ? AND response_code = ?", tt.result, tt.status); n < 1 {
+			t.Errorf("%s: no callback_deliveries row with outcome %s", tt.name, tt.result)
+		}
+		if n := a.count(t, "SELECT count(*) FROM callback_deliveries"); n != int64(i+1) {
+			t.Errorf("%s: %d delivery rows after %d deliveries", tt.name, n, i+1)
+		}
+	}
+	if n := a.count(t, "SELECT count(*) FROM payment_callbacks"); n != 0 {
+		t.Fatalf("payment_callbacks = %d, want 0", n)
+	}
+	if n := a.count(t, "SELECT count(*) FROM payments"); n != 0 {
+		t.Fatalf("payments = %d, want 0", n)
+	}
+	if o := a.order(t, id); o.Status != models.OrderPending || a.stock(t, sku) != 4 {
+		t.Fatalf("order %s, stock %d; want pending and 4", o.Status, a.stock(t, sku))
+	}
+	// The same event, now sent properly, is processed.
+	if r := a.callback(t, "evt_refused", good); r.str("result") != "processed" {
+		t.Fatalf("valid delivery after the refusals: %d %s", r.Status, r.Body)
+	}
+	a.verify(t)
+}
+
+// TestRejectedEventIsEvaluatedAgain: a paid event with the wrong amount,
+// or for an order that does not exist yet, is recorded as rejected (422)
+// and changes nothing; a later delivery of the same event is judged anew.
+func TestRejectedEventIsEvaluatedAgain(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 150000, 5)
+	id := a.createOrder(t, map[string]int{sku: 1})
+
+	wrongAmount := testenv.SandboxBody(id, "tx-amount", models.EventPaid, 149999)
+	for range 2 {
+		r := a.callback(t, "evt_amount", wrongAmount)
+		if r.Status != 422 || r.str("result") != "rejected" || r.str("reason") != "amount_mismatch" {
+			t.Fatalf("wrong amount: %d %s; want 422 rejected amount_mismatch", r.Status, r.Body)
+		}
+	}
+	wrongCurrency := bytes.Replace(testenv.SandboxBody(id, "tx-cur", models.EventPaid, 150000), []byte("IDR"), []byte("USD"), 1)
+	if r := a.callback(t, "evt_currency", wrongCurrency); r.Status != 422 || r.str("reason") != "currency_mismatch" {
+		t.Fatalf("wrong currency: %d %s; want 422 currency_mismatch", r.Status, r.Body)
+	}
+	if o := a.order(t, id); o.Status != models.OrderPending || len(o.Payments) != 0 {
+		t.Fatalf("after rejections: order %s with %d payments; want pending, none", o.Status, len(o.Payments))
+	}
+	if n := a.count(t, "SELECT attempts FROM payment_callbacks WHERE idempotency_key = 'evt_amount' AND status = 'rejected' AND result = 'amount_mismatch'"); n != 2 {
+		t.Fatalf("rejected row attempts = %d, want 2", n)
+	}
+
+	unknown := testenv.SandboxBody("ORD-01JUNKNOWNUNKNOWNUNKNOWN0", "tx-u", models.EventPaid, 1)
+	if r := a.callback(t, "evt_unknown", unknown); r.Status != 422 || r.str("reason") != "unknown_order" {
+		t.Fatalf("unknown order: %d %s; want 422 unknown_order", r.Status, r.Body)
+	}
+
+	// A rejected event whose order now accepts it is processed on redelivery.
+	a.DB.Exec("UPDATE orders SET total_amount = 149999 WHERE id = ?", id)
+	if r := a.callback(t, "evt_amount", wrongAmount); r.Status != 200 || r.str("result") != "processed" {
+		t.Fatalf("redelivery after the order changed: %d %s; want processed", r.Status, r.Body)
+	}
+	if n := a.count(t, "SELECT count(*) FROM payment_callbacks WHERE idempotency_key = 'evt_amount' AND status = 'processed'"); n != 1 {
+		t.Fatalf("evt_amount not processed")
+	}
+	a.verify(t)
+}
+
+// TestDatabaseUnavailable puts a TCP proxy between the app and PostgreSQL
+// and cuts it: a callback answers 503 with nothing half-applied, and the
+// same delivery, retried once the database is back, is processed once.
+func TestDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.NewDatabaseURL(t)
+	proxy := startProxy(t, "127.0.0.1:5432")
+	a := startApp(t, map[string]string{
+		"DATABASE_URL":    strings.Replace(dbURL, "127.0.0.1:5432", proxy.Listen, 1),
+		"REQUEST_TIMEOUT": "3s",
+	})
+	a.DB = testenv.OpenDB(t, dbURL) // the test itself reads around the proxy
+	sku := a.newProduct(t, 150000, 5)
+	id := a.createOrder(t, map[string]int{sku: 1})
+	body := testenv.SandboxBody(id, "tx-down", models.EventPaid, 150000)
+
+	proxy.Stop()
+	r := a.callback(t, "evt_down", body)
+	if r.Status != 503 || r.str("result") != "error" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("with the database cut: %d %s; want 503 error with Retry-After", r.Status, r.Body)
+	}
+	if r := a.do(t, "GET", "/readyz", nil, nil); r.Status != 503 {
+		t.Fatalf("readyz with the database cut: %d %s; want 503", r.Status, r.Body)
+	}
+	if n := a.count(t, "SELECT count(*) FROM payment_callbacks"); n != 0 {
+		t.Fatalf("payment_callbacks = %d while the database was cut", n)
+	}
+
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.callback(t, "evt_down", body); r.Status != 200 || r.str("result") != "processed" {
+		t.Fatalf("after the database came back: %d %s; want processed", r.Status, r.Body)
+	}
+	if r := a.callback(t, "evt_down", body); r.str("result") != "duplicate" {
+		t.Fatalf("again: %d %s; want duplicate", r.Status, r.Body)
+	}
+	if o := a.order(t, id); o.Status != models.OrderPaid || len(o.Payments) != 1 {
+		t.Fatalf("order %s with %d payments; want paid with 1", o.Status, len(o.Payments))
+	}
+	a.verify(t)
+}
+
+// startProxy starts a toxiproxy TCP proxy to upstream on a free port.
+func startProxy(t *testing.T, upstream string) *toxiproxy.Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "postgres", "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// TestVerifyReportsBrokenInvariants: verify is green on a consistent
+// database and exits 1, naming the check, when a test breaks one.
+func TestVerifyReportsBrokenInvariants(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	sku := a.newProduct(t, 150000, 5)
+	id := a.createOrder(t, map[string]int{sku: 1})
+	a.callback(t, "evt_v", testenv.SandboxBody(id, "tx-v", models.EventPaid, 150000))
+	a.verify(t)
+
+	breakages := []struct{ check, sql string }{
+		{"stock", "UPDATE products SET stock = stock + 1 WHERE sku = '" + sku + "'"},
+		{"payments", "UPDATE payments SET amount = amount - 1"},
+		{"reservations", "DELETE FROM stock_movements WHERE kind = 'reserve'"},
+		{"callbacks", "DELETE FROM callback_deliveries WHERE outcome = 'processed'"},
+	}
+	for _, b := range breakages {
+		if err := a.DB.Exec(b.sql).Error; err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"sekali", "verify"}, a.getenv, &out, io.Discard)
+		if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL") || !strings.Contains(out.String(), b.check) {
+			t.Fatalf("after breaking %s: exit %d, report:\n%s", b.check, exitCode(err), out.String())
+		}
+	}
+}
+
