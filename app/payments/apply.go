@@ -35,35 +35,23 @@ func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delive
 
 // applyTx is the reserve-and-apply transaction:
 //
-//  1. lock the order row (SELECT … FOR UPDATE), so every event for one
-//     order, and every delivery of one event, runs one after the other;
-//  2. decide what the event does (models.Decide), with the amount check;
-//  3. record the event under its unique (provider, idempotency_key): if
-//     the key exists, this delivery is a duplicate or a conflict and
-//     changes nothing, unless the earlier delivery was rejected, in which
-//     case this one is evaluated again;
+//  1. record the event under its unique (provider, idempotency_key). A
+//     concurrent delivery of the same event waits here, on the unique
+//     index, until the first one commits, then finds the key taken and
+//     answers duplicate (or conflict) without writing. A key whose
+//     earlier delivery was rejected is taken over and evaluated again;
+//  2. lock the order row (SELECT … FOR UPDATE), so all events of one
+//     order apply one after the other;
+//  3. decide what the event does (models.Decide), with the amount check;
 //  4. apply the effect: order status, stock, payment row, outbox tasks;
-//  5. write this delivery's audit row.
+//  5. complete the callback row and write this delivery's audit row.
 func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (Outcome, error) {
 	now := s.now().UTC()
-	o, err := orders.Lock(tx, ev.OrderID)
-	if err != nil && models.ErrorCode(err) != models.ENotFound {
-		return Outcome{}, err
-	}
-	dec, err := s.decide(tx, provider, ev, o)
-	if err != nil {
-		return Outcome{}, err
-	}
-
 	cb := models.PaymentCallback{
 		Provider: provider, IdempotencyKey: ev.Key, PayloadHash: ev.Fingerprint,
 		OrderID: ev.OrderID, TransactionID: ev.TransactionID, EventStatus: ev.Status,
-		Amount: ev.Amount, Currency: ev.Currency,
-		Status: models.CallbackProcessed, Result: dec.result, ResponseCode: 200,
-		Attempts: 1, FirstReceivedAt: now, LastReceivedAt: now, ProcessedAt: &now,
-	}
-	if dec.reason != "" {
-		cb.Status, cb.Result, cb.ResponseCode, cb.ProcessedAt = models.CallbackRejected, dec.reason, 422, nil
+		Amount: ev.Amount, Currency: ev.Currency, Status: models.CallbackProcessed,
+		Attempts: 1, FirstReceivedAt: now, LastReceivedAt: now,
 	}
 	owned, seen, err := s.reserve(tx, &cb)
 	if err != nil {
@@ -73,14 +61,28 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		return repeat(seen, ev), nil
 	}
 
+	o, err := orders.Lock(tx, ev.OrderID)
+	if err != nil && models.ErrorCode(err) != models.ENotFound {
+		return Outcome{}, err
+	}
+	dec, err := s.decide(tx, provider, ev, o)
+	if err != nil {
+		return Outcome{}, err
+	}
 	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
-	if dec.reason != "" {
+	complete := map[string]any{"status": models.CallbackProcessed, "result": dec.result, "response_code": 200, "processed_at": now}
+	switch {
+	case dec.reason != "":
 		out.Result, out.Code, out.Reason = models.ResultRejected, models.ERejected, dec.reason
 		out.Detail = rejectionDetail(dec.reason, ev, o)
-	} else if dec.action != models.ActionStale {
+		complete = map[string]any{"status": models.CallbackRejected, "result": dec.reason, "response_code": 422, "processed_at": nil}
+	case dec.action != models.ActionStale:
 		if out.OrderStatus, err = s.effect(tx, provider, ev, o, dec.action); err != nil {
 			return Outcome{}, err
 		}
+	}
+	if err := tx.Model(&models.PaymentCallback{}).Where("id = ?", cb.ID).Updates(complete).Error; err != nil {
+		return Outcome{}, err
 	}
 	out.outcome = deliveryOutcome(out)
 	delivery := models.CallbackDelivery{
@@ -136,8 +138,9 @@ func (s *Service) decide(tx *gorm.DB, provider string, ev Event, o *models.Order
 
 // reserve records the callback under its unique key. It reports whether
 // this delivery owns the event: a new key, or a key whose earlier delivery
-// was rejected and is now evaluated again. Otherwise it returns the
-// recorded row, which was committed by the delivery that owned it.
+// was rejected and is now evaluated again (the row stays locked until the
+// transaction ends). Otherwise it returns the recorded row, which the
+// delivery that owned it has committed.
 func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, seen *models.PaymentCallback, err error) {
 	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(cb)
 	if res.Error != nil || res.RowsAffected == 1 {
@@ -153,11 +156,7 @@ func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, 
 	}
 	res = tx.Model(&models.PaymentCallback{}).
 		Where("id = ? AND status = ?", seen.ID, models.CallbackRejected).
-		Updates(map[string]any{
-			"status": cb.Status, "result": cb.Result, "response_code": cb.ResponseCode,
-			"attempts": gorm.Expr("attempts + 1"), "last_received_at": cb.LastReceivedAt,
-			"processed_at": cb.ProcessedAt,
-		})
+		Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_received_at": cb.LastReceivedAt})
 	if res.Error != nil {
 		return false, nil, res.Error
 	}
