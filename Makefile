@@ -46,4 +46,10 @@ fuzz: ## fuzz the callback parser and the canonicaliser for 30s each
 
 .PHONY: bench
 bench: ## go benchmarks of the callback path
-	$(GO) test -run='^$$' -bench=. -benchmem ./app/payments/
+	$(GO) test -run='^$$' -bench=. -benchmem ./web/
+
+.PHONY: test-clean
+test-clean: ## drop every test database and template left on the local server
+	@psql "$${SEKALI_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc \
+	  "SELECT datname FROM pg_database WHERE datname LIKE 'sekali\_test\_%' OR datname LIKE 'sekali\_tmpl\_%'" | \
+	  while read -r db; do psql "$${SEKALI_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -qc "DROP DATABASE \"$$db\" WITH (FORCE)"; echo "dropped $$db"; done

@@ -11,13 +11,19 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"unicode/utf8"
 )
 
 // ErrInvalid is returned for input that is not exactly one JSON value.
 var ErrInvalid = errors.New("not a single valid JSON value")
 
 // Decode parses exactly one JSON value, keeping numbers as json.Number.
+// Invalid UTF-8 is refused: encoding/json would turn every invalid byte
+// into U+FFFD, and two different payloads would share one fingerprint.
 func Decode(data []byte) (any, error) {
+	if !utf8.Valid(data) {
+		return nil, errors.Join(ErrInvalid, errors.New("the body is not valid UTF-8"))
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any

@@ -63,7 +63,7 @@ func TestCanonicalize(t *testing.T) {
 
 func TestCanonicalizeRefusesInvalidJSON(t *testing.T) {
 	t.Parallel()
-	for _, in := range []string{``, `{`, `{"a":1} {"b":2}`, `{"a":1}x`, `{'a':1}`, `[1,]`, "\xff"} {
+	for _, in := range []string{``, `{`, `{"a":1} {"b":2}`, `{"a":1}x`, `{'a':1}`, `[1,]`, "\xff", "\"\xff\"", "{\"a\":\"\xfe\"}"} {
 		if _, err := canonjson.Canonicalize([]byte(in)); !errors.Is(err, canonjson.ErrInvalid) {
 			t.Errorf("Canonicalize(%q) error = %v, want ErrInvalid", in, err)
 		}

@@ -66,8 +66,8 @@ func Load(getenv func(string) string) (Config, error) {
 		OrderTTL:       r.duration("ORDER_TTL", DefaultOrderTTL),
 		RequestTimeout: r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
 		AdminEmail:     r.str("ADMIN_EMAIL", DefaultAdminEmail),
-		AdminPassword:  getenv("ADMIN_PASSWORD"),
-		AdminAPIToken:  getenv("ADMIN_API_TOKEN"),
+		AdminPassword:  r.str("ADMIN_PASSWORD", ""),
+		AdminAPIToken:  r.str("ADMIN_API_TOKEN", ""),
 		SMTPURL:        r.optionalURL("SMTP_URL", "smtp", "smtps"),
 		LogLevel:       r.level("LOG_LEVEL", slog.LevelInfo),
 	}

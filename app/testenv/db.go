@@ -138,19 +138,10 @@ func ensureTemplate() (string, error) {
 	if exists {
 		return name, nil
 	}
-	// Templates of older migration sets, and a build that was interrupted.
-	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE datname LIKE 'sekali\\_tmpl\\_%'")
-	if err != nil {
+	// A build that was interrupted. Templates of other migration sets may
+	// belong to another checkout's run: `make test-clean` drops them.
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(building)+" WITH (FORCE)"); err != nil {
 		return "", err
-	}
-	stale, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return "", err
-	}
-	for _, old := range stale {
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(old)+" WITH (FORCE)"); err != nil {
-			return "", err
-		}
 	}
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident(building)); err != nil {
 		return "", err

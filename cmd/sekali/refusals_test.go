@@ -210,4 +210,3 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		}
 	}
 }
-

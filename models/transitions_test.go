@@ -1,0 +1,524 @@
+package models_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/sekali/sekali/models"
+)
+
+var (
+	allStatuses = []models.OrderStatus{
+		models.OrderPending, models.OrderPaid, models.OrderFailed,
+		models.OrderExpired, models.OrderCancelled, models.OrderRefundRequired,
+	}
+	allEvents = []models.PaymentEvent{
+		models.EventPaid, models.EventFailed, models.EventExpired, models.EventPending,
+	}
+	allActions = []models.Action{
+		models.ActionStale, models.ActionRecordPending, models.ActionPay, models.ActionFail,
+		models.ActionExpire, models.ActionRereserve, models.ActionSecondCharge,
+	}
+)
+
+// decideTable is SPEC §4 written out, one row per (state, event, chargeKnown).
+var decideTable = []struct {
+	status      models.OrderStatus
+	event       models.PaymentEvent
+	chargeKnown bool
+	want        models.Action
+}{
+	// pending: every event applies; a pending order has no charge yet, so
+	// chargeKnown does not change the outcome.
+	{models.OrderPending, models.EventPaid, false, models.ActionPay},
+	{models.OrderPending, models.EventPaid, true, models.ActionPay},
+	{models.OrderPending, models.EventFailed, false, models.ActionFail},
+	{models.OrderPending, models.EventFailed, true, models.ActionFail},
+	{models.OrderPending, models.EventExpired, false, models.ActionExpire},
+	{models.OrderPending, models.EventExpired, true, models.ActionExpire},
+	{models.OrderPending, models.EventPending, false, models.ActionRecordPending},
+	{models.OrderPending, models.EventPending, true, models.ActionRecordPending},
+
+	// paid: only a new reference's paid event does something (a second charge).
+	{models.OrderPaid, models.EventPaid, false, models.ActionSecondCharge},
+	{models.OrderPaid, models.EventPaid, true, models.ActionStale},
+	{models.OrderPaid, models.EventFailed, false, models.ActionStale},
+	{models.OrderPaid, models.EventFailed, true, models.ActionStale},
+	{models.OrderPaid, models.EventExpired, false, models.ActionStale},
+	{models.OrderPaid, models.EventExpired, true, models.ActionStale},
+	{models.OrderPaid, models.EventPending, false, models.ActionStale},
+	{models.OrderPaid, models.EventPending, true, models.ActionStale},
+
+	// failed / expired / cancelled: a late payment re-reserves; a charge
+	// already recorded was applied before.
+	{models.OrderFailed, models.EventPaid, false, models.ActionRereserve},
+	{models.OrderFailed, models.EventPaid, true, models.ActionStale},
+	{models.OrderFailed, models.EventFailed, false, models.ActionStale},
+	{models.OrderFailed, models.EventFailed, true, models.ActionStale},
+	{models.OrderFailed, models.EventExpired, false, models.ActionStale},
+	{models.OrderFailed, models.EventExpired, true, models.ActionStale},
+	{models.OrderFailed, models.EventPending, false, models.ActionStale},
+	{models.OrderFailed, models.EventPending, true, models.ActionStale},
+
+	{models.OrderExpired, models.EventPaid, false, models.ActionRereserve},
+	{models.OrderExpired, models.EventPaid, true, models.ActionStale},
+	{models.OrderExpired, models.EventFailed, false, models.ActionStale},
+	{models.OrderExpired, models.EventFailed, true, models.ActionStale},
+	{models.OrderExpired, models.EventExpired, false, models.ActionStale},
+	{models.OrderExpired, models.EventExpired, true, models.ActionStale},
+	{models.OrderExpired, models.EventPending, false, models.ActionStale},
+	{models.OrderExpired, models.EventPending, true, models.ActionStale},
+
+	{models.OrderCancelled, models.EventPaid, false, models.ActionRereserve},
+	{models.OrderCancelled, models.EventPaid, true, models.ActionStale},
+	{models.OrderCancelled, models.EventFailed, false, models.ActionStale},
+	{models.OrderCancelled, models.EventFailed, true, models.ActionStale},
+	{models.OrderCancelled, models.EventExpired, false, models.ActionStale},
+	{models.OrderCancelled, models.EventExpired, true, models.ActionStale},
+	{models.OrderCancelled, models.EventPending, false, models.ActionStale},
+	{models.OrderCancelled, models.EventPending, true, models.ActionStale},
+
+	// refund_required: a new reference is one more charge to refund.
+	{models.OrderRefundRequired, models.EventPaid, false, models.ActionSecondCharge},
+	{models.OrderRefundRequired, models.EventPaid, true, models.ActionStale},
+	{models.OrderRefundRequired, models.EventFailed, false, models.ActionStale},
+	{models.OrderRefundRequired, models.EventFailed, true, models.ActionStale},
+	{models.OrderRefundRequired, models.EventExpired, false, models.ActionStale},
+	{models.OrderRefundRequired, models.EventExpired, true, models.ActionStale},
+	{models.OrderRefundRequired, models.EventPending, false, models.ActionStale},
+	{models.OrderRefundRequired, models.EventPending, true, models.ActionStale},
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	for _, tt := range decideTable {
+		if got := models.Decide(tt.status, tt.event, tt.chargeKnown); got != tt.want {
+			t.Errorf("Decide(%s, %s, chargeKnown=%v) = %s, want %s", tt.status, tt.event, tt.chargeKnown, got, tt.want)
+		}
+	}
+}
+
+// A state or event added later must get rows above, not a silent default.
+func TestDecideTableCoversEveryCombination(t *testing.T) {
+	t.Parallel()
+	type key struct {
+		s     models.OrderStatus
+		ev    models.PaymentEvent
+		known bool
+	}
+	seen := map[key]int{}
+	for _, tt := range decideTable {
+		seen[key{tt.status, tt.event, tt.chargeKnown}]++
+	}
+	for _, s := range allStatuses {
+		for _, ev := range allEvents {
+			for _, known := range []bool{false, true} {
+				if n := seen[key{s, ev, known}]; n != 1 {
+					t.Errorf("decideTable has %d rows for (%s, %s, %v), want 1", n, s, ev, known)
+				}
+			}
+		}
+	}
+	if len(decideTable) != len(allStatuses)*len(allEvents)*2 {
+		t.Errorf("decideTable has %d rows, want %d", len(decideTable), len(allStatuses)*len(allEvents)*2)
+	}
+}
+
+// Input from outside the enums must never change anything.
+func TestDecideUnknownInputIsStale(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		s  models.OrderStatus
+		ev models.PaymentEvent
+	}{
+		{"", models.EventPaid},
+		{"shipped", models.EventPaid},
+		{"PAID", models.EventPaid},
+		{models.OrderPending, ""},
+		{models.OrderPending, "refunded"},
+		{models.OrderFailed, "PAID"},
+	}
+	for _, tt := range tests {
+		for _, known := range []bool{false, true} {
+			if got := models.Decide(tt.s, tt.ev, known); got != models.ActionStale {
+				t.Errorf("Decide(%q, %q, %v) = %s, want stale", tt.s, tt.ev, known, got)
+			}
+		}
+	}
+}
+
+func TestPaymentEventValid(t *testing.T) {
+	t.Parallel()
+	for _, ev := range allEvents {
+		if !ev.Valid() {
+			t.Errorf("%q.Valid() = false", ev)
+		}
+	}
+	for _, ev := range []models.PaymentEvent{"", "PAID", "paid ", "succeeded", "refund_required"} {
+		if ev.Valid() {
+			t.Errorf("%q.Valid() = true", ev)
+		}
+	}
+}
+
+func TestActionProperties(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a            models.Action
+		checksAmount bool
+		payment      models.PaymentStatus
+		paymentOK    bool
+		releases     bool
+	}{
+		{models.ActionStale, false, "", false, false},
+		{models.ActionRecordPending, false, models.PaymentPending, true, false},
+		{models.ActionPay, true, models.PaymentSucceeded, true, false},
+		{models.ActionFail, false, models.PaymentFailed, true, true},
+		{models.ActionExpire, false, models.PaymentExpired, true, true},
+		// The payment status of a re-reservation depends on the stock.
+		{models.ActionRereserve, true, "", false, false},
+		{models.ActionSecondCharge, false, models.PaymentRefundRequired, true, false},
+		{"bogus", false, "", false, false},
+	}
+	if len(tests) != len(allActions)+1 {
+		t.Fatalf("table has %d rows, want one per action plus an unknown one", len(tests))
+	}
+	for _, tt := range tests {
+		if got := tt.a.ChecksAmount(); got != tt.checksAmount {
+			t.Errorf("%s.ChecksAmount() = %v, want %v", tt.a, got, tt.checksAmount)
+		}
+		if got, ok := tt.a.PaymentStatus(); got != tt.payment || ok != tt.paymentOK {
+			t.Errorf("%s.PaymentStatus() = %q, %v; want %q, %v", tt.a, got, ok, tt.payment, tt.paymentOK)
+		}
+		if got := tt.a.Releases(); got != tt.releases {
+			t.Errorf("%s.Releases() = %v, want %v", tt.a, got, tt.releases)
+		}
+	}
+}
+
+func TestActionOrderStatusAfter(t *testing.T) {
+	t.Parallel()
+	// Actions not listed leave the status as it is.
+	fixed := map[models.Action]models.OrderStatus{
+		models.ActionPay:    models.OrderPaid,
+		models.ActionFail:   models.OrderFailed,
+		models.ActionExpire: models.OrderExpired,
+	}
+	for _, a := range allActions {
+		for _, s := range allStatuses {
+			want, ok := fixed[a]
+			if !ok {
+				want = s
+			}
+			if got := a.OrderStatusAfter(s); got != want {
+				t.Errorf("%s.OrderStatusAfter(%s) = %s, want %s", a, s, got, want)
+			}
+		}
+	}
+}
+
+// Every decided action must keep the audit's stock rule (SPEC §7.2): an
+// order holds its stock exactly when its status says so, and a stale event
+// changes nothing at all.
+func TestDecideKeepsStockRule(t *testing.T) {
+	t.Parallel()
+	for _, s := range allStatuses {
+		for _, ev := range allEvents {
+			for _, known := range []bool{false, true} {
+				a := models.Decide(s, ev, known)
+				if a == models.ActionRereserve {
+					if s.HoldsStock() {
+						t.Errorf("Decide(%s, %s, %v) re-reserves an order that holds its stock", s, ev, known)
+					}
+					continue
+				}
+				after := a.OrderStatusAfter(s)
+				if a.Releases() != (s.HoldsStock() && !after.HoldsStock()) {
+					t.Errorf("Decide(%s, %s, %v) = %s: %s -> %s but Releases() = %v", s, ev, known, a, s, after, a.Releases())
+				}
+				if !a.Releases() && s.HoldsStock() != after.HoldsStock() {
+					t.Errorf("Decide(%s, %s, %v) = %s moves %s -> %s without moving stock", s, ev, known, a, s, after)
+				}
+				if a.ChecksAmount() && ev != models.EventPaid {
+					t.Errorf("Decide(%s, %s, %v) = %s checks the amount of a non-paid event", s, ev, known, a)
+				}
+				if a == models.ActionStale {
+					if ps, ok := a.PaymentStatus(); ok {
+						t.Errorf("stale action writes payment status %s", ps)
+					}
+					if after != s {
+						t.Errorf("stale action moves %s to %s", s, after)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestOrderStatusHoldsStock(t *testing.T) {
+	t.Parallel()
+	want := map[models.OrderStatus]bool{
+		models.OrderPending:        true,
+		models.OrderPaid:           true,
+		models.OrderFailed:         false,
+		models.OrderExpired:        false,
+		models.OrderCancelled:      false,
+		models.OrderRefundRequired: false,
+		"":                         false,
+		"unknown":                  false,
+	}
+	for s, w := range want {
+		if got := s.HoldsStock(); got != w {
+			t.Errorf("%q.HoldsStock() = %v, want %v", s, got, w)
+		}
+	}
+}
+
+func TestMovementKindSign(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		k    models.MovementKind
+		want int64
+	}{
+		{models.MovementAdjust, 1},
+		{models.MovementReserve, -1},
+		{models.MovementRelease, 1},
+		{models.MovementRereserve, -1},
+	}
+	for _, tt := range tests {
+		if got := tt.k.Sign(); got != tt.want {
+			t.Errorf("%s.Sign() = %d, want %d", tt.k, got, tt.want)
+		}
+	}
+}
+
+// httpStatusWant is SPEC §5 per error code.
+var httpStatusWant = map[string]int{
+	models.EInvalid:              422,
+	models.ENotFound:             404,
+	models.EInsufficientStock:    409,
+	models.EInvalidTransition:    409,
+	models.EIdempotencyMissing:   400,
+	models.EIdempotencyReused:    422,
+	models.ERequestInProgress:    409,
+	models.EIdempotencyInvalid:   400,
+	models.EInvalidPayload:       400,
+	models.EMissingField:         422,
+	models.EInvalidSignature:     401,
+	models.ETooLarge:             413,
+	models.EUnsupportedMediaType: 415,
+	models.EUnauthorized:         401,
+	models.EConflict:             409,
+	models.ERejected:             422,
+	models.EUnavailable:          503,
+	models.EInternal:             500,
+}
+
+func TestHTTPStatus(t *testing.T) {
+	t.Parallel()
+	for code, want := range httpStatusWant {
+		if got := models.HTTPStatus(code); got != want {
+			t.Errorf("HTTPStatus(%q) = %d, want %d", code, got, want)
+		}
+	}
+	if got := models.HTTPStatus(""); got != 200 {
+		t.Errorf(`HTTPStatus("") = %d, want 200`, got)
+	}
+	if got := models.HTTPStatus("no_such_code"); got != 500 {
+		t.Errorf(`HTTPStatus("no_such_code") = %d, want 500`, got)
+	}
+}
+
+// A code added to errors.go without a row above would go untested.
+func TestHTTPStatusTableCoversErrorsGo(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "E") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				v, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				codes = append(codes, v)
+			}
+		}
+	}
+	if len(codes) < 10 {
+		t.Fatalf("found only %d codes in errors.go: %v", len(codes), codes)
+	}
+	for _, c := range codes {
+		if _, ok := httpStatusWant[c]; !ok {
+			t.Errorf("code %q in errors.go has no expected HTTP status in this test", c)
+		}
+	}
+	if len(codes) != len(httpStatusWant) {
+		t.Errorf("errors.go has %d codes, the test expects %d", len(codes), len(httpStatusWant))
+	}
+}
+
+func TestErrorCodeAndMessage(t *testing.T) {
+	t.Parallel()
+	wrapped := models.Errorf(models.EInsufficientStock, "insufficient stock for %s", "MUG")
+	tests := []struct {
+		name     string
+		err      error
+		code     string
+		msg      string
+		wantText string
+	}{
+		{"nil", nil, "", "", ""},
+		{"coded", wrapped, models.EInsufficientStock, "insufficient stock for MUG", "insufficient_stock: insufficient stock for MUG"},
+		{"wrapped", wrapErr{wrapped}, models.EInsufficientStock, "insufficient stock for MUG", ""},
+		{"plain", errPlain("pq: connection refused to 10.0.0.1"), models.EInternal, "internal error", ""},
+	}
+	for _, tt := range tests {
+		if got := models.ErrorCode(tt.err); got != tt.code {
+			t.Errorf("%s: ErrorCode = %q, want %q", tt.name, got, tt.code)
+		}
+		if got := models.ErrorMessage(tt.err); got != tt.msg {
+			t.Errorf("%s: ErrorMessage = %q, want %q", tt.name, got, tt.msg)
+		}
+		if tt.wantText != "" && tt.err.Error() != tt.wantText {
+			t.Errorf("%s: Error() = %q, want %q", tt.name, tt.err.Error(), tt.wantText)
+		}
+	}
+}
+
+type errPlain string
+
+func (e errPlain) Error() string { return string(e) }
+
+type wrapErr struct{ err error }
+
+func (w wrapErr) Error() string { return "orders.Create: " + w.err.Error() }
+func (w wrapErr) Unwrap() error { return w.err }
+
+func TestValidCurrency(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"IDR", true},
+		{"USD", true},
+		{"ZZZ", true},
+		{models.DefaultCurrency, true},
+		{"", false},
+		{"ID", false},
+		{"IDRR", false},
+		{"idr", false},
+		{"Idr", false},
+		{"I1R", false},
+		{"ID ", false},
+		{" ID", false},
+		{"ÄB", false}, // three bytes, not three letters
+		{"I\x00R", false},
+	}
+	for _, tt := range tests {
+		if got := models.ValidCurrency(tt.in); got != tt.want {
+			t.Errorf("ValidCurrency(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestNewOrderID(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	times := []time.Time{
+		time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC),
+		t0,
+		t0.Add(time.Millisecond),
+		t0.Add(2 * time.Millisecond),
+		t0.Add(time.Second),
+		t0.Add(time.Hour),
+		t0.AddDate(1, 0, 0),
+		time.Date(2100, 1, 1, 0, 0, 0, 0, time.FixedZone("WIB", 7*3600)),
+	}
+	var ids []string
+	for _, tm := range times {
+		id := models.NewOrderID(tm)
+		ids = append(ids, id)
+		rest, ok := strings.CutPrefix(id, "ORD-")
+		if !ok {
+			t.Errorf("NewOrderID(%v) = %q, want prefix ORD-", tm, id)
+			continue
+		}
+		if len(rest) != 26 {
+			t.Errorf("NewOrderID(%v) = %q: %d characters after the prefix, want 26", tm, id, len(rest))
+		}
+		u, err := ulid.ParseStrict(rest)
+		if err != nil {
+			t.Errorf("NewOrderID(%v) = %q: not a ULID: %v", tm, id, err)
+			continue
+		}
+		if got := ulid.Time(u.Time()); !got.Equal(tm.Truncate(time.Millisecond)) {
+			t.Errorf("NewOrderID(%v) carries time %v", tm, got)
+		}
+		if !models.ValidOrderID(id) {
+			t.Errorf("ValidOrderID(%q) = false for a new id", id)
+		}
+	}
+	if !slices.IsSorted(ids) {
+		t.Errorf("ids made at increasing times do not sort: %q", ids)
+	}
+	if a, b := models.NewOrderID(t0), models.NewOrderID(t0); a == b {
+		t.Errorf("two ids for the same instant are equal: %s", a)
+	}
+}
+
+func TestValidOrderID(t *testing.T) {
+	t.Parallel()
+	good := models.NewOrderID(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ulidPart := strings.TrimPrefix(good, "ORD-")
+	tests := []struct {
+		id   string
+		want bool
+	}{
+		{good, true},
+		{"ORD-01ARZ3NDEKTSV4RRFFQ69G5FAV", true},
+		{"", false},
+		{"ORD-", false},
+		{ulidPart, false},
+		{"ord-" + ulidPart, false},
+		{"ORD_" + ulidPart, false},
+		{"ORD-" + ulidPart[:25], false},
+		{"ORD-" + ulidPart + "0", false},
+		{" ORD-" + ulidPart, false},
+		{"ORD-" + ulidPart + " ", false},
+		{"ORD-ORD-" + ulidPart, false},
+		{"ORD-01ARZ3NDEKTSV4RRFFQ69G5FAU", false}, // U is not in the alphabet
+		{"ORD-81ARZ3NDEKTSV4RRFFQ69G5FAV", false}, // overflows 48 bits of time
+		{"ORD-1", false},
+		{"ORD-123", false},
+	}
+	for _, tt := range tests {
+		if got := models.ValidOrderID(tt.id); got != tt.want {
+			t.Errorf("ValidOrderID(%q) = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+}
