@@ -1,0 +1,91 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web"
+)
+
+// benchServer is the real handler on a fresh database, without a network
+// in between, so the figures are the handler's and the database's.
+func benchServer(b *testing.B) (*web.Server, *orders.Service) {
+	db := testenv.NewDB(b)
+	log := testenv.Logger()
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
+	orderService := orders.NewService(db, log, time.Now, time.Hour)
+	srv := web.NewServer(log, cfg, web.Deps{
+		Orders:    orderService,
+		Callbacks: payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys)),
+		Keys:      idempotency.New(db, time.Now),
+	})
+	testenv.MustCreateProduct(b, db, "BENCH", 1000, 1_000_000_000)
+	return srv, orderService
+}
+
+func newOrders(b *testing.B, svc *orders.Service, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		o, err := svc.Create(context.Background(), orders.CreateRequest{
+			CustomerEmail: "bench@example.com", Items: []orders.ItemRequest{{SKU: "BENCH", Qty: 1}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+func deliver(b *testing.B, srv http.Handler, eventID string, body []byte, want string) {
+	req := httptest.NewRequest("POST", "/callbacks/sandbox", bytesReader(body))
+	req.Header = testenv.SandboxHeaders(eventID, body, time.Now())
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
+	if rec.Code != 200 || !contains(rec.Body.String(), `"result":"`+want+`"`) {
+		b.Fatalf("delivery %s: %d %s", eventID, rec.Code, rec.Body)
+	}
+}
+
+// BenchmarkCallbackNewEvent is one first delivery of a paid event: the
+// whole reserve-and-apply transaction.
+func BenchmarkCallbackNewEvent(b *testing.B) {
+	srv, svc := benchServer(b)
+	ids := newOrders(b, svc, b.N)
+	bodies := make([][]byte, b.N)
+	for i, id := range ids {
+		bodies[i] = testenv.SandboxBody(id, "tx-"+id, models.EventPaid, 1000)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		deliver(b, srv, fmt.Sprintf("evt_new_%d", i), bodies[i], "processed")
+	}
+}
+
+// BenchmarkCallbackDuplicate is a repeated delivery of an applied event.
+func BenchmarkCallbackDuplicate(b *testing.B) {
+	srv, svc := benchServer(b)
+	id := newOrders(b, svc, 1)[0]
+	body := testenv.SandboxBody(id, "tx-dup", models.EventPaid, 1000)
+	deliver(b, srv, "evt_dup", body, "processed")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		deliver(b, srv, "evt_dup", body, "duplicate")
+	}
+}
