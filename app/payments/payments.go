@@ -124,7 +124,7 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 			RequestID:    d.RequestID,
 		}, out.Result == models.ResultConflict)
 	}
-	s.observe(ctx, out, ev, time.Since(start))
+	s.observe(ctx, out, ev, d.RequestID, time.Since(start))
 	return out
 }
 
@@ -179,7 +179,7 @@ func isJSON(contentType string) bool {
 }
 
 // observe logs the outcome with the SPEC §8 fields and counts it.
-func (s *Service) observe(ctx context.Context, out Outcome, ev Event, took time.Duration) {
+func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID string, took time.Duration) {
 	metrics.Callbacks.WithLabelValues(out.Provider, out.Result).Inc()
 	metrics.CallbackDuration.WithLabelValues(out.Provider, out.Result).Observe(took.Seconds())
 	switch out.Result {
@@ -197,7 +197,7 @@ func (s *Service) observe(ctx context.Context, out Outcome, ev Event, took time.
 	case out.Result == models.ResultDuplicate:
 		level = slog.LevelDebug
 	}
-	s.log.Log(ctx, level, "callback "+out.Result,
+	s.log.Log(ctx, level, "callback "+out.Result, "request_id", requestID,
 		"provider", out.Provider, "idempotency_key", ev.Key, "order_id", ev.OrderID,
 		"transaction_id", ev.TransactionID, "payment_status", ev.Status,
 		"status_before", out.statusBefore, "status_after", out.OrderStatus, "result", out.Result, "reason", out.Reason,
