@@ -28,9 +28,11 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 	}
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
 	orderService := orders.NewService(db, log, time.Now, time.Hour)
+	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys))
+	b.Cleanup(callbacks.Close)
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:    orderService,
-		Callbacks: payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys)),
+		Callbacks: callbacks,
 		Keys:      idempotency.New(db, time.Now),
 	})
 	testenv.MustCreateProduct(b, db, "BENCH", 1000, 1_000_000_000)

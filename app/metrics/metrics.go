@@ -26,6 +26,12 @@ var (
 		Help:    "Time to answer a callback delivery, by provider and result.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 	}, []string{"provider", "result"})
+	// DeliveryRowsDropped counts callback_deliveries rows of non-applying
+	// deliveries that could not be written (queue full, database down).
+	DeliveryRowsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sekali_callback_delivery_rows_dropped_total",
+		Help: "Audit rows of deliveries that changed nothing and could not be written.",
+	})
 	// UniqueViolationSaves counts effects that a unique index refused
 	// because they had happened before.
 	UniqueViolationSaves = counterVec("sekali_unique_violation_saves_total",
@@ -36,7 +42,7 @@ var (
 var Registry = newRegistry(
 	collectors.NewGoCollector(),
 	collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	Callbacks, CallbackDuplicates, CallbackConflicts, CallbackDuration, UniqueViolationSaves,
+	Callbacks, CallbackDuplicates, CallbackConflicts, CallbackDuration, DeliveryRowsDropped, UniqueViolationSaves,
 )
 
 func newRegistry(cs ...prometheus.Collector) *prometheus.Registry {

@@ -85,18 +85,23 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	providers map[string]Provider
-	record    func(ctx context.Context, d models.CallbackDelivery, conflict bool)
+	// deliveries writes the audit rows of deliveries that applied nothing.
+	deliveries *deliveryLog
 }
 
-// NewService returns the callback pipeline for the given providers.
+// NewService returns the callback pipeline for the given providers. It
+// starts the writer of the delivery log: call Close when done.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, providers ...Provider) *Service {
-	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}}
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log)}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
-	s.record = s.recordDelivery
 	return s
 }
+
+// Close writes the queued delivery rows and stops their writer. Call it
+// after the HTTP server has stopped taking requests.
+func (s *Service) Close() { s.deliveries.close() }
 
 // HasProvider reports whether name is a configured provider.
 func (s *Service) HasProvider(name string) bool { _, ok := s.providers[name]; return ok }
@@ -113,7 +118,7 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	out, ev := s.receive(ctx, p, d)
 	out.Provider = p.Name()
 	if out.outcome == "" { // not recorded inside the applying transaction
-		s.record(ctx, models.CallbackDelivery{
+		s.deliveries.add(ctx, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
 			ReceivedAt:   s.now().UTC(),

@@ -30,11 +30,9 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	db := testenv.NewDB(t)
 	log := testenv.Logger()
-	return &fixture{
-		t: t, db: db,
-		orders: orders.NewService(db, log, time.Now, time.Hour),
-		pay:    payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey})),
-	}
+	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	t.Cleanup(pay.Close)
+	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
 }
 
 // deliver sends one signed sandbox event with a fresh event id. Provider

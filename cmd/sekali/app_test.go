@@ -192,6 +192,24 @@ func (a *testApp) count(t *testing.T, query string, args ...any) int64 {
 	return n
 }
 
+// eventually waits until query counts want, for rows written after the
+// response (the audit rows of deliveries that changed nothing), and fails
+// the test with the last count if that takes more than 10 seconds.
+func (a *testApp) eventually(t *testing.T, want int64, query string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := a.count(t, query, args...)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %d, want %d (waited 10s)", query, n, want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not sleeping for one
+	}
+}
+
 // verify runs `sekali verify` against the app's database and fails the
 // test on any violation, showing the report.
 func (a *testApp) verify(t *testing.T) {

@@ -43,12 +43,8 @@ func TestDuplicateStormAppliesOnce(t *testing.T) {
 	if o.Status != models.OrderPaid || len(o.Payments) != 1 || o.Payments[0].Status != models.PaymentSucceeded {
 		t.Fatalf("order = %s with payments %+v; want paid with one succeeded payment", o.Status, o.Payments)
 	}
-	if n := a.count(t, "SELECT count(*) FROM callback_deliveries"); n != 100 {
-		t.Fatalf("callback_deliveries = %d, want 100", n)
-	}
-	if n := a.count(t, "SELECT attempts FROM payment_callbacks WHERE idempotency_key = 'evt_storm'"); n != 100 {
-		t.Fatalf("attempts = %d, want 100", n)
-	}
+	a.eventually(t, 100, "SELECT count(*) FROM callback_deliveries")
+	a.eventually(t, 100, "SELECT attempts FROM payment_callbacks WHERE idempotency_key = 'evt_storm'")
 	if n := a.count(t, "SELECT count(*) FROM outbox_messages WHERE task_type IN ('invoice:generate', 'email:send')"); n != 2 {
 		t.Fatalf("outbox invoice+email rows = %d, want 2", n)
 	}
@@ -75,12 +71,8 @@ func TestSameEventIDWithDifferentBodyConflicts(t *testing.T) {
 	if o.Status != models.OrderPending || len(o.Payments) != 1 || o.Payments[0].Status != models.PaymentPending {
 		t.Fatalf("order = %s, payments %+v; want pending with one pending payment (nothing changed)", o.Status, o.Payments)
 	}
-	if n := a.count(t, "SELECT conflict_count FROM payment_callbacks WHERE idempotency_key = 'evt_c'"); n != 1 {
-		t.Fatalf("conflict_count = %d, want 1", n)
-	}
-	if n := a.count(t, "SELECT count(*) FROM callback_deliveries WHERE outcome = 'conflict'"); n != 1 {
-		t.Fatalf("conflict deliveries = %d, want 1", n)
-	}
+	a.eventually(t, 1, "SELECT conflict_count FROM payment_callbacks WHERE idempotency_key = 'evt_c'")
+	a.eventually(t, 1, "SELECT count(*) FROM callback_deliveries WHERE outcome = 'conflict'")
 	a.verify(t)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -62,11 +63,9 @@ func TestRefusedDeliveriesChangeNothing(t *testing.T) {
 		if r.Status != tt.status || r.str("result") != tt.result || r.str("code") != tt.result {
 			t.Errorf("%s: %d %s; want %d with result and code %s", tt.name, r.Status, r.Body, tt.status, tt.result)
 		}
+		a.eventually(t, int64(i+1), "SELECT count(*) FROM callback_deliveries")
 		if n := a.count(t, "SELECT count(*) FROM callback_deliveries WHERE callback_id IS NULL AND outcome = ? AND response_code = ?", tt.result, tt.status); n < 1 {
 			t.Errorf("%s: no callback_deliveries row with outcome %s", tt.name, tt.result)
-		}
-		if n := a.count(t, "SELECT count(*) FROM callback_deliveries"); n != int64(i+1) {
-			t.Errorf("%s: %d delivery rows after %d deliveries", tt.name, n, i+1)
 		}
 	}
 	if n := a.count(t, "SELECT count(*) FROM payment_callbacks"); n != 0 {
@@ -209,4 +208,35 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 			t.Fatalf("after breaking %s: exit %d, report:\n%s", b.check, exitCode(err), out.String())
 		}
 	}
+}
+
+// TestFullPoolAnswers503: with one pooled connection held by a request
+// that waits on a row lock, every request that cannot get a connection
+// (and the one that waits) answers 503 at its deadline instead of
+// hanging, and the deliveries succeed once the lock is gone.
+func TestFullPoolAnswers503(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"DB_MAX_CONNS": "1", "REQUEST_TIMEOUT": "1s"})
+	sku := a.newProduct(t, 150000, 5)
+	id := a.createOrder(t, map[string]int{sku: 1})
+
+	lock := a.DB.Begin()
+	if err := lock.Exec("SELECT 1 FROM orders WHERE id = ? FOR UPDATE", id).Error; err != nil {
+		t.Fatal(err)
+	}
+	got := newResults()
+	concurrently(3, func(i int) {
+		got.add(a.callback(t, fmt.Sprintf("evt_pool_%d", i), testenv.SandboxBody(id, fmt.Sprintf("tx-pool-%d", i), models.EventPending, 0)))
+	})
+	lock.Rollback()
+	if got.status[503] != 3 || got.counts["error"] != 3 {
+		t.Fatalf("with the pool exhausted: statuses %v, results %v; want 3 × 503 error", got.status, got.counts)
+	}
+	for i := range 3 {
+		r := a.callback(t, fmt.Sprintf("evt_pool_%d", i), testenv.SandboxBody(id, fmt.Sprintf("tx-pool-%d", i), models.EventPending, 0))
+		if r.Status != 200 || r.str("result") != "processed" {
+			t.Fatalf("after the lock is gone: %d %s; want processed", r.Status, r.Body)
+		}
+	}
+	a.verify(t)
 }

@@ -65,6 +65,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL)
 	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys))
+	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:    orderService,
 		Callbacks: callbacks,
