@@ -33,7 +33,7 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:    orderService,
 		Callbacks: callbacks,
-		Keys:      idempotency.New(db, time.Now),
+		Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
 	})
 	testenv.MustCreateProduct(b, db, "BENCH", 1000, 1_000_000_000)
 	return srv, orderService

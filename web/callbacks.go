@@ -40,7 +40,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	p := newProblem(out.Code, out.Detail)
 	p.Result, p.Reason = out.Result, out.Reason
 	if out.Code == models.EUnavailable {
-		c.Response().Header().Set("Retry-After", "5")
+		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}
 	return writeProblem(c, p)
 }

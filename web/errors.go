@@ -24,6 +24,10 @@ type problem struct {
 
 const problemContentType = "application/problem+json"
 
+// retryAfterSeconds is the Retry-After of every 503: the database or the
+// pool is busy, not gone.
+const retryAfterSeconds = "5"
+
 // titles gives each code its short, fixed title.
 var titles = map[string]string{
 	models.EInvalid:              "Invalid request",
@@ -92,6 +96,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if p.Status >= 500 {
 		s.log.ErrorContext(c.Request().Context(), "request failed", "request_id", requestID(c),
 			"route", c.Path(), "status", p.Status, "error", err)
+	}
+	if p.Status == http.StatusServiceUnavailable {
+		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}
 	if werr := writeProblem(c, p); werr != nil {
 		s.log.WarnContext(c.Request().Context(), "could not write error response", "error", werr)

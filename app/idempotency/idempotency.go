@@ -23,11 +23,8 @@ import (
 // MaxKeyLength is the longest key accepted.
 const MaxKeyLength = 255
 
-// LockTimeout is how long a claimed key may stay without a response before
-// another request may take it over: longer than any request may run, so
-// the first owner has certainly given up (its effect and response commit
-// together, or not at all).
-const LockTimeout = time.Minute
+// MinLockTimeout is the shortest time a claimed key stays locked.
+const MinLockTimeout = time.Minute
 
 // Response is a stored response: its status and body.
 type Response struct {
@@ -38,12 +35,19 @@ type Response struct {
 
 // Keys stores idempotency keys in api_idempotency_keys.
 type Keys struct {
-	db  *gorm.DB
-	now func() time.Time
+	db          *gorm.DB
+	now         func() time.Time
+	lockTimeout time.Duration
 }
 
-// New returns a key store.
-func New(db *gorm.DB, now func() time.Time) *Keys { return &Keys{db: db, now: now} }
+// New returns a key store. requestTimeout is the longest a request may
+// run: a claimed key without a response may be taken over by another
+// request only after twice that (at least MinLockTimeout), when the first
+// owner has certainly given up — its effect and its response commit
+// together, or not at all.
+func New(db *gorm.DB, now func() time.Time, requestTimeout time.Duration) *Keys {
+	return &Keys{db: db, now: now, lockTimeout: max(2*requestTimeout, MinLockTimeout)}
+}
 
 // ParseKey checks an Idempotency-Key header value: 1–255 printable ASCII
 // characters. The header is a structured-field string, so surrounding
@@ -129,7 +133,7 @@ func (k *Keys) claim(ctx context.Context, scope, key, requestHash string) (time.
 			return time.Time{}, nil, models.Errorf(models.EIdempotencyReused, "this Idempotency-Key was used with a different request")
 		case old.ResponseCode != nil:
 			return time.Time{}, &Response{Code: *old.ResponseCode, Body: []byte(deref(old.ResponseBody)), Replayed: true}, nil
-		case old.LockedAt != nil && now.Sub(*old.LockedAt) > LockTimeout:
+		case old.LockedAt != nil && now.Sub(*old.LockedAt) > k.lockTimeout:
 			// The first request died without an answer; take the key over.
 			res := db.Model(&models.APIIdempotencyKey{}).
 				Where("id = ? AND response_code IS NULL AND locked_at = ?", old.ID, *old.LockedAt).

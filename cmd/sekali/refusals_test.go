@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -133,9 +134,13 @@ func TestRejectedEventIsEvaluatedAgain(t *testing.T) {
 func TestDatabaseUnavailable(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.NewDatabaseURL(t)
-	proxy := startProxy(t, "127.0.0.1:5432")
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, u.Host)
 	a := startApp(t, map[string]string{
-		"DATABASE_URL":    strings.Replace(dbURL, "127.0.0.1:5432", proxy.Listen, 1),
+		"DATABASE_URL":    strings.Replace(dbURL, u.Host, proxy.Listen, 1),
 		"REQUEST_TIMEOUT": "3s",
 	})
 	a.DB = testenv.OpenDB(t, dbURL) // the test itself reads around the proxy

@@ -69,7 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:    orderService,
 		Callbacks: callbacks,
-		Keys:      idempotency.New(db, time.Now),
+		Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
 		Ready: map[string]func(context.Context) error{
 			"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 			"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
