@@ -38,6 +38,7 @@ type Report struct {
 	OK         bool        `json:"ok"`
 	Violations []Violation `json:"violations"`
 	Checked    []string    `json:"checked"`
+	Drained    bool        `json:"drained"`
 	Took       string      `json:"took"`
 }
 
@@ -45,16 +46,42 @@ type Report struct {
 type Auditor struct {
 	db     *gorm.DB
 	checks []Check
+	drain  bool
 }
 
-// New returns an auditor with every check of Checks.
-func New(db *gorm.DB) *Auditor { return &Auditor{db: db, checks: Checks} }
+// New returns an auditor of every invariant: Checks and JobChecks. Its
+// Run drains first.
+func New(db *gorm.DB) *Auditor {
+	return &Auditor{db: db, checks: append(append([]Check{}, Checks...), JobChecks...), drain: true}
+}
 
-// Run runs every check in one read-only REPEATABLE READ transaction, so
-// all checks see the same snapshot even while callbacks keep arriving.
-func (a *Auditor) Run(ctx context.Context) (Report, error) {
+// WithoutJobs returns an auditor of the invariants that hold without the
+// jobs (1, 2, 3 and 6), which does not drain: for tests and set-ups that
+// run no worker.
+func WithoutJobs(db *gorm.DB) *Auditor { return &Auditor{db: db, checks: Checks} }
+
+// DefaultDrainTimeout bounds the wait for the queues to drain.
+const DefaultDrainTimeout = 30 * time.Second
+
+// Run waits for the work in flight to finish (up to drainTimeout; a drain
+// that times out is itself a violation), then runs every check in one
+// read-only REPEATABLE READ transaction, so all checks see the same
+// snapshot even while callbacks keep arriving.
+func (a *Auditor) Run(ctx context.Context, drainTimeout time.Duration) (Report, error) {
 	start := time.Now()
 	r := Report{Violations: []Violation{}, Checked: []string{}}
+	if a.drain {
+		left, err := a.waitDrained(ctx, drainTimeout)
+		if err != nil {
+			return Report{}, fmt.Errorf("audit: drain: %w", store.Classify(err))
+		}
+		r.Drained = left == ""
+		if left != "" {
+			r.Violations = append(r.Violations, Violation{Check: "drain",
+				Detail: fmt.Sprintf("work still in flight after %s: %s", drainTimeout, left)})
+		}
+		r.Checked = append(r.Checked, "drain")
+	}
 	err := a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").Error; err != nil {
 			return err
@@ -80,11 +107,50 @@ func (a *Auditor) Run(ctx context.Context) (Report, error) {
 	return r, nil
 }
 
+// drainQuery counts the work still in flight: due outbox rows not yet
+// handed to the queue, and paid orders whose invoice or email job has not
+// succeeded.
+const drainQuery = `
+SELECT (SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND process_at <= now()) AS outbox,
+       (SELECT count(*) FROM orders o
+        WHERE o.status = 'paid'
+          AND (NOT EXISTS (SELECT 1 FROM job_executions j
+                           WHERE j.idempotency_key = 'invoice:generate:' || o.id AND j.status = 'succeeded')
+            OR NOT EXISTS (SELECT 1 FROM job_executions j
+                           WHERE j.idempotency_key = 'email:send:order_paid:' || o.id AND j.status = 'succeeded'))) AS orders`
+
+// waitDrained polls until nothing is in flight or timeout passes; it
+// returns what is left, or "" when drained.
+func (a *Auditor) waitDrained(ctx context.Context, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var left struct{ Outbox, Orders int64 }
+		if err := a.db.WithContext(ctx).Raw(drainQuery).Scan(&left).Error; err != nil {
+			return "", err
+		}
+		if left.Outbox == 0 && left.Orders == 0 {
+			return "", nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("%d due outbox rows not relayed, %d paid orders whose invoice or email job has not succeeded",
+				left.Outbox, left.Orders), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Print writes a report for people.
 func (a *Auditor) Print(w io.Writer, r Report) {
 	byCheck := map[string][]string{}
 	for _, v := range r.Violations {
 		byCheck[v.Check] = append(byCheck[v.Check], v.Detail)
+	}
+	if lines := byCheck["drain"]; len(lines) > 0 {
+		fmt.Fprintf(w, "FAIL  drain: %s\n", lines[0])
 	}
 	for _, c := range a.checks {
 		lines := byCheck[c.Name]

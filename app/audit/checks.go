@@ -69,3 +69,63 @@ WHERE c.status = 'processed'
 GROUP BY c.id HAVING count(d.id) <> 1`,
 	},
 }
+
+// JobChecks are the invariants that need the jobs (invoices, emails, job
+// rows). They hold only once the work of every paid order has run: Run
+// drains first.
+var JobChecks = []Check{
+	{
+		ID: 4, Name: "invoices",
+		Description: "every paid order has exactly one invoice of its amount; none for other orders; numbers gapless per year",
+		Query: `
+SELECT format('paid order %s has %s invoices', o.id, count(i.id))
+FROM orders o LEFT JOIN invoices i ON i.order_id = o.id
+WHERE o.status = 'paid'
+GROUP BY o.id HAVING count(i.id) <> 1
+UNION ALL
+SELECT format('order %s is %s but has invoice %s', o.id, o.status, i.number)
+FROM invoices i JOIN orders o ON o.id = i.order_id
+WHERE o.status <> 'paid'
+UNION ALL
+SELECT format('invoice %s is %s %s, its order %s is %s %s', i.number, i.amount, i.currency, o.id, o.total_amount, o.currency)
+FROM invoices i JOIN orders o ON o.id = i.order_id
+WHERE i.amount <> o.total_amount OR i.currency <> o.currency
+UNION ALL
+SELECT format('invoice numbers of %s have gaps: %s invoices, highest number %s', year, count(*), max(sequence))
+FROM invoices GROUP BY year HAVING max(sequence) <> count(*)
+UNION ALL
+SELECT format('invoice %s is not INV-%s-%s', number, year, lpad(sequence::text, 6, '0'))
+FROM invoices WHERE number <> format('INV-%s-%s', year, lpad(sequence::text, 6, '0'))
+UNION ALL
+SELECT format('the invoice counter of %s is at %s, the highest invoice is %s', c.year, c.last, coalesce(max(i.sequence), 0))
+FROM invoice_counters c LEFT JOIN invoices i ON i.year = c.year
+GROUP BY c.year, c.last HAVING c.last <> coalesce(max(i.sequence), 0)`,
+	},
+	{
+		ID: 5, Name: "emails",
+		Description: "every paid order has exactly one order_paid email, and it is sent",
+		Query: `
+SELECT format('paid order %s has %s order_paid emails, %s sent', o.id, count(e.id), count(e.id) FILTER (WHERE e.status = 'sent'))
+FROM orders o LEFT JOIN outbound_emails e ON e.key = 'order_paid:' || o.id
+WHERE o.status = 'paid'
+GROUP BY o.id HAVING count(e.id) <> 1 OR count(e.id) FILTER (WHERE e.status = 'sent') <> 1`,
+	},
+	{
+		ID: 7, Name: "jobs",
+		Description: "no job is processing more than a minute past its lease; every succeeded invoice or email job has its effect",
+		Query: `
+SELECT format('job %s has been processing %s past its lease', idempotency_key, date_trunc('second', now() - locked_until))
+FROM job_executions
+WHERE status = 'processing' AND locked_until < now() - interval '1 minute'
+UNION ALL
+SELECT format('job %s succeeded but order %s has no invoice', j.idempotency_key, j.business_key)
+FROM job_executions j
+WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'invoice:generate:%'
+  AND NOT EXISTS (SELECT 1 FROM invoices i WHERE i.order_id = j.business_key)
+UNION ALL
+SELECT format('job %s succeeded but its email is not sent', j.idempotency_key)
+FROM job_executions j
+WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
+  AND NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE 'email:send:' || e.key = j.idempotency_key AND e.status = 'sent')`,
+	},
+}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/mail"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +30,11 @@ const (
 	DefaultOrderTTL       = 15 * time.Minute
 	DefaultAdminEmail     = "admin@example.com"
 	DefaultRequestTimeout = 10 * time.Second
+	DefaultTaskRetention  = 72 * time.Hour
+	DefaultJobLockTTL     = 30 * time.Second
+	DefaultConcurrency    = 10
+	DefaultPruneAfter     = 30 * 24 * time.Hour
+	DefaultMailFrom       = "Sekali <shop@example.com>"
 )
 
 // Config is everything Sekali reads from its environment.
@@ -51,6 +58,15 @@ type Config struct {
 	AdminAPIToken string // ADMIN_API_TOKEN; empty: the admin API answers 404
 	SMTPURL       string // SMTP_URL; empty: emails are logged, not sent
 
+	MailFrom string // MAIL_FROM: the From address of outbound email
+
+	// Jobs.
+	TaskRetention  time.Duration // TASK_RETENTION: how long the queue keeps a finished task's id
+	JobLockTTL     time.Duration // JOB_LOCK_TTL: lifetime of a job's lock and lease, refreshed while it runs
+	JobConcurrency int           // JOB_CONCURRENCY: jobs one worker runs at once
+	PruneAfter     time.Duration // PRUNE_AFTER: age at which audit rows and finished jobs are pruned
+	WorkerID       string        // WORKER_ID: this worker's name in job_executions (default host:pid)
+
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
 }
 
@@ -69,7 +85,16 @@ func Load(getenv func(string) string) (Config, error) {
 		AdminPassword:  r.str("ADMIN_PASSWORD", ""),
 		AdminAPIToken:  r.str("ADMIN_API_TOKEN", ""),
 		SMTPURL:        r.optionalURL("SMTP_URL", "smtp", "smtps"),
+		MailFrom:       r.str("MAIL_FROM", DefaultMailFrom),
+		TaskRetention:  r.duration("TASK_RETENTION", DefaultTaskRetention),
+		JobLockTTL:     r.duration("JOB_LOCK_TTL", DefaultJobLockTTL),
+		JobConcurrency: r.positiveInt("JOB_CONCURRENCY", DefaultConcurrency),
+		PruneAfter:     r.duration("PRUNE_AFTER", DefaultPruneAfter),
+		WorkerID:       r.str("WORKER_ID", defaultWorkerID()),
 		LogLevel:       r.level("LOG_LEVEL", slog.LevelInfo),
+	}
+	if _, err := mail.ParseAddress(c.MailFrom); err != nil {
+		r.fail("MAIL_FROM", "%q is not an email address", c.MailFrom)
 	}
 	c.SandboxKeys, c.SandboxSecretIsDefault = r.secrets("SANDBOX_WEBHOOK_SECRET", DevSandboxSecret)
 	if !strings.Contains(c.AdminEmail, "@") {
@@ -100,8 +125,22 @@ func (c Config) LogValue() slog.Value {
 		slog.String("admin_password", set(c.AdminPassword)),
 		slog.String("admin_api_token", set(c.AdminAPIToken)),
 		slog.String("smtp_url", redactURL(c.SMTPURL)),
+		slog.String("mail_from", c.MailFrom),
+		slog.Duration("task_retention", c.TaskRetention),
+		slog.Duration("job_lock_ttl", c.JobLockTTL),
+		slog.Int("job_concurrency", c.JobConcurrency),
+		slog.Duration("prune_after", c.PruneAfter),
+		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),
 	)
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "worker"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }
 
 func redactURL(s string) string {

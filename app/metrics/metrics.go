@@ -38,11 +38,41 @@ var (
 		"Effects that a unique index refused because they had already happened, by table.", "table")
 )
 
+// Jobs and the outbox.
+var (
+	// JobRuns counts business job runs by type and outcome: succeeded,
+	// duplicate_ignored, failed, fenced (a newer claimant owned the job),
+	// lock_busy (another worker holds its lock), lock_lost.
+	JobRuns = counterVec("sekali_job_runs_total", "Business job runs by type and outcome.", "type", "outcome")
+	// JobRetries counts runs that were a retry of an earlier one.
+	JobRetries = counterVec("sekali_job_retries_total", "Business job runs that were retries, by type.", "type")
+	// JobDuration observes how long business jobs ran.
+	JobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sekali_job_duration_seconds",
+		Help:    "Duration of business job runs, by type.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"type"})
+	// LockFailures counts jobs that found their lock held by another worker.
+	LockFailures = counterVec("sekali_job_lock_failures_total", "Jobs whose Redis lock was held by another worker, by type.", "type")
+	// StuckJobsSwept counts processing jobs past their lease that the sweeper failed.
+	StuckJobsSwept = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sekali_stuck_jobs_swept_total", Help: "Processing jobs past their lease that the sweeper marked failed.",
+	})
+	// OutboxDispatched counts outbox rows handed to the queue (a task id
+	// the queue already had counts too).
+	OutboxDispatched = counterVec("sekali_outbox_dispatched_total", "Outbox rows handed to the queue, by task type.", "type")
+	// OutboxErrors counts failed attempts to hand a row to the queue.
+	OutboxErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sekali_outbox_errors_total", Help: "Failed attempts to hand an outbox row to the queue.",
+	})
+)
+
 // Registry holds every Sekali series plus the Go runtime and process ones.
 var Registry = newRegistry(
 	collectors.NewGoCollector(),
 	collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	Callbacks, CallbackDuplicates, CallbackConflicts, CallbackDuration, DeliveryRowsDropped, UniqueViolationSaves,
+	JobRuns, JobRetries, JobDuration, LockFailures, StuckJobsSwept, OutboxDispatched, OutboxErrors,
 )
 
 func newRegistry(cs ...prometheus.Collector) *prometheus.Registry {

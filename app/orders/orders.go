@@ -214,18 +214,23 @@ func (s *Service) Cancel(ctx context.Context, id string) (*models.Order, error) 
 // reports whether the order changed.
 func (s *Service) Expire(ctx context.Context, id string) (expired bool, err error) {
 	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
-		expired = false
-		o, err := Lock(tx, id)
-		if err != nil || o.Status != models.OrderPending {
-			return err
-		}
-		expired = true
-		return s.end(tx, o, models.OrderExpired)
+		expired, err = s.ExpireTx(tx, id)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("orders.Expire: %w", err)
 	}
 	return expired, nil
+}
+
+// ExpireTx is Expire inside the caller's transaction (the order:expire
+// job's, which also marks the job done).
+func (s *Service) ExpireTx(tx *gorm.DB, id string) (bool, error) {
+	o, err := Lock(tx, id)
+	if err != nil || o.Status != models.OrderPending {
+		return false, err
+	}
+	return true, s.end(tx, o, models.OrderExpired)
 }
 
 // end moves a locked pending order to a final state and releases its stock.

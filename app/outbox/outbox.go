@@ -23,3 +23,41 @@ func Add(tx *gorm.DB, msgs ...models.OutboxMessage) error {
 	}
 	return nil
 }
+
+// ClaimBatch locks up to n due pending rows (process_at has come), oldest
+// first, skipping rows another relay has locked. The locks last until tx
+// ends, so the caller marks them in the same transaction.
+func ClaimBatch(tx *gorm.DB, n int) ([]models.OutboxMessage, error) {
+	var msgs []models.OutboxMessage
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+		Where("status = ? AND process_at <= now()", models.OutboxPending).
+		Order("id").Limit(n).Find(&msgs).Error
+	if err != nil {
+		return nil, fmt.Errorf("outbox.ClaimBatch: %w", err)
+	}
+	return msgs, nil
+}
+
+// MarkDispatched records that the queue has the tasks of ids.
+func MarkDispatched(tx *gorm.DB, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := tx.Model(&models.OutboxMessage{}).Where("id IN ?", ids).
+		Updates(map[string]any{"status": models.OutboxDispatched, "dispatched_at": gorm.Expr("now()"), "attempts": gorm.Expr("attempts + 1")}).Error
+	if err != nil {
+		return fmt.Errorf("outbox.MarkDispatched: %w", err)
+	}
+	return nil
+}
+
+// MarkFailed records a failed attempt to hand row id to the queue; it stays
+// pending.
+func MarkFailed(tx *gorm.DB, id int64, lastError string) error {
+	err := tx.Model(&models.OutboxMessage{}).Where("id = ?", id).
+		Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_error": lastError}).Error
+	if err != nil {
+		return fmt.Errorf("outbox.MarkFailed: %w", err)
+	}
+	return nil
+}

@@ -229,7 +229,7 @@ func TestStateMachine(t *testing.T) {
 		t.Errorf("expired+paid without stock: %s, state %v; want refund_required, stock unchanged, no tasks", out.Result, after)
 	}
 
-	report, err := audit.New(f.db).Run(context.Background())
+	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0) // no worker runs here
 	if err != nil || !report.OK {
 		t.Fatalf("audit after the state machine: %v %+v", err, report.Violations)
 	}

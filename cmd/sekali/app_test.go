@@ -46,6 +46,9 @@ func startApp(t *testing.T, env map[string]string) *testApp {
 	for k, v := range env {
 		a.env[k] = v
 	}
+	if a.env["REDIS_URL"] == "" {
+		a.env["REDIS_URL"] = testenv.StartRedis(t).URL() // Asynq's keys are global: one server per app
+	}
 	if a.env["DATABASE_URL"] == "" {
 		a.env["DATABASE_URL"] = testenv.NewDatabaseURL(t)
 	}

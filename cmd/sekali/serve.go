@@ -5,25 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/web"
 )
 
-// knownRoles are the parts `serve` can run.
-var knownRoles = []string{"web"}
+// knownRoles are the parts `serve` can run; by default all of them, in
+// one process. Run them apart to scale them apart.
+var knownRoles = []string{"web", "worker", "relay", "scheduler"}
 
 // shutdownTimeout is how long in-flight requests get to finish.
 const shutdownTimeout = 15 * time.Second
@@ -66,18 +73,23 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL)
 	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys))
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
-	srv := web.NewServer(log, cfg, web.Deps{
-		Orders:    orderService,
-		Callbacks: callbacks,
-		Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
-		Ready: map[string]func(context.Context) error{
-			"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
-			"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		},
-	})
+	queue := asynq.NewClientFromRedisClient(rdb)
+	defer queue.Close()
+	if err := metrics.Registry.Register(jobs.NewStats(db)); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return err
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {
+		srv := web.NewServer(log, cfg, web.Deps{
+			Orders:    orderService,
+			Callbacks: callbacks,
+			Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
+			Ready: map[string]func(context.Context) error{
+				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
+				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			},
+		})
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("HTTP_ADDR: %w", err)
@@ -85,13 +97,32 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))
 		g.Go(func() error { return serveHTTP(ctx, srv, ln, log) })
 	}
+	if slices.Contains(roles, "worker") {
+		sender, err := newSender(cfg, log)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			return jobs.RunWorker(ctx, db, rdb, log, orderService, sender, jobs.WorkerConfig{
+				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
+				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
+			})
+		})
+	}
+	if slices.Contains(roles, "relay") {
+		relay := jobs.NewRelay(db, queue, log, cfg.TaskRetention, cfg.DatabaseURL)
+		g.Go(func() error { return relay.Run(ctx) })
+	}
+	if slices.Contains(roles, "scheduler") {
+		g.Go(func() error { return jobs.NewScheduler(queue, log, jobs.DefaultPeriodic).Run(ctx) })
+	}
 	err = g.Wait()
 	log.Info("stopped", "error", err)
 	return err
 }
 
 // serveHTTP serves until ctx ends, then lets in-flight requests finish.
-func serveHTTP(ctx context.Context, h http.Handler, ln net.Listener, log interface{ Info(string, ...any) }) error {
+func serveHTTP(ctx context.Context, h http.Handler, ln net.Listener, log *slog.Logger) error {
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -116,6 +147,18 @@ func serveHTTP(ctx context.Context, h http.Handler, ln net.Listener, log interfa
 		return err
 	}
 	return nil
+}
+
+// newSender sends email through SMTP_URL, or logs it when that is unset.
+func newSender(cfg config.Config, log *slog.Logger) (mail.Sender, error) {
+	if cfg.SMTPURL == "" {
+		return mail.LogSender{Log: log}, nil
+	}
+	s, err := mail.NewSMTP(cfg.SMTPURL)
+	if err != nil {
+		return nil, fmt.Errorf("SMTP_URL: %w", err)
+	}
+	return s, nil
 }
 
 func parseRoles(s string) ([]string, error) {

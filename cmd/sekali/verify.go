@@ -14,6 +14,7 @@ import (
 func verify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("verify", stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	drainTimeout := fs.Duration("drain-timeout", audit.DefaultDrainTimeout, "how long to wait for the outbox and the jobs of paid orders to finish")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,7 +29,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer store.Close(db)
 
 	a := audit.New(db)
-	report, err := a.Run(ctx)
+	report, err := a.Run(ctx, *drainTimeout)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,82 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisServer is a redis-server process of the test's own, on a free
+// port, so tests never share keys (Asynq's key names are fixed) and a
+// fault test can stop and start it without touching anyone else's.
+type RedisServer struct {
+	tb   testing.TB
+	Addr string
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts a redis-server that keeps nothing on disk; it is
+// stopped when the test ends.
+func StartRedis(tb testing.TB) *RedisServer {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &RedisServer{tb: tb, Addr: addr}
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the server's redis:// URL.
+func (s *RedisServer) URL() string { return "redis://" + s.Addr + "/0" }
+
+// Client returns a client of the server, closed when the test ends.
+func (s *RedisServer) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	s.tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Start (re)starts the server on its port and waits until it answers.
+func (s *RedisServer) Start() {
+	s.tb.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--loglevel", "warning")
+	if err := s.cmd.Start(); err != nil {
+		s.tb.Fatalf("testenv: start redis-server (is it installed?): %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("testenv: redis-server on %s did not answer within 10s", s.Addr)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the server to come up
+	}
+}
+
+// Stop kills the server (its data is gone, as after a crash).
+func (s *RedisServer) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// NewRedis starts a private redis-server and returns a client of it.
+func NewRedis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	return StartRedis(tb).Client()
+}

@@ -1,0 +1,158 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/outbox"
+)
+
+// enqueuer is the part of the Asynq client the relay needs.
+type enqueuer interface {
+	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
+}
+
+// Relay moves due outbox rows to Asynq. Several relays may run at once:
+// each claims its batch with FOR UPDATE SKIP LOCKED. A row is marked
+// dispatched in the same transaction that claimed it, after Asynq took the
+// task (or already had its id); a Redis error leaves it pending with the
+// error, and the relay backs off. Redis being down delays jobs, never
+// loses them.
+type Relay struct {
+	db        *gorm.DB
+	queue     enqueuer
+	log       *slog.Logger
+	retention time.Duration
+	listenURL string
+
+	// Batch is how many rows one transaction claims.
+	Batch int
+	// Poll is how often the relay looks when nothing woke it: rows that
+	// become due (process_at) and notifications that were missed.
+	Poll time.Duration
+	// MaxBackoff bounds the pause after a failure.
+	MaxBackoff time.Duration
+}
+
+// NewRelay returns a relay. listenURL is the database URL for LISTEN
+// (wake-up on insert); empty disables it and the relay only polls.
+func NewRelay(db *gorm.DB, queue enqueuer, log *slog.Logger, retention time.Duration, listenURL string) *Relay {
+	return &Relay{db: db, queue: queue, log: log, retention: retention, listenURL: listenURL,
+		Batch: 100, Poll: time.Second, MaxBackoff: 30 * time.Second}
+}
+
+// Run relays until ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	if r.listenURL != "" {
+		go r.listen(ctx, wake)
+	}
+	backoff := time.Duration(0)
+	for {
+		n, err := r.RelayOnce(ctx)
+		wait := r.Poll
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			backoff = min(max(2*backoff, 100*time.Millisecond), r.MaxBackoff)
+			wait = backoff
+			r.log.Warn("outbox relay: will retry", "error", err, "backoff", backoff.String())
+		case n == r.Batch:
+			backoff = 0
+			continue // more may be waiting
+		default:
+			backoff = 0
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-wake:
+			if err != nil { // a notification does not cut a backoff short
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// RelayOnce claims one batch of due rows, hands them to Asynq and records
+// the outcome. It returns how many rows it dispatched.
+func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
+	var dispatched int
+	var queueErr error
+	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		dispatched, queueErr = 0, nil
+		msgs, err := outbox.ClaimBatch(tx, r.Batch)
+		if err != nil {
+			return err
+		}
+		var done []int64
+		for _, m := range msgs {
+			_, err := r.queue.EnqueueContext(ctx, NewTask(m, r.retention))
+			if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+				metrics.OutboxErrors.Inc()
+				queueErr = fmt.Errorf("enqueue %s: %w", m.TaskID, err)
+				if err := outbox.MarkFailed(tx, m.ID, queueErr.Error()); err != nil {
+					return err
+				}
+				break // the queue is likely down: leave the rest for the next try
+			}
+			metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
+			done = append(done, m.ID)
+		}
+		dispatched = len(done)
+		return outbox.MarkDispatched(tx, done)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("outbox relay: %w", err)
+	}
+	return dispatched, queueErr
+}
+
+// listen wakes the relay on NOTIFY outbox_messages (sent by a trigger on
+// insert), reconnecting after errors.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("outbox relay: LISTEN failed; polling until it reconnects", "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
+	conn, err := pgx.Connect(ctx, r.listenURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN outbox_messages"); err != nil {
+		return err
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}

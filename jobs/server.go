@@ -1,0 +1,92 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/models"
+)
+
+// WorkerConfig is what a worker needs besides its connections.
+type WorkerConfig struct {
+	Concurrency int
+	LockTTL     time.Duration
+	WorkerID    string
+	MailFrom    string
+	PruneAfter  time.Duration
+	// ShutdownTimeout is how long running jobs get to finish on stop;
+	// unfinished ones are handed back to the queue.
+	ShutdownTimeout time.Duration
+}
+
+// NewMux routes every task type to its handler: business tasks behind
+// the guard, maintenance tasks directly.
+func NewMux(g *Guard, m *Maintenance, o *orders.Service, sender mail.Sender, from string) *asynq.ServeMux {
+	mux := asynq.NewServeMux()
+	mux.Handle(models.TaskInvoiceGenerate, g.Wrap(InvoiceEffect(g.now)))
+	mux.Handle(models.TaskEmailSend, g.Wrap(EmailEffect(sender, from, g.now)))
+	mux.Handle(models.TaskOrderExpire, g.Wrap(ExpireEffect(o)))
+	mux.HandleFunc(TaskSweepStuck, m.SweepStuck)
+	mux.HandleFunc(TaskSweepExpired, m.SweepExpired)
+	mux.HandleFunc(TaskPrune, m.Prune)
+	return mux
+}
+
+// RunWorker processes tasks until ctx ends, then stops taking new ones
+// and waits for the running ones (up to ShutdownTimeout).
+func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger,
+	o *orders.Service, sender mail.Sender, cfg WorkerConfig) error {
+	guard := NewGuard(db, rdb, log, cfg.WorkerID, cfg.LockTTL)
+	mux := NewMux(guard, NewMaintenance(db, o, log, cfg.PruneAfter), o, sender, cfg.MailFrom)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:              cfg.Concurrency,
+		Queues:                   Queues,
+		RetryDelayFunc:           RetryDelay,
+		Logger:                   slogAdapter{log: log.With("component", "asynq")},
+		LogLevel:                 asynq.WarnLevel,
+		ShutdownTimeout:          cfg.ShutdownTimeout,
+		DelayedTaskCheckInterval: time.Second, // retries come back within a second of their time
+		IsFailure: func(err error) bool {
+			return !errors.Is(err, ErrLockBusy) // another worker has it: not a failure of the task
+		},
+	})
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("jobs: start worker: %w", err)
+	}
+	log.Info("worker started", "worker_id", cfg.WorkerID, "concurrency", cfg.Concurrency)
+	<-ctx.Done()
+	srv.Shutdown()
+	return nil
+}
+
+// RetryDelay decides when a failed task runs again: soon after a lost
+// lease or a busy lock (the job itself is fine), otherwise exponentially
+// with jitter, capped at ten minutes.
+func RetryDelay(n int, err error, _ *asynq.Task) time.Duration {
+	if errors.Is(err, asynq.ErrLeaseExpired) || errors.Is(err, ErrLockBusy) || errors.Is(err, ErrFenced) {
+		return time.Second
+	}
+	d := time.Second << min(n, 10)
+	return min(d, 10*time.Minute) + time.Duration(rand.Int64N(int64(time.Second)))
+}
+
+// slogAdapter lets Asynq log through slog.
+type slogAdapter struct{ log *slog.Logger }
+
+func (a slogAdapter) Debug(args ...any) { a.log.Debug(fmt.Sprint(args...)) }
+func (a slogAdapter) Info(args ...any)  { a.log.Info(fmt.Sprint(args...)) }
+func (a slogAdapter) Warn(args ...any)  { a.log.Warn(fmt.Sprint(args...)) }
+func (a slogAdapter) Error(args ...any) { a.log.Error(fmt.Sprint(args...)) }
+func (a slogAdapter) Fatal(args ...any) { a.log.Error(fmt.Sprint(args...)); os.Exit(1) } // Asynq's contract
+
