@@ -24,7 +24,7 @@ type Maintenance struct {
 	db     *gorm.DB
 	orders orderSweeper
 	log    *slog.Logger
-	now func() time.Time
+	now    func() time.Time
 
 	// Grace is how long past expires_at a pending order may stay pending
 	// before the sweeper expires it (its own order:expire task normally

@@ -89,4 +89,3 @@ func (a slogAdapter) Info(args ...any)  { a.log.Info(fmt.Sprint(args...)) }
 func (a slogAdapter) Warn(args ...any)  { a.log.Warn(fmt.Sprint(args...)) }
 func (a slogAdapter) Error(args ...any) { a.log.Error(fmt.Sprint(args...)) }
 func (a slogAdapter) Fatal(args ...any) { a.log.Error(fmt.Sprint(args...)); os.Exit(1) } // Asynq's contract
-

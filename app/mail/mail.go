@@ -92,4 +92,3 @@ func (l LogSender) Send(ctx context.Context, m Message) error {
 	l.Log.InfoContext(ctx, "email not sent: SMTP_URL is unset", "message_id", m.MessageID, "subject", m.Subject)
 	return nil
 }
-
