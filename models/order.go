@@ -37,6 +37,7 @@ type Order struct {
 
 	Items    []OrderItem `gorm:"foreignKey:OrderID" json:"items"`
 	Payments []Payment   `gorm:"foreignKey:OrderID" json:"payments"`
+	Invoice  *Invoice    `gorm:"foreignKey:OrderID" json:"invoice"`
 }
 
 // OrderItem is one line of an order; UnitPrice is the product's price when

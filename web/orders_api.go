@@ -51,7 +51,7 @@ type paymentJSON struct {
 	UpdatedAt         time.Time `json:"updated_at"`
 }
 
-// invoiceJSON is filled in once invoices exist.
+// invoiceJSON is the order's invoice, once the invoice job has issued it.
 type invoiceJSON struct {
 	Number   string    `json:"number"`
 	Amount   int64     `json:"amount"`
@@ -64,6 +64,9 @@ func newOrderJSON(o *models.Order) orderJSON {
 		ID: o.ID, Status: string(o.Status), CustomerEmail: o.CustomerEmail, Currency: o.Currency,
 		TotalAmount: o.TotalAmount, ExpiresAt: o.ExpiresAt.UTC(), PaidAt: utc(o.PaidAt),
 		Items: []itemJSON{}, Payments: []paymentJSON{},
+	}
+	if inv := o.Invoice; inv != nil {
+		v.Invoice = &invoiceJSON{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt.UTC()}
 	}
 	for _, it := range o.Items {
 		v.Items = append(v.Items, itemJSON{SKU: it.SKU, Qty: it.Qty, UnitPrice: it.UnitPrice})

@@ -136,7 +136,7 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 			o.Items = append(o.Items, models.OrderItem{OrderID: o.ID, SKU: p.SKU, Qty: items[i].Qty, UnitPrice: p.Price})
 			o.TotalAmount += p.Price * items[i].Qty
 		}
-		if err := tx.Omit("Items", "Payments").Create(o).Error; err != nil {
+		if err := tx.Omit("Items", "Payments", "Invoice").Create(o).Error; err != nil {
 			return err
 		}
 		if err := tx.Create(&o.Items).Error; err != nil {
@@ -173,6 +173,7 @@ func (s *Service) Get(ctx context.Context, id string) (*models.Order, error) {
 	err := s.db.WithContext(ctx).
 		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("sku") }).
 		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
+		Preload("Invoice").
 		Take(&o, "id = ?", id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, models.Errorf(models.ENotFound, "no order %q", id)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -48,7 +49,11 @@ func TestDuplicateStormAppliesOnce(t *testing.T) {
 	if n := a.count(t, "SELECT count(*) FROM outbox_messages WHERE task_type IN ('invoice:generate', 'email:send')"); n != 2 {
 		t.Fatalf("outbox invoice+email rows = %d, want 2", n)
 	}
-	a.verify(t)
+	a.verify(t) // drains: the invoice and email jobs have run
+	r := a.do(t, "GET", "/api/orders/"+id, nil, nil)
+	if inv, _ := r.JSON["invoice"].(map[string]any); inv == nil || !strings.HasPrefix(fmt.Sprint(inv["number"]), "INV-") {
+		t.Fatalf("order after the jobs ran: %s; want an invoice", r.Body)
+	}
 }
 
 func TestSameEventIDWithDifferentBodyConflicts(t *testing.T) {
