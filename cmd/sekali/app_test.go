@@ -256,3 +256,7 @@ func (a *testApp) newProduct(t *testing.T, price, stock int64) string {
 	testenv.MustCreateProduct(t, a.DB, sku, price, stock)
 	return sku
 }
+
+type bytesBuffer = bytes.Buffer
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
