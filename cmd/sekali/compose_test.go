@@ -67,7 +67,7 @@ func TestComposeAgreesWithConfigDefaults(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"app", "migrate", "seed"}; !slices.Equal(names, want) {
+		if want := []string{"app", "migrate", "seed", "worker"}; !slices.Equal(names, want) {
 			t.Fatalf("services built from the repository = %v, want %v", names, want)
 		}
 		appEnv := composeEnv(t, app)
