@@ -23,6 +23,7 @@ const (
 	EUnsupportedMediaType = "unsupported_media_type"  // 415
 	EUnauthorized         = "unauthorized"            // 401
 	EConflict             = "conflict"                // 409: same callback key, different payload
+	EAlreadyExists        = "already_exists"          // 409: a product with this SKU exists
 	ERejected             = "rejected"                // 422: a callback for an unknown order or with the wrong amount
 	EUnavailable          = "unavailable"             // 503: a retry may succeed
 	EInternal             = "internal"                // 500
@@ -45,6 +46,7 @@ var statusOf = map[string]int{
 	EUnsupportedMediaType: 415,
 	EUnauthorized:         401,
 	EConflict:             409,
+	EAlreadyExists:        409,
 	ERejected:             422,
 	EUnavailable:          503,
 	EInternal:             500,

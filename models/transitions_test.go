@@ -317,6 +317,7 @@ var httpStatusWant = map[string]int{
 	models.EUnsupportedMediaType: 415,
 	models.EUnauthorized:         401,
 	models.EConflict:             409,
+	models.EAlreadyExists:        409,
 	models.ERejected:             422,
 	models.EUnavailable:          503,
 	models.EInternal:             500,

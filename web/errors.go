@@ -45,6 +45,7 @@ var titles = map[string]string{
 	models.EUnsupportedMediaType: "Unsupported media type",
 	models.EUnauthorized:         "Unauthorized",
 	models.EConflict:             "Conflict",
+	models.EAlreadyExists:        "Already exists",
 	models.ERejected:             "Rejected",
 	models.EUnavailable:          "Service unavailable",
 	models.EInternal:             "Internal error",

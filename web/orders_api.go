@@ -122,6 +122,12 @@ func (s *Server) createOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return writeStored(c, resp)
+}
+
+// writeStored sends a response stored under an Idempotency-Key, saying
+// whether it is a replay.
+func writeStored(c echo.Context, resp idempotency.Response) error {
 	if resp.Replayed {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}

@@ -21,6 +21,11 @@ func (s *Server) routes() {
 	api.GET("/orders/:id", s.getOrder)
 	api.POST("/orders/:id/cancel", s.cancelOrder)
 
+	// The admin API, for test set-up and verdicts (load tests, QA).
+	api.GET("/audit", s.getAudit, s.requireAdminToken)
+	api.POST("/products", s.createProduct, s.requireAdminToken)
+	api.POST("/products/:sku/restock", s.restockProduct, s.requireAdminToken)
+
 	// The callback pipeline enforces its own 64 KiB limit, so that an
 	// oversized delivery is recorded like any other.
 	e.POST("/callbacks/:provider", s.receiveCallback)

@@ -7,10 +7,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/orders"
@@ -28,6 +30,13 @@ type (
 	callbackService interface {
 		Receive(ctx context.Context, d payments.Delivery) payments.Outcome
 	}
+	productService interface {
+		Create(ctx context.Context, p models.Product) (*models.Product, error)
+		RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error)
+	}
+	auditor interface {
+		Run(ctx context.Context, drainTimeout time.Duration) (audit.Report, error)
+	}
 	idempotencyKeys interface {
 		Do(ctx context.Context, scope, key, requestHash string, fn func(tx *gorm.DB) (idempotency.Response, error)) (idempotency.Response, error)
 	}
@@ -38,6 +47,8 @@ type Deps struct {
 	Orders    orderService
 	Callbacks callbackService
 	Keys      idempotencyKeys
+	Products  productService
+	Audit     auditor
 	// Ready are the checks /readyz runs, by name (database, redis).
 	Ready map[string]func(context.Context) error
 }

@@ -107,3 +107,31 @@ func Seed(ctx context.Context, db *gorm.DB) (created []string, err error) {
 	})
 	return created, err
 }
+
+// Service is the catalog for the admin API.
+type Service struct{ db *gorm.DB }
+
+// NewService returns the catalog service.
+func NewService(db *gorm.DB) *Service { return &Service{db: db} }
+
+// Create adds a new product with its stock; an existing SKU is an
+// EAlreadyExists error.
+func (s *Service) Create(ctx context.Context, p models.Product) (*models.Product, error) {
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		created, err := Create(tx, &p)
+		if err == nil && !created {
+			return models.Errorf(models.EAlreadyExists, "product %s exists", p.SKU)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog.Create: %w", err)
+	}
+	return &p, nil
+}
+
+// RestockTx is Restock for the admin API, inside the caller's transaction
+// (which also stores the response under the client's Idempotency-Key).
+func (s *Service) RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error) {
+	return Restock(tx, sku, qty)
+}

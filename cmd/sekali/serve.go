@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/mail"
@@ -85,6 +87,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Orders:    orderService,
 			Callbacks: callbacks,
 			Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
+			Products:  catalog.NewService(db),
+			Audit:     audit.New(db),
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },

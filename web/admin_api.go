@@ -1,0 +1,131 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/models"
+)
+
+const scopeProductsRestock = "products.restock"
+
+// maxDrainTimeout bounds the drain an audit request may ask for.
+const maxDrainTimeout = 2 * time.Minute
+
+// requireAdminToken guards the admin API with ADMIN_API_TOKEN. Without a
+// token configured the API does not exist (404); a wrong or missing
+// bearer token is a 401. The comparison is constant-time.
+func (s *Server) requireAdminToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.cfg.AdminAPIToken == "" {
+			return models.Errorf(models.ENotFound, "no such resource")
+		}
+		got, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AdminAPIToken)) != 1 {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="sekali-admin"`)
+			return models.Errorf(models.EUnauthorized, "a valid bearer token is required")
+		}
+		return next(c)
+	}
+}
+
+// getAudit is GET /api/audit[?drain_timeout=30s]: the integrity audit
+// (SPEC §7) as JSON, the same report `sekali verify` prints. It drains
+// first, so it outlives the usual request deadline.
+func (s *Server) getAudit(c echo.Context) error {
+	drain := audit.DefaultDrainTimeout
+	if v := c.QueryParam("drain_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxDrainTimeout {
+			return models.Errorf(models.EInvalid, "drain_timeout must be a duration between 0s and %s", maxDrainTimeout)
+		}
+		drain = d
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), drain+time.Minute)
+	defer cancel()
+	report, err := s.deps.Audit.Run(ctx, drain)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, report)
+}
+
+// productJSON is a product as the admin API shows it.
+type productJSON struct {
+	SKU      string `json:"sku"`
+	Name     string `json:"name"`
+	Price    int64  `json:"price"`
+	Currency string `json:"currency"`
+	Stock    int64  `json:"stock"`
+}
+
+func newProductJSON(p *models.Product) productJSON {
+	return productJSON{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock}
+}
+
+// createProduct is POST /api/products: a product and its initial stock
+// (an adjust movement).
+func (s *Server) createProduct(c echo.Context) error {
+	body, err := readJSONBody(c)
+	if err != nil {
+		return err
+	}
+	var req productJSON
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	p, err := s.deps.Products.Create(c.Request().Context(), models.Product{
+		SKU: req.SKU, Name: req.Name, Price: req.Price, Currency: req.Currency, Stock: req.Stock,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, newProductJSON(p))
+}
+
+// restockProduct is POST /api/products/:sku/restock with {"qty": n},
+// idempotent under its Idempotency-Key like order creation.
+func (s *Server) restockProduct(c echo.Context) error {
+	key, err := idempotency.ParseKey(c.Request().Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	body, err := readJSONBody(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Qty int64 `json:"qty"`
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	bodyHash, err := canonjson.Fingerprint(body)
+	if err != nil {
+		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
+	}
+	hash := canonjson.Hash([]byte(c.Param("sku") + "\n" + bodyHash)) // the SKU is part of the request
+	resp, err := s.deps.Keys.Do(c.Request().Context(), scopeProductsRestock, key, hash,
+		func(tx *gorm.DB) (idempotency.Response, error) {
+			p, err := s.deps.Products.RestockTx(tx, c.Param("sku"), req.Qty)
+			if err != nil {
+				return storedProblem(err)
+			}
+			b, err := json.Marshal(newProductJSON(p))
+			return idempotency.Response{Code: http.StatusOK, Body: b}, err
+		})
+	if err != nil {
+		return err
+	}
+	return writeStored(c, resp)
+}
