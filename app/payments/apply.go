@@ -16,20 +16,30 @@ import (
 )
 
 // apply reserves the event's idempotency key and applies its effect in one
-// transaction. A key that is already processed is answered from a plain
-// read, without a transaction.
+// transaction. A key that is already processed is answered from memory
+// when this process has seen it, else from a plain read, without a
+// transaction.
 func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delivery) (Outcome, error) {
-	if seen, err := s.find(s.db.WithContext(ctx), provider, ev.Key); err != nil {
+	if e, ok := s.seen.get(provider, ev.Key); ok {
+		return repeat(&models.PaymentCallback{ID: e.callbackID, PayloadHash: e.hash, Status: models.CallbackProcessed}, ev), nil
+	}
+	seen, err := s.find(s.db.WithContext(ctx), provider, ev.Key)
+	if err != nil {
 		return Outcome{}, err
-	} else if seen != nil && seen.Status == models.CallbackProcessed {
+	}
+	if seen != nil && seen.Status == models.CallbackProcessed {
+		s.seen.add(provider, ev.Key, seenEvent{callbackID: seen.ID, hash: seen.PayloadHash})
 		return repeat(seen, ev), nil
 	}
 	var out Outcome
-	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		var err error
 		out, err = s.applyTx(tx, provider, ev, d)
 		return err
 	})
+	if err == nil && out.outcome != "" && out.Code == "" { // committed as processed (or stale) by this delivery
+		s.seen.add(provider, ev.Key, seenEvent{callbackID: *out.callbackID, hash: ev.Fingerprint})
+	}
 	return out, err
 }
 

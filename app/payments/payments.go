@@ -87,12 +87,14 @@ type Service struct {
 	providers map[string]Provider
 	// deliveries writes the audit rows of deliveries that applied nothing.
 	deliveries *deliveryLog
+	// seen answers repeated deliveries of processed events from memory.
+	seen *seenEvents
 }
 
 // NewService returns the callback pipeline for the given providers. It
 // starts the writer of the delivery log: call Close when done.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, providers ...Provider) *Service {
-	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log)}
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log), seen: newSeenEvents(seenCapacity)}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}

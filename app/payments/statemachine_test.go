@@ -251,3 +251,31 @@ func TestReferenceOfAnotherOrderIsRejected(t *testing.T) {
 		t.Fatalf("rejected event changed state: %v → %v", before, after)
 	}
 }
+
+// TestRepeatedDeliveryNeedsNoDatabase: once an event is processed, this
+// process answers its repeated deliveries from memory — duplicate, or
+// conflict for another body — even with the database gone.
+func TestRepeatedDeliveryNeedsNoDatabase(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	orderID, _ := f.orderIn(models.OrderPending)
+	body := testenv.SandboxBody(orderID, "tx-mem", models.EventPaid, price)
+	send := func(b []byte) payments.Outcome {
+		return f.pay.Receive(context.Background(), payments.Delivery{
+			Provider: payments.SandboxName, Header: testenv.SandboxHeaders("evt_mem", b, time.Now()),
+			Body: bytesReader(b), ContentType: "application/json",
+		})
+	}
+	if out := send(body); out.Result != "processed" {
+		t.Fatalf("first delivery: %+v", out)
+	}
+	sqlDB, _ := f.db.DB()
+	sqlDB.Close()
+	if out := send(body); out.Status() != 200 || out.Result != "duplicate" {
+		t.Fatalf("repeat with the database closed: %d %s %s", out.Status(), out.Result, out.Detail)
+	}
+	other := testenv.SandboxBody(orderID, "tx-mem", models.EventPaid, price+1)
+	if out := send(other); out.Status() != 409 || out.Result != "conflict" {
+		t.Fatalf("other body with the database closed: %d %s", out.Status(), out.Result)
+	}
+}
