@@ -13,6 +13,7 @@ import (
 
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/models"
 )
 
 // enqueuer is the part of the Asynq client the relay needs.
@@ -79,7 +80,12 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 			if err != nil { // a notification does not cut a backoff short
-				<-timer.C
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					return nil
+				case <-timer.C:
+				}
 			}
 		case <-timer.C:
 		}
@@ -92,13 +98,13 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 	var dispatched int
 	var queueErr error
+	var done []models.OutboxMessage
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		dispatched, queueErr = 0, nil
+		dispatched, queueErr, done = 0, nil, nil
 		msgs, err := outbox.ClaimBatch(tx, r.Batch)
 		if err != nil {
 			return err
 		}
-		var done []int64
 		for _, m := range msgs {
 			_, err := r.queue.EnqueueContext(ctx, NewTask(m, r.retention))
 			if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
@@ -109,14 +115,20 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 				}
 				break // the queue is likely down: leave the rest for the next try
 			}
-			metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
-			done = append(done, m.ID)
+			done = append(done, m)
 		}
 		dispatched = len(done)
-		return outbox.MarkDispatched(tx, done)
+		ids := make([]int64, len(done))
+		for i, m := range done {
+			ids[i] = m.ID
+		}
+		return outbox.MarkDispatched(tx, ids)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("outbox relay: %w", err)
+	}
+	for _, m := range done { // counted once committed
+		metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
 	}
 	return dispatched, queueErr
 }

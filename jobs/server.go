@@ -56,7 +56,8 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		Logger:                   slogAdapter{log: log.With("component", "asynq")},
 		LogLevel:                 asynq.WarnLevel,
 		ShutdownTimeout:          cfg.ShutdownTimeout,
-		DelayedTaskCheckInterval: time.Second, // retries come back within a second of their time
+		DelayedTaskCheckInterval: time.Second,            // retries come back within a second of their time
+		TaskCheckInterval:        100 * time.Millisecond, // an idle worker notices new work quickly
 		IsFailure: func(err error) bool {
 			return !errors.Is(err, ErrLockBusy) // another worker has it: not a failure of the task
 		},
