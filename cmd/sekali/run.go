@@ -20,6 +20,7 @@ commands:
   migrate   up | down | status: apply the embedded SQL migrations
   seed      create the demo products and the admin user (idempotent)
   verify    run the integrity audit; exit status 1 on any violation
+  replay    replay QA's duplicate and concurrent callback scenarios against a server
   sign      sign a sandbox callback body, for curl and manual tests
 
 Configuration comes from the environment; see README.md.
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return seed(ctx, rest, getenv, stdout, stderr)
 	case "verify":
 		return verify(ctx, rest, getenv, stdout, stderr)
+	case "replay":
+		return replay(ctx, rest, getenv, stdout, stderr)
 	case "sign":
 		return sign(rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/loadtest"
+)
+
+// replay is `sekali replay`: QA's scenarios against a running server,
+// ending with its integrity audit. Exit status 0 only when every answer
+// was the expected one and the audit is green.
+func replay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", stderr)
+	d := loadtest.Defaults
+	var names []string
+	for _, s := range loadtest.Scenarios {
+		names = append(names, s.Name)
+	}
+	scenario := fs.String("scenario", "all", "scenario to run: all, "+strings.Join(names, ", "))
+	target := fs.String("target", "http://localhost:8080", "base URL of the server")
+	events := fs.Int("events", d.Events, "events (orders) per scenario")
+	copies := fs.Int("copies", d.Copies, "deliveries of each event")
+	concurrency := fs.Int("concurrency", d.Concurrency, "requests in flight at once")
+	duration := fs.Duration("duration", d.Duration, "length of the steady scenario")
+	rate := fs.Int("rate", d.Rate, "requests per second of the steady scenario")
+	drain := fs.Duration("drain-timeout", d.DrainTimeout, "how long the audit may wait for the jobs to finish")
+	secret := fs.String("secret", firstSecret(getenv), "the server's sandbox secret (whsec_…); default SANDBOX_WEBHOOK_SECRET or the development secret")
+	token := fs.String("token", getenv("ADMIN_API_TOKEN"), "the server's ADMIN_API_TOKEN; default the variable")
+	jsonPath := fs.String("json", "", "also write the reports to this file as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sekali replay [flags]\n\nscenarios:")
+		for _, s := range loadtest.Scenarios {
+			fmt.Fprintf(stderr, "  %-16s %s\n", s.Name, s.About)
+		}
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *token == "" {
+		return &exitError{code: 2, msg: "replay needs the server's admin token: -token or ADMIN_API_TOKEN"}
+	}
+	if *events < 1 || *copies < 1 || *concurrency < 1 || *rate < 1 {
+		return &exitError{code: 2, msg: "-events, -copies, -concurrency and -rate must be at least 1"}
+	}
+	reports, err := loadtest.Run(ctx, loadtest.Config{
+		Target: *target, Secret: *secret, Token: *token,
+		Events: *events, Copies: *copies, Concurrency: *concurrency,
+		Duration: *duration, Rate: *rate, DrainTimeout: *drain,
+		Progress: stderr, TTY: isTerminal(stderr),
+	}, *scenario)
+	if err != nil && len(reports) == 0 {
+		return err
+	}
+	loadtest.PrintSummary(stdout, reports)
+	if *jsonPath != "" {
+		if err := loadtest.WriteJSON(*jsonPath, reports); err != nil {
+			return err
+		}
+	}
+	for _, r := range reports {
+		if !r.OK {
+			return &exitError{code: 1, msg: "replay: " + r.Scenario + " failed"}
+		}
+	}
+	return err
+}
+
+// firstSecret is the first SANDBOX_WEBHOOK_SECRET, or the development one.
+func firstSecret(getenv func(string) string) string {
+	if s := strings.TrimSpace(strings.Split(getenv("SANDBOX_WEBHOOK_SECRET"), ",")[0]); s != "" {
+		return s
+	}
+	return config.DevSandboxSecret
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

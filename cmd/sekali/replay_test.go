@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/loadtest"
+)
+
+// TestReplayScenarios runs every QA scenario through `sekali replay`,
+// small, against the real server: each must get only expected answers
+// and end with a green audit.
+func TestReplayScenarios(t *testing.T) {
+	t.Parallel()
+	const token = "replay-token"
+	a := startApp(t, map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15"})
+	jsonPath := filepath.Join(t.TempDir(), "replay.json")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "all",
+		"-events", "15", "-copies", "6", "-concurrency", "30", "-duration", "2s", "-rate", "100",
+		"-secret", testenv.SandboxSecret, "-token", token, "-json", jsonPath}, a.getenv, &out, logOutput())
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []loadtest.Report
+	if err := json.Unmarshal(b, &reports); err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != len(loadtest.Scenarios) {
+		t.Fatalf("%d reports, want one per scenario (%d)", len(reports), len(loadtest.Scenarios))
+	}
+	for _, r := range reports {
+		if !r.OK || r.Unexpected != 0 || r.Audit == nil || !r.Audit.OK || !r.Audit.Drained || r.Requests == 0 {
+			t.Errorf("%s: %+v", r.Scenario, r)
+		}
+	}
+	if !strings.Contains(out.String(), "duplicate-storm") || !strings.Contains(out.String(), "PASS") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// TestReplayFailsOnAWrongSecret: a replay whose deliveries the server
+// refuses must not pass.
+func TestReplayFailsOnAWrongSecret(t *testing.T) {
+	t.Parallel()
+	const token = "replay-token"
+	a := startApp(t, map[string]string{"ADMIN_API_TOKEN": token})
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "duplicate-storm",
+		"-events", "3", "-copies", "2", "-concurrency", "4", "-token", token,
+		"-secret", "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0"}, a.getenv, &out, logOutput())
+	if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL") {
+		t.Fatalf("replay with the wrong secret: exit %d\n%s", exitCode(err), out.String())
+	}
+}

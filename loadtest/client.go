@@ -1,0 +1,123 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sekali/sekali/app/stdwebhooks"
+)
+
+// client speaks Sekali's API for set-up and verdicts.
+type client struct {
+	base  string
+	token string
+	key   []byte // sandbox signing key
+	http  *http.Client
+}
+
+func (c *client) do(ctx context.Context, method, path string, header http.Header, body []byte, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return res.StatusCode, err
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return res.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, b)
+		}
+	}
+	return res.StatusCode, nil
+}
+
+// createProduct makes a product with a SKU of its own and returns the SKU.
+func (c *client) createProduct(ctx context.Context, scenario string, price, stock int64) (string, error) {
+	sku := fmt.Sprintf("RP-%s-%s", strings.ToUpper(scenario), randomHex(6))
+	body, _ := json.Marshal(map[string]any{"sku": sku, "name": "replay " + scenario, "price": price, "currency": "IDR", "stock": stock})
+	var problem map[string]any
+	status, err := c.do(ctx, "POST", "/api/products", nil, body, &problem)
+	if err != nil {
+		return "", err
+	}
+	if status != http.StatusCreated {
+		return "", fmt.Errorf("create product: %d %v (is ADMIN_API_TOKEN set on the server and -token given?)", status, problem)
+	}
+	return sku, nil
+}
+
+// createOrder orders qty of sku and returns the order id.
+func (c *client) createOrder(ctx context.Context, sku string, qty int) (string, int, error) {
+	var o struct {
+		ID string `json:"id"`
+	}
+	body := fmt.Sprintf(`{"customer_email":"replay@example.com","items":[{"sku":%q,"qty":%d}]}`, sku, qty)
+	status, err := c.do(ctx, "POST", "/api/orders", http.Header{"Idempotency-Key": {randomHex(12)}}, []byte(body), &o)
+	if err != nil {
+		return "", status, err
+	}
+	if status != http.StatusCreated {
+		return "", status, fmt.Errorf("create order: %d", status)
+	}
+	return o.ID, status, nil
+}
+
+// AuditReport is what GET /api/audit answers.
+type AuditReport struct {
+	OK         bool `json:"ok"`
+	Drained    bool `json:"drained"`
+	Violations []struct {
+		Check  string `json:"check"`
+		Detail string `json:"detail"`
+	} `json:"violations"`
+	Checked []string `json:"checked"`
+}
+
+func (c *client) audit(ctx context.Context, drain time.Duration) (AuditReport, error) {
+	var r AuditReport
+	status, err := c.do(ctx, "GET", "/api/audit?drain_timeout="+drain.String(), nil, nil, &r)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("audit: HTTP %d", status)
+	}
+	return r, err
+}
+
+// callbackBody is a sandbox event.
+func callbackBody(orderID, transactionID, status string, amount int64) []byte {
+	return []byte(fmt.Sprintf(`{"order_id":%q,"transaction_id":%q,"payment_status":%q,"paid_amount":%d,"currency":"IDR"}`,
+		orderID, transactionID, status, amount))
+}
+
+// signed returns the headers of a sandbox delivery, signed now.
+func (c *client) signed(eventID string, body []byte) http.Header {
+	h := stdwebhooks.Headers(c.key, eventID, time.Now(), body)
+	h.Set("Content-Type", "application/json")
+	return h
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
