@@ -212,9 +212,11 @@ func (g *Guard) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, l
 				return
 			case <-ticker.C:
 			}
-			if err := l.Refresh(ctx, g.LockTTL); err != nil {
+			if err := l.Refresh(ctx, g.LockTTL); errors.Is(err, lock.ErrNotHeld) {
 				cancel(fmt.Errorf("%w: %w", errLockLost, err))
 				return
+			} else if err != nil {
+				continue // Redis did not answer: try again; the fence guards the commit meanwhile
 			}
 			g.db.WithContext(ctx).Model(&models.JobExecution{}).
 				Where("idempotency_key = ? AND fence = ? AND status = ?", key, fence, models.JobProcessing).

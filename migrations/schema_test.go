@@ -35,6 +35,10 @@ var allModels = []any{
 	&models.APIIdempotencyKey{},
 	&models.OutboxMessage{},
 	&models.AdminUser{},
+	&models.Invoice{},
+	&models.InvoiceCounter{},
+	&models.OutboundEmail{},
+	&models.JobExecution{},
 }
 
 type column struct {
@@ -169,6 +173,10 @@ func TestUniqueGuards(t *testing.T) {
 		{"api_idempotency_keys_scope_key_key", "api_idempotency_keys", []string{"scope", "key"}},
 		{"outbox_messages_task_id_key", "outbox_messages", []string{"task_id"}},
 		{"admin_users_email_key", "admin_users", []string{"email"}},
+		{"invoices_order_id_key", "invoices", []string{"order_id"}},
+		{"invoices_number_key", "invoices", []string{"number"}},
+		{"outbound_emails_key_key", "outbound_emails", []string{"key"}},
+		{"job_executions_idempotency_key_key", "job_executions", []string{"idempotency_key"}},
 	}
 	for _, tt := range tests {
 		var rows []struct {

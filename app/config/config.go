@@ -93,6 +93,9 @@ func Load(getenv func(string) string) (Config, error) {
 		WorkerID:       r.str("WORKER_ID", defaultWorkerID()),
 		LogLevel:       r.level("LOG_LEVEL", slog.LevelInfo),
 	}
+	if c.JobLockTTL < time.Second {
+		r.fail("JOB_LOCK_TTL", "%s is too short: a job's lock must live at least 1s", c.JobLockTTL)
+	}
 	if _, err := mail.ParseAddress(c.MailFrom); err != nil {
 		r.fail("MAIL_FROM", "%q is not an email address", c.MailFrom)
 	}
