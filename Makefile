@@ -45,7 +45,8 @@ fuzz: ## fuzz the callback parser and the canonicaliser for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=30s ./app/canonjson/
 
 .PHONY: bench
-bench: ## go benchmarks of the callback path
+bench: build ## ratios against the /healthz and pgbench ceilings (loadtest/results/), then the Go benchmarks
+	$(GO) run ./loadtest/bench -bin $(BIN)
 	$(GO) test -run='^$$' -bench=. -benchmem ./web/
 
 .PHONY: test-clean
