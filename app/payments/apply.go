@@ -15,11 +15,27 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
+// connectionRetries is how many times apply runs again after a broken
+// connection: running it again is safe, because the event's unique key
+// turns a second application into a duplicate.
+const connectionRetries = 3
+
 // apply reserves the event's idempotency key and applies its effect in one
-// transaction. A key that is already processed is answered from memory
-// when this process has seen it, else from a plain read, without a
-// transaction.
-func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delivery) (Outcome, error) {
+// transaction, trying again on a fresh connection when the one it got was
+// dead (as after a database restart).
+func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delivery) (out Outcome, err error) {
+	for attempt := 0; ; attempt++ {
+		out, err = s.applyOnce(ctx, provider, ev, d)
+		if err == nil || attempt == connectionRetries || !store.IsConnectionError(err) || ctx.Err() != nil {
+			return out, err
+		}
+	}
+}
+
+// applyOnce is one try of apply. A key that is already processed is
+// answered from memory when this process has seen it, else from a plain
+// read, without a transaction.
+func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d Delivery) (Outcome, error) {
 	if e, ok := s.seen.get(provider, ev.Key); ok {
 		return repeat(&models.PaymentCallback{ID: e.callbackID, PayloadHash: e.hash, Status: models.CallbackProcessed}, ev), nil
 	}

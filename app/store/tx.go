@@ -104,3 +104,19 @@ func pgCode(err error) string {
 	}
 	return ""
 }
+
+// IsConnectionError reports whether err says the connection itself failed
+// (closed, reset, refused) rather than the statement or the deadline. A
+// pool may hold several such dead connections after the database comes
+// back; each is dropped when it fails.
+func IsConnectionError(err error) bool {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
+		strings.HasPrefix(pgCode(err), "08")
+}
