@@ -24,8 +24,12 @@ run: build ## migrate, seed and serve on :8080
 	$(BIN) serve
 
 .PHONY: test
-test: ## run every test with the race detector (needs PostgreSQL and Redis)
+test: loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis), and the k6 type-check
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: loadtest-typecheck
+loadtest-typecheck: ## type-check the k6 scripts against @types/k6 (needs Node.js and npm)
+	cd loadtest && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck
 
 .PHONY: check
 check: ## vet, and check that gofmt leaves the tree alone
