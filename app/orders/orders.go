@@ -239,12 +239,16 @@ func (s *Service) end(tx *gorm.DB, o *models.Order, to models.OrderStatus) error
 	if err := Transition(tx, o, to, s.now(), models.OrderPending); err != nil {
 		return err
 	}
+	if err := LoadItems(tx, o); err != nil {
+		return err
+	}
 	return Release(tx, o.ID, o.Items)
 }
 
-// Lock reads the order and its items with SELECT … FOR UPDATE on the order
-// row: every change to an order starts here, so the order row is always
-// the first lock a transaction takes (then products, in SKU order).
+// Lock reads the order with SELECT … FOR UPDATE: every change to an order
+// starts here, so the order row is always the first lock a transaction
+// takes (then products, in SKU order). Its items are not loaded: the
+// paths that move stock call LoadItems, the others need one query less.
 func Lock(tx *gorm.DB, id string) (*models.Order, error) {
 	var o models.Order
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&o, "id = ?", id).Error
@@ -254,10 +258,15 @@ func Lock(tx *gorm.DB, id string) (*models.Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.Where("order_id = ?", id).Order("sku").Find(&o.Items).Error; err != nil {
-		return nil, err
-	}
 	return &o, nil
+}
+
+// LoadItems reads o's items, in SKU order, unless they are loaded.
+func LoadItems(tx *gorm.DB, o *models.Order) error {
+	if o.Items != nil {
+		return nil
+	}
+	return tx.Where("order_id = ?", o.ID).Order("sku").Find(&o.Items).Error
 }
 
 // Transition moves o to status `to` with a conditional UPDATE that names

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -32,28 +33,24 @@ func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delive
 	}
 }
 
-// applyOnce is one try of apply. A key that is already processed is
-// answered from memory when this process has seen it, else from a plain
-// read, without a transaction.
+// applyOnce is one try of apply. A key that this process has seen
+// processed is answered from memory, without the database.
 func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d Delivery) (Outcome, error) {
 	if e, ok := s.seen.get(provider, ev.Key); ok {
 		return repeat(&models.PaymentCallback{ID: e.callbackID, PayloadHash: e.hash, Status: models.CallbackProcessed}, ev), nil
 	}
-	seen, err := s.find(s.db.WithContext(ctx), provider, ev.Key)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if seen != nil && seen.Status == models.CallbackProcessed {
-		s.seen.add(provider, ev.Key, seenEvent{callbackID: seen.ID, hash: seen.PayloadHash})
-		return repeat(seen, ev), nil
-	}
 	var out Outcome
-	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	var seen *models.PaymentCallback
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		var err error
-		out, err = s.applyTx(tx, provider, ev, d)
+		out, seen, err = s.applyTx(tx, provider, ev, d)
 		return err
 	})
-	if err == nil && out.outcome != "" && out.Code == "" { // committed as processed (or stale) by this delivery
+	switch {
+	case err != nil:
+	case seen != nil && seen.Status == models.CallbackProcessed: // recorded before, by another delivery
+		s.seen.add(provider, ev.Key, seenEvent{callbackID: seen.ID, hash: seen.PayloadHash})
+	case out.outcome != "" && out.Code == "": // committed as processed (or stale) by this delivery
 		s.seen.add(provider, ev.Key, seenEvent{callbackID: *out.callbackID, hash: ev.Fingerprint})
 	}
 	return out, err
@@ -71,7 +68,7 @@ func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d De
 //  3. decide what the event does (models.Decide), with the amount check;
 //  4. apply the effect: order status, stock, payment row, outbox tasks;
 //  5. complete the callback row and write this delivery's audit row.
-func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (Outcome, error) {
+func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (Outcome, *models.PaymentCallback, error) {
 	now := s.now().UTC()
 	cb := models.PaymentCallback{
 		Provider: provider, IdempotencyKey: ev.Key, PayloadHash: ev.Fingerprint,
@@ -81,45 +78,63 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 	}
 	owned, seen, err := s.reserve(tx, &cb)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, nil, err
 	}
 	if !owned {
-		return repeat(seen, ev), nil
+		return repeat(seen, ev), seen, nil
 	}
 
 	o, err := orders.Lock(tx, ev.OrderID)
 	if err != nil && models.ErrorCode(err) != models.ENotFound {
-		return Outcome{}, err
+		return Outcome{}, nil, err
 	}
 	dec, err := s.decide(tx, provider, ev, o)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, nil, err
 	}
 	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
-	complete := map[string]any{"status": models.CallbackProcessed, "result": dec.result, "response_code": 200, "processed_at": now}
+	result := callbackResult{status: models.CallbackProcessed, result: dec.result, processedAt: &now}
 	switch {
 	case dec.reason != "":
 		out.Result, out.Code, out.Reason = models.ResultRejected, models.ERejected, dec.reason
 		out.Detail = rejectionDetail(dec.reason, ev, o)
-		complete = map[string]any{"status": models.CallbackRejected, "result": dec.reason, "response_code": 422, "processed_at": nil}
+		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
 	case dec.action != models.ActionStale:
 		if out.OrderStatus, err = s.effect(tx, provider, ev, o, dec.action); err != nil {
-			return Outcome{}, err
+			return Outcome{}, nil, err
 		}
 	}
-	if err := tx.Model(&models.PaymentCallback{}).Where("id = ?", cb.ID).Updates(complete).Error; err != nil {
-		return Outcome{}, err
-	}
 	out.outcome = deliveryOutcome(out)
-	delivery := models.CallbackDelivery{
+	err = complete(tx, cb.ID, result, models.CallbackDelivery{
 		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.outcome,
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
 		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
+	})
+	if err != nil {
+		return Outcome{}, nil, err
 	}
-	if err := tx.Create(&delivery).Error; err != nil {
-		return Outcome{}, err
-	}
-	return out, nil
+	return out, nil, nil
+}
+
+// callbackResult is what the applying delivery records on the callback row.
+type callbackResult struct {
+	status      models.CallbackStatus
+	result      string
+	processedAt *time.Time
+}
+
+// complete records the callback's result and the applying delivery's
+// audit row in one statement (one round trip on the hot path).
+func complete(tx *gorm.DB, callbackID int64, r callbackResult, d models.CallbackDelivery) error {
+	return tx.Exec(`
+WITH done AS (
+    UPDATE payment_callbacks SET status = ?, result = ?, response_code = ?, processed_at = ?
+    WHERE id = ? RETURNING id
+)
+INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id)
+SELECT id, ?, ?, ?, ?, ?, ?, ? FROM done`,
+		r.status, r.result, d.ResponseCode, r.processedAt, callbackID,
+		d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID).Error
 }
 
 // decision is what an event will do, decided under the order lock.
@@ -234,6 +249,9 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 		if err := orders.Transition(tx, o, action.OrderStatusAfter(o.Status), now, models.OrderPending); err != nil {
 			return "", err
 		}
+		if err := orders.LoadItems(tx, o); err != nil {
+			return "", err
+		}
 		if err := orders.Release(tx, o.ID, o.Items); err != nil {
 			return "", err
 		}
@@ -264,6 +282,9 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 // rereserve takes a late-paid order's stock back: paid when every item is
 // still in stock, refund_required when any is short (nothing is taken then).
 func rereserve(tx *gorm.DB, o *models.Order) (models.OrderStatus, error) {
+	if err := orders.LoadItems(tx, o); err != nil {
+		return "", err
+	}
 	done, err := orders.Reserve(tx, o.ID, o.Items, models.MovementRereserve)
 	switch {
 	case models.ErrorCode(err) == models.EInsufficientStock:

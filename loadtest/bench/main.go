@@ -225,13 +225,11 @@ func pendingOrders(ctx context.Context, db *pgx.Conn, n int) ([]string, error) {
 // ":generate" as a variable.
 const pgbenchScript = `
 SELECT nextval('pgbench_order_seq') AS n \gset
-SELECT * FROM payment_callbacks WHERE provider = 'sandbox' AND idempotency_key = 'pgb-' || :n::bigint LIMIT 1;
 BEGIN;
 INSERT INTO payment_callbacks (provider, idempotency_key, payload_hash, order_id, transaction_id, event_status, amount, currency, status, result, conflict_count, response_code, attempts, first_received_at, last_received_at)
   VALUES ('sandbox', 'pgb-' || :n::bigint, 'ffff', 'ORD-PGB-' || :n::bigint, 'tx-pgb-' || :n::bigint, 'paid', 10000, 'IDR', 'processed', '', 0, 0, 1, now(), now())
   ON CONFLICT DO NOTHING RETURNING id \gset cb_
 SELECT * FROM orders WHERE id = 'ORD-PGB-' || :n::bigint LIMIT 1 FOR UPDATE;
-SELECT * FROM order_items WHERE order_id = 'ORD-PGB-' || :n::bigint ORDER BY sku;
 SELECT * FROM payments WHERE provider = 'sandbox' AND provider_reference = 'tx-pgb-' || :n::bigint LIMIT 1;
 UPDATE orders SET paid_at = now(), status = 'paid', updated_at = now() WHERE id = 'ORD-PGB-' || :n::bigint AND status IN ('pending');
 INSERT INTO payments (provider, provider_reference, order_id, amount, currency, status, created_at, updated_at)
@@ -242,9 +240,9 @@ INSERT INTO outbox_messages (task_type, payload, task_id, queue, process_at, sta
   VALUES ('invoice' || chr(58) || 'generate', '\x7b7d', 'invoice' || chr(58) || 'generate' || chr(58) || 'ORD-PGB-' || :n::bigint, 'critical', now(), 'pending', 0, '', now()),
          ('email' || chr(58) || 'send', '\x7b7d', 'email' || chr(58) || 'send' || chr(58) || 'order_paid' || chr(58) || 'ORD-PGB-' || :n::bigint, 'default', now(), 'pending', 0, '', now())
   ON CONFLICT DO NOTHING;
-UPDATE payment_callbacks SET processed_at = now(), response_code = 200, result = 'processed', status = 'processed' WHERE id = :cb_id;
+WITH done AS (UPDATE payment_callbacks SET status = 'processed', result = 'processed', response_code = 200, processed_at = now() WHERE id = :cb_id RETURNING id)
 INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id)
-  VALUES (:cb_id, 'sandbox', now(), 'processed', 200, 1, '127.0.0.1', 'pgb');
+  SELECT id, 'sandbox', now(), 'processed', 200, 1, '127.0.0.1', 'pgb' FROM done;
 COMMIT;
 `
 
