@@ -32,8 +32,9 @@ loadtest-typecheck: ## type-check the k6 scripts against @types/k6 (needs Node.j
 	cd loadtest && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck
 
 .PHONY: check
-check: ## vet, and check that gofmt leaves the tree alone
+check: ## vet, staticcheck, and check that gofmt leaves the tree alone
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change the files above"; exit 1; }
 
 .PHONY: migrate-new
