@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
@@ -65,5 +66,47 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(s.processing, prometheus.GaugeValue, float64(jobs.Processing))
 		ch <- prometheus.MustNewConstMetric(s.stuck, prometheus.GaugeValue, float64(jobs.Stuck))
+	}
+}
+
+// QueueStats reports Asynq's own view of each queue on each scrape: tasks
+// by state, and the age of the oldest pending task. The archived count is
+// the one to alert on: those are jobs that gave up.
+type QueueStats struct {
+	inspector *asynq.Inspector
+	tasks     *prometheus.Desc
+	latency   *prometheus.Desc
+}
+
+// NewQueueStats returns the collector; register it with metrics.Registry.
+func NewQueueStats(inspector *asynq.Inspector) *QueueStats {
+	return &QueueStats{
+		inspector: inspector,
+		tasks:     prometheus.NewDesc("sekali_queue_tasks", "Asynq tasks by queue and state.", []string{"queue", "state"}, nil),
+		latency:   prometheus.NewDesc("sekali_queue_latency_seconds", "Age of the oldest pending task, by queue.", []string{"queue"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (q *QueueStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.tasks
+	ch <- q.latency
+}
+
+// Collect implements prometheus.Collector; a queue Redis cannot report on
+// is left out.
+func (q *QueueStats) Collect(ch chan<- prometheus.Metric) {
+	for queue := range Queues {
+		info, err := q.inspector.GetQueueInfo(queue)
+		if err != nil {
+			continue // the queue has never been used, or Redis is away
+		}
+		for state, n := range map[string]int{
+			"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
+			"retry": info.Retry, "archived": info.Archived, "completed": info.Completed,
+		} {
+			ch <- prometheus.MustNewConstMetric(q.tasks, prometheus.GaugeValue, float64(n), queue, state)
+		}
+		ch <- prometheus.MustNewConstMetric(q.latency, prometheus.GaugeValue, info.Latency.Seconds(), queue)
 	}
 }

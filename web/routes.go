@@ -14,7 +14,11 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echoHandler(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})))
+	gatherer := s.deps.Metrics
+	if gatherer == nil {
+		gatherer = metrics.Registry
+	}
+	e.GET("/metrics", echoHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 
 	api := e.Group("/api", middleware.BodyLimit(maxAPIBody))
 	api.POST("/orders", s.createOrder)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/audit"
@@ -49,6 +50,8 @@ type Deps struct {
 	Keys      idempotencyKeys
 	Products  productService
 	Audit     auditor
+	// Metrics is what /metrics serves; metrics.Registry when nil.
+	Metrics prometheus.Gatherer
 	// Ready are the checks /readyz runs, by name (database, redis).
 	Ready map[string]func(context.Context) error
 }

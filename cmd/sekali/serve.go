@@ -77,9 +77,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
-	if err := metrics.Registry.Register(jobs.NewStats(db)); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-		return err
-	}
+	// The series only this process's database and Redis can answer live
+	// in a registry of its own, served beside the global one.
+	local := prometheus.NewRegistry()
+	local.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(asynq.NewInspectorFromRedisClient(rdb)))
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {
@@ -89,6 +90,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products:  catalog.NewService(db),
 			Audit:     audit.New(db),
+			Metrics:   prometheus.Gatherers{metrics.Registry, local},
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
