@@ -53,6 +53,10 @@ func (s *Server) getAudit(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), drain+time.Minute)
 	defer cancel()
+	// The server's write timeout is shorter than a long drain.
+	if err := http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(drain + time.Minute)); err != nil {
+		return err
+	}
 	report, err := s.deps.Audit.Run(ctx, drain)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ const (
 	DefaultDBMaxConns     = 20
 	DefaultRedisURL       = "redis://127.0.0.1:6379/0"
 	DefaultHTTPAddr       = ":8080"
+	DefaultMetricsAddr    = ":9090"
 	DevSandboxSecret      = "whsec_c2VrYWxpLWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"
 	DefaultOrderTTL       = 15 * time.Minute
 	DefaultAdminEmail     = "admin@example.com"
@@ -43,6 +44,7 @@ type Config struct {
 	DBMaxConns  int    // DB_MAX_CONNS
 	RedisURL    string // REDIS_URL
 	HTTPAddr    string // HTTP_ADDR
+	MetricsAddr string // METRICS_ADDR: /metrics of a process without the web role
 
 	// SandboxKeys are the decoded SANDBOX_WEBHOOK_SECRET keys, all active.
 	SandboxKeys [][]byte
@@ -79,6 +81,7 @@ func Load(getenv func(string) string) (Config, error) {
 		DBMaxConns:     r.positiveInt("DB_MAX_CONNS", DefaultDBMaxConns),
 		RedisURL:       r.url("REDIS_URL", DefaultRedisURL, "redis", "rediss"),
 		HTTPAddr:       r.addr("HTTP_ADDR", DefaultHTTPAddr),
+		MetricsAddr:    r.addr("METRICS_ADDR", DefaultMetricsAddr),
 		OrderTTL:       r.duration("ORDER_TTL", DefaultOrderTTL),
 		RequestTimeout: r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
 		AdminEmail:     r.str("ADMIN_EMAIL", DefaultAdminEmail),
@@ -120,6 +123,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.String("redis_url", redactURL(c.RedisURL)),
 		slog.String("http_addr", c.HTTPAddr),
+		slog.String("metrics_addr", c.MetricsAddr),
 		slog.Int("sandbox_secrets", len(c.SandboxKeys)),
 		slog.Bool("sandbox_secret_is_default", c.SandboxSecretIsDefault),
 		slog.Duration("order_ttl", c.OrderTTL),

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/models"
 )
@@ -70,6 +71,7 @@ func SendOrderPaidTx(ctx context.Context, tx *gorm.DB, s Sender, from, orderID s
 		return nil, err
 	}
 	if e.Status == models.EmailSent {
+		metrics.UniqueViolationSaves.WithLabelValues("outbound_emails").Inc()
 		return &e, nil
 	}
 	if err := s.Send(ctx, Message{MessageID: e.MessageID, From: from, To: e.To, Subject: e.Subject, Body: e.Body}); err != nil {

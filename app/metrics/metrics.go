@@ -32,8 +32,9 @@ var (
 		Name: "sekali_callback_delivery_rows_dropped_total",
 		Help: "Audit rows of deliveries that changed nothing and could not be written.",
 	})
-	// UniqueViolationSaves counts effects that a unique index refused
-	// because they had happened before.
+	// UniqueViolationSaves counts effects found already done, by the table
+	// whose unique index (or row) says so: payment_callbacks (a repeated
+	// event), stock_movements (a second release), invoices, outbound_emails.
 	UniqueViolationSaves = counterVec("sekali_unique_violation_saves_total",
 		"Effects that a unique index refused because they had already happened, by table.", "table")
 )

@@ -95,7 +95,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 
 	env := append(os.Environ(),
 		"DATABASE_URL="+dbURL, "REDIS_URL="+redisServer.URL(), "SMTP_URL="+smtpServer.URL(),
-		"JOB_LOCK_TTL=5s", "JOB_CONCURRENCY=10", "DB_MAX_CONNS=12", "LOG_LEVEL=error",
+		"JOB_LOCK_TTL=5s", "JOB_CONCURRENCY=10", "DB_MAX_CONNS=12", "LOG_LEVEL=error", "METRICS_ADDR=127.0.0.1:0",
 		"SANDBOX_WEBHOOK_SECRET="+testenv.SandboxSecret)
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles=worker,relay")

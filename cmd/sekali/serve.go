@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
@@ -102,6 +103,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))
 		g.Go(func() error { return serveHTTP(ctx, srv, ln, log) })
+	}
+	if !slices.Contains(roles, "web") {
+		// Without the web role nothing serves /metrics: serve it alone.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, local}, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"status":"ok"}`) })
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("METRICS_ADDR: %w", err)
+		}
+		log.Info("serving /metrics", "addr", ln.Addr().String())
+		g.Go(func() error { return serveHTTP(ctx, mux, ln, log) })
 	}
 	if slices.Contains(roles, "worker") {
 		sender, err := newSender(cfg, log)
