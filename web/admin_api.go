@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -12,8 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/audit"
-	"github.com/sekali/sekali/app/canonjson"
-	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/models"
 )
 
@@ -97,39 +94,22 @@ func (s *Server) createProduct(c echo.Context) error {
 	return c.JSON(http.StatusCreated, newProductJSON(p))
 }
 
+// restockRequest is the body of a restock.
+type restockRequest struct {
+	Qty int64 `json:"qty"`
+}
+
 // restockProduct is POST /api/products/:sku/restock with {"qty": n},
-// idempotent under its Idempotency-Key like order creation.
+// idempotent under its Idempotency-Key like order creation; the SKU is
+// part of the request's fingerprint.
 func (s *Server) restockProduct(c echo.Context) error {
-	key, err := idempotency.ParseKey(c.Request().Header.Get("Idempotency-Key"))
-	if err != nil {
-		return err
-	}
-	body, err := readJSONBody(c)
-	if err != nil {
-		return err
-	}
-	var req struct {
-		Qty int64 `json:"qty"`
-	}
-	if err := decodeStrict(body, &req); err != nil {
-		return err
-	}
-	bodyHash, err := canonjson.Fingerprint(body)
-	if err != nil {
-		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
-	}
-	hash := canonjson.Hash([]byte(c.Param("sku") + "\n" + bodyHash)) // the SKU is part of the request
-	resp, err := s.deps.Keys.Do(c.Request().Context(), scopeProductsRestock, key, hash,
-		func(tx *gorm.DB) (idempotency.Response, error) {
-			p, err := s.deps.Products.RestockTx(tx, c.Param("sku"), req.Qty)
+	sku := c.Param("sku")
+	return runIdempotent(s, c, scopeProductsRestock, sku, nil,
+		func(tx *gorm.DB, req restockRequest) (int, any, error) {
+			p, err := s.deps.Products.RestockTx(tx, sku, req.Qty)
 			if err != nil {
-				return storedProblem(err)
+				return 0, nil, err
 			}
-			b, err := json.Marshal(newProductJSON(p))
-			return idempotency.Response{Code: http.StatusOK, Body: b}, err
+			return http.StatusOK, newProductJSON(p), nil
 		})
-	if err != nil {
-		return err
-	}
-	return writeStored(c, resp)
 }

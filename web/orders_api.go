@@ -91,6 +91,22 @@ func utc(t *time.Time) *time.Time {
 // createOrder is POST /api/orders, idempotent under the Idempotency-Key
 // header: the order and the stored response commit together.
 func (s *Server) createOrder(c echo.Context) error {
+	return runIdempotent(s, c, scopeOrdersCreate, "", orders.CreateRequest.Validate,
+		func(tx *gorm.DB, req orders.CreateRequest) (int, any, error) {
+			o, err := s.deps.Orders.CreateTx(tx, req)
+			if err != nil {
+				return 0, nil, err
+			}
+			return http.StatusCreated, newOrderJSON(o), nil
+		})
+}
+
+// runIdempotent is every endpoint under an Idempotency-Key: read the key
+// and the JSON body, decode and check the request, fingerprint it (with
+// target, what the URL names), and run effect with its response stored in
+// the same transaction. A stored response is sent again as it was.
+func runIdempotent[T any](s *Server, c echo.Context, scope, target string, check func(T) error,
+	effect func(tx *gorm.DB, req T) (status int, response any, err error)) error {
 	key, err := idempotency.ParseKey(c.Request().Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
@@ -99,25 +115,28 @@ func (s *Server) createOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req orders.CreateRequest
+	var req T
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
-	if err := req.Validate(); err != nil {
-		return err
+	if check != nil {
+		if err := check(req); err != nil {
+			return err
+		}
 	}
-	hash, err := canonjson.Fingerprint(body)
+	fingerprint, err := canonjson.Fingerprint(body)
 	if err != nil {
 		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
 	}
-	resp, err := s.deps.Keys.Do(c.Request().Context(), scopeOrdersCreate, key, hash,
+	hash := canonjson.Hash([]byte(target + "\n" + fingerprint))
+	resp, err := s.deps.Keys.Do(c.Request().Context(), scope, key, hash,
 		func(tx *gorm.DB) (idempotency.Response, error) {
-			o, err := s.deps.Orders.CreateTx(tx, req)
+			status, v, err := effect(tx, req)
 			if err != nil {
 				return storedProblem(err)
 			}
-			b, err := json.Marshal(newOrderJSON(o))
-			return idempotency.Response{Code: http.StatusCreated, Body: b}, err
+			b, err := json.Marshal(v)
+			return idempotency.Response{Code: status, Body: b}, err
 		})
 	if err != nil {
 		return err

@@ -10,7 +10,10 @@ import (
 	"os"
 	"strings"
 
+	"gorm.io/gorm"
+
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/store"
 )
 
 const usage = `usage: sekali <command> [flags]
@@ -89,6 +92,17 @@ func loadConfig(getenv func(string) string) (config.Config, error) {
 		return cfg, fmt.Errorf("configuration:\n  %s", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 	}
 	return cfg, nil
+}
+
+// openDatabase loads the configuration and opens a small pool, for the
+// one-shot commands (seed, verify).
+func openDatabase(ctx context.Context, getenv func(string) string) (config.Config, *gorm.DB, error) {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return cfg, nil, err
+	}
+	db, err := store.Open(ctx, cfg.DatabaseURL, 2, nil)
+	return cfg, db, err
 }
 
 // newLogger writes JSON lines to w at the configured level.

@@ -17,11 +17,7 @@ func seed(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err := newFlags("seed", stderr).Parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(ctx, cfg.DatabaseURL, 2, nil)
+	cfg, db, err := openDatabase(ctx, getenv)
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(ctx, cfg.DatabaseURL, 2, nil)
+	_, db, err := openDatabase(ctx, getenv)
 	if err != nil {
 		return err
 	}
