@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -45,7 +46,8 @@ func NewMaintenance(db *gorm.DB, orders orderSweeper, log *slog.Logger, pruneAft
 func (m *Maintenance) SweepStuck(ctx context.Context, _ *asynq.Task) error {
 	res := m.db.WithContext(ctx).Model(&models.JobExecution{}).
 		Where("status = ? AND locked_until < ?", models.JobProcessing, m.now().UTC()).
-		Updates(map[string]any{"status": models.JobFailed, "last_error": "lease expired: the worker died or lost its lock", "locked_until": nil})
+		Updates(map[string]any{"status": models.JobFailed, "last_error": "lease expired: the worker died or lost its lock",
+			"locked_until": nil, "finished_at": m.now().UTC()})
 	if res.Error != nil {
 		return fmt.Errorf("sweep stuck jobs: %w", res.Error)
 	}
@@ -66,16 +68,18 @@ func (m *Maintenance) SweepExpired(ctx context.Context, _ *asynq.Task) error {
 	if err != nil {
 		return fmt.Errorf("sweep expired orders: %w", err)
 	}
+	var errs []error // one order that keeps failing must not hold up the others
 	for _, id := range ids {
 		expired, err := m.orders.Expire(ctx, id)
 		if err != nil {
-			return fmt.Errorf("sweep expired orders: %w", err)
+			errs = append(errs, fmt.Errorf("sweep expired orders: %s: %w", id, err))
+			continue
 		}
 		if expired {
 			m.log.InfoContext(ctx, "order expired by the sweeper", "order_id", id, "status_after", models.OrderExpired)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Prune deletes what has outlived PruneAfter: delivery audit rows (but

@@ -46,7 +46,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	last := map[string]int64{}
 	for {
 		for _, p := range s.schedule {
-			bucket := s.now().Unix() / int64(p.Every.Seconds())
+			bucket := s.now().Unix() / int64(max(p.Every, time.Second).Seconds()) // a period is at least the tick
 			if last[p.Type] == bucket {
 				continue
 			}

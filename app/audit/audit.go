@@ -108,16 +108,16 @@ func (a *Auditor) Run(ctx context.Context, drainTimeout time.Duration) (Report, 
 }
 
 // drainQuery counts the work still in flight: due outbox rows not yet
-// handed to the queue, and paid orders whose invoice or email job has not
-// succeeded.
+// handed to the queue, and paid orders whose jobs have not done their work
+// (no invoice, or the order_paid email not sent). It looks at the effects,
+// not at job rows: those of finished jobs are pruned after PRUNE_AFTER.
 const drainQuery = `
 SELECT (SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND process_at <= now()) AS outbox,
        (SELECT count(*) FROM orders o
         WHERE o.status = 'paid'
-          AND (NOT EXISTS (SELECT 1 FROM job_executions j
-                           WHERE j.idempotency_key = 'invoice:generate:' || o.id AND j.status = 'succeeded')
-            OR NOT EXISTS (SELECT 1 FROM job_executions j
-                           WHERE j.idempotency_key = 'email:send:order_paid:' || o.id AND j.status = 'succeeded'))) AS orders`
+          AND (NOT EXISTS (SELECT 1 FROM invoices i WHERE i.order_id = o.id)
+            OR NOT EXISTS (SELECT 1 FROM outbound_emails e
+                           WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent'))) AS orders`
 
 // waitDrained polls until nothing is in flight or timeout passes; it
 // returns what is left, or "" when drained.
@@ -132,7 +132,7 @@ func (a *Auditor) waitDrained(ctx context.Context, timeout time.Duration) (strin
 			return "", nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Sprintf("%d due outbox rows not relayed, %d paid orders whose invoice or email job has not succeeded",
+			return fmt.Sprintf("%d due outbox rows not relayed, %d paid orders without their invoice or sent email",
 				left.Outbox, left.Orders), nil
 		}
 		select {
