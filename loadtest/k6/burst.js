@@ -9,15 +9,13 @@ import {
   audit,
   callbackRequest,
   checkOrders,
-  createOrders,
-  createProduct,
   envInt,
   latency,
-  paymentsIn,
+  paidEvents,
+  paidOnce,
   primeMetrics,
   recordCallback,
   runId,
-  sandboxBody,
   summaryOutputs,
   withDefaults,
 } from './lib/sekali.js';
@@ -51,19 +49,7 @@ export const options = withDefaults({
 export function setup() {
   primeMetrics();
   const run = runId(SCENARIO);
-  const product = createProduct(run, { price: 75000, stock: EVENTS });
-  const orders = createOrders(run, EVENTS, [{ sku: product.sku, qty: 1 }]);
-  const events = orders.map((o, i) => ({
-    id: `evt-${run}-${i}`,
-    order: o.id,
-    body: sandboxBody({
-      order_id: o.id,
-      transaction_id: `tx-${run}-${i}`,
-      payment_status: 'paid',
-      paid_amount: o.total_amount,
-      currency: o.currency,
-    }),
-  }));
+  const events = paidEvents(run, EVENTS, 75000);
   return { events };
 }
 
@@ -88,7 +74,7 @@ export function teardown(data) {
   checkOrders(
     data.events.map((e) => e.order),
     'order paid once (paid, one succeeded payment)',
-    (o) => o.status === 'paid' && o.payments.length === 1 && paymentsIn(o, 'succeeded') === 1,
+    paidOnce,
   );
   audit();
 }

@@ -6,15 +6,13 @@ import exec from 'k6/execution';
 import {
   audit,
   checkOrders,
-  createOrders,
-  createProduct,
   envInt,
   latency,
-  paymentsIn,
+  paidEvents,
+  paidOnce,
   primeMetrics,
   recordCallback,
   runId,
-  sandboxBody,
   sendCallback,
   summaryOutputs,
   withDefaults,
@@ -47,19 +45,7 @@ export const options = withDefaults({
 export function setup() {
   primeMetrics();
   const run = runId(SCENARIO);
-  const product = createProduct(run, { price: 150000, stock: EVENTS });
-  const orders = createOrders(run, EVENTS, [{ sku: product.sku, qty: 1 }]);
-  const events = orders.map((o, i) => ({
-    id: `evt-${run}-${i}`,
-    order: o.id,
-    body: sandboxBody({
-      order_id: o.id,
-      transaction_id: `tx-${run}-${i}`,
-      payment_status: 'paid',
-      paid_amount: o.total_amount,
-      currency: o.currency,
-    }),
-  }));
+  const events = paidEvents(run, EVENTS, 150000);
   return { events };
 }
 
@@ -76,7 +62,7 @@ export function teardown(data) {
   checkOrders(
     data.events.map((e) => e.order),
     'order paid once (paid, one succeeded payment)',
-    (o) => o.status === 'paid' && o.payments.length === 1 && paymentsIn(o, 'succeeded') === 1,
+    paidOnce,
   );
   audit();
 }

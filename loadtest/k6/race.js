@@ -19,7 +19,7 @@ import {
   createProduct,
   envInt,
   latency,
-  paymentsIn,
+  paidOnce,
   primeMetrics,
   recordCallback,
   runId,
@@ -118,7 +118,7 @@ export function teardown(data) {
   checkOrders(
     data.orders.map((o) => o.id),
     'order ends paid with one succeeded payment',
-    (o) => o.status === 'paid' && o.payments.length === 1 && paymentsIn(o, 'succeeded') === 1,
+    paidOnce,
   );
   audit();
 }

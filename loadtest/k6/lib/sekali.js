@@ -451,6 +451,41 @@ export function createOrders(run, count, items) {
 }
 
 /**
+ * Creates a product with `count` units and `count` one-unit orders of it,
+ * and a paid event for each order: the set-up of the scenarios that
+ * deliver one payment per order many times.
+ * @param {string} run
+ * @param {number} count
+ * @param {number} price
+ * @returns {{id: string, order: string, body: string}[]}
+ */
+export function paidEvents(run, count, price) {
+  const product = createProduct(run, { price, stock: count });
+  const orders = createOrders(run, count, [{ sku: product.sku, qty: 1 }]);
+  return orders.map((o, i) => ({
+    id: `evt-${run}-${i}`,
+    order: o.id,
+    body: sandboxBody({
+      order_id: o.id,
+      transaction_id: `tx-${run}-${i}`,
+      payment_status: 'paid',
+      paid_amount: o.total_amount,
+      currency: o.currency,
+    }),
+  }));
+}
+
+/**
+ * Whether an order was paid exactly once: paid, with one payment, which
+ * succeeded.
+ * @param {Order} o
+ * @returns {boolean}
+ */
+export function paidOnce(o) {
+  return o.status === 'paid' && o.payments.length === 1 && paymentsIn(o, 'succeeded') === 1;
+}
+
+/**
  * Reads orders (GET /api/orders/{id}), 20 at a time.
  * @param {string[]} ids
  * @returns {Order[]}
