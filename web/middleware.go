@@ -47,6 +47,9 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Path() == "/healthz" || c.Path() == "/readyz" || c.Path() == "/metrics" {
 			level = slog.LevelDebug
 		}
+		if !s.log.Enabled(c.Request().Context(), level) {
+			return nil
+		}
 		s.log.Log(c.Request().Context(), level, "http request",
 			"request_id", requestID(c), "method", c.Request().Method, "path", c.Request().URL.Path,
 			"route", c.Path(), "status", status, "duration_ms", time.Since(start).Milliseconds(),

@@ -204,6 +204,9 @@ func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID 
 	case out.Result == models.ResultDuplicate:
 		level = slog.LevelDebug
 	}
+	if !s.log.Enabled(ctx, level) {
+		return // duplicates log at debug: do not build their attributes for nothing
+	}
 	s.log.Log(ctx, level, "callback "+out.Result, "request_id", requestID,
 		"provider", out.Provider, "idempotency_key", ev.Key, "order_id", ev.OrderID,
 		"transaction_id", ev.TransactionID, "payment_status", ev.Status,
