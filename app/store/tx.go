@@ -83,18 +83,10 @@ func IsUnavailable(err error) bool {
 			strings.HasPrefix(code, "57") || // operator intervention: shutdown, statement timeout
 			code == "55P03" // lock not available
 	}
-	var netErr net.Error
-	var connectErr *pgconn.ConnectError
 	return errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, context.Canceled) ||
-		errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, sql.ErrConnDone) ||
-		errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.As(err, &netErr) ||
-		errors.As(err, &connectErr) ||
 		pgconn.Timeout(err) ||
-		pgconn.SafeToRetry(err)
+		IsConnectionError(err)
 }
 
 func pgCode(err error) string {
