@@ -25,6 +25,9 @@ const (
 	EConflict             = "conflict"                // 409: same callback key, different payload
 	EAlreadyExists        = "already_exists"          // 409: a product with this SKU exists
 	ERejected             = "rejected"                // 422: a callback for an unknown order or with the wrong amount
+	EForbidden            = "forbidden"               // 403: a cross-origin request to the admin console
+	EMethodNotAllowed     = "method_not_allowed"      // 405
+	ETooManyRequests      = "too_many_requests"       // 429: too many failed log-ins
 	EUnavailable          = "unavailable"             // 503: a retry may succeed
 	EInternal             = "internal"                // 500
 )
@@ -48,6 +51,9 @@ var statusOf = map[string]int{
 	EConflict:             409,
 	EAlreadyExists:        409,
 	ERejected:             422,
+	EForbidden:            403,
+	EMethodNotAllowed:     405,
+	ETooManyRequests:      429,
 	EUnavailable:          503,
 	EInternal:             500,
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"crypto/rand"
 	"strings"
 	"time"
 
@@ -17,11 +18,23 @@ const (
 	OrderExpired        OrderStatus = "expired"
 	OrderCancelled      OrderStatus = "cancelled"
 	OrderRefundRequired OrderStatus = "refund_required"
+	// OrderRefunded: the payment was refunded at the gateway. The stock is
+	// not given back (the goods may have shipped): an admin decides.
+	OrderRefunded OrderStatus = "refunded"
 )
 
 // HoldsStock reports whether an order in this state keeps its items
 // reserved (the audit counts reserve + rereserve - release = 1 for these).
-func (s OrderStatus) HoldsStock() bool { return s == OrderPending || s == OrderPaid }
+// A refunded order keeps them: a refund does not bring goods back.
+func (s OrderStatus) HoldsStock() bool {
+	return s == OrderPending || s == OrderPaid || s == OrderRefunded
+}
+
+// WasPaid reports whether an order in this state was paid: paid, or paid
+// and refunded since. Its invoice and its "order paid" email are owed
+// either way — a refund does not undo the sale's paperwork, and a job
+// that runs after the refund must not find nothing to do.
+func (s OrderStatus) WasPaid() bool { return s == OrderPaid || s == OrderRefunded }
 
 // Order is a customer's order. Amounts are minor units of Currency.
 type Order struct {
@@ -34,6 +47,12 @@ type Order struct {
 	PaidAt        *time.Time  `json:"paid_at"`
 	CreatedAt     time.Time   `json:"created_at"`
 	UpdatedAt     time.Time   `json:"updated_at"`
+	// AccessTokenHash is the SHA-256 of the order's access token: the
+	// customer's credential to read and cancel it. The token itself is
+	// never stored; AccessToken carries it once, from creation to the
+	// answer.
+	AccessTokenHash string `json:"-"`
+	AccessToken     string `gorm:"-" json:"-"`
 
 	Items    []OrderItem `gorm:"foreignKey:OrderID" json:"items"`
 	Payments []Payment   `gorm:"foreignKey:OrderID" json:"payments"`
@@ -50,13 +69,40 @@ type OrderItem struct {
 	UnitPrice int64  `json:"unit_price"`
 }
 
+// OrderTransition is one change of an order's status, written by the
+// same statement that makes the change, so an order's story can be told
+// from it. CallbackID names the payment callback that caused it, if one
+// did.
+type OrderTransition struct {
+	ID         int64
+	OrderID    string
+	FromStatus OrderStatus
+	ToStatus   OrderStatus
+	Cause      string
+	CallbackID *int64
+	CreatedAt  time.Time
+}
+
+// Causes of order transitions (OrderTransition.Cause).
+const (
+	CauseCallback    = "callback"         // a payment callback; CallbackID says which
+	CauseCustomer    = "customer cancel"  // POST /api/orders/{id}/cancel
+	CauseAdmin       = "admin cancel"     // the admin console
+	CauseExpiryJob   = "order:expire job" // the order's own expiry task
+	CauseExpirySweep = "expiry sweep"     // the sweeper, for an expiry task that was lost
+)
+
 // OrderIDPrefix starts every order id.
 const OrderIDPrefix = "ORD-"
 
 // NewOrderID returns "ORD-" followed by a ULID for t, so ids sort by
-// creation time.
+// creation time. Its 80 random bits come from crypto/rand: an id must not
+// be guessable from the ids before it (ulid's default entropy is
+// math/rand, monotonic within a millisecond — the next customer's id
+// was a few hundred guesses away). The id is not a credential even so:
+// reading an order needs its access token.
 func NewOrderID(t time.Time) string {
-	return OrderIDPrefix + ulid.MustNew(ulid.Timestamp(t), ulid.DefaultEntropy()).String()
+	return OrderIDPrefix + ulid.MustNew(ulid.Timestamp(t), rand.Reader).String()
 }
 
 // ValidOrderID reports whether id has the form NewOrderID produces.

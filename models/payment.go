@@ -11,17 +11,20 @@ const (
 	PaymentFailed         PaymentStatus = "failed"
 	PaymentExpired        PaymentStatus = "expired"
 	PaymentRefundRequired PaymentStatus = "refund_required"
+	PaymentRefunded       PaymentStatus = "refunded"
 )
 
 // PaymentFrom lists, for each target status, the statuses a payment row may
-// leave to reach it. succeeded and refund_required are terminal, and a row
-// that already has the target status is left alone.
+// leave to reach it. Only a refund leaves succeeded or refund_required;
+// refunded is terminal; a row that already has the target status is left
+// alone.
 var PaymentFrom = map[PaymentStatus][]PaymentStatus{
 	PaymentPending:        {},
 	PaymentFailed:         {PaymentPending},
 	PaymentExpired:        {PaymentPending},
 	PaymentSucceeded:      {PaymentPending, PaymentFailed, PaymentExpired},
 	PaymentRefundRequired: {PaymentPending, PaymentFailed, PaymentExpired},
+	PaymentRefunded:       {PaymentSucceeded, PaymentRefundRequired},
 }
 
 // Payment is one charge, identified by (Provider, ProviderReference).
@@ -56,6 +59,11 @@ const (
 	ResultConflict  = "conflict"
 	ResultRejected  = "rejected"
 	ResultError     = "error"
+	// ResultIgnored: a notification the shop does not handle (an event
+	// type it has no use for, another application's event). Answered 200
+	// so the gateway stops sending it; nothing is recorded but its
+	// delivery.
+	ResultIgnored = "ignored"
 
 	ReasonUnknownOrder      = "unknown_order"
 	ReasonAmountMismatch    = "amount_mismatch"
@@ -93,6 +101,7 @@ const (
 	OutcomeDuplicate            = "duplicate"
 	OutcomeConflict             = "conflict"
 	OutcomeRejected             = "rejected"
+	OutcomeIgnored              = "ignored"
 	OutcomeInvalidSignature     = "invalid_signature"
 	OutcomeInvalidPayload       = "invalid_payload"
 	OutcomeMissingField         = "missing_field"
@@ -114,4 +123,19 @@ type CallbackDelivery struct {
 	DurationMS   int `gorm:"column:duration_ms"`
 	RemoteAddr   string
 	RequestID    string
+}
+
+// DeliveryCount is how many deliveries of one provider had one outcome in
+// one minute: a rollup of callback_deliveries for the dashboard.
+type DeliveryCount struct {
+	Minute     time.Time `gorm:"primaryKey"`
+	Provider   string    `gorm:"primaryKey"`
+	Outcome    string    `gorm:"primaryKey"`
+	Deliveries int64
+}
+
+// RollupMark says up to when (exclusive) a rollup has been computed.
+type RollupMark struct {
+	Name      string `gorm:"primaryKey"`
+	DoneUntil time.Time
 }

@@ -62,3 +62,16 @@ func ValidCurrency(s string) bool {
 	}
 	return true
 }
+
+// CurrencyExponent is the number of minor-unit digits of an ISO 4217
+// currency as Sekali stores it: 0 for the rupiah, the yen, the won and
+// the dong (150000 means Rp150.000), 2 for most others.
+func CurrencyExponent(currency string) int {
+	switch currency {
+	case "IDR", "JPY", "KRW", "VND", "CLP", "PYG", "UGX", "XAF", "XOF":
+		return 0
+	case "BHD", "JOD", "KWD", "OMR", "TND":
+		return 3
+	}
+	return 2
+}

@@ -8,12 +8,14 @@ const (
 	EventFailed  PaymentEvent = "failed"
 	EventExpired PaymentEvent = "expired"
 	EventPending PaymentEvent = "pending"
+	// EventRefunded: the gateway refunded the charge. See DecideRefund.
+	EventRefunded PaymentEvent = "refunded"
 )
 
-// Valid reports whether e is one of the four events.
+// Valid reports whether e is one of the events.
 func (e PaymentEvent) Valid() bool {
 	switch e {
-	case EventPaid, EventFailed, EventExpired, EventPending:
+	case EventPaid, EventFailed, EventExpired, EventPending, EventRefunded:
 		return true
 	}
 	return false
@@ -38,15 +40,43 @@ const (
 	// refund_required if not.
 	ActionRereserve Action = "rereserve"
 	// ActionSecondCharge records a new charge for an order that is already
-	// paid (or awaiting a refund) as refund_required; the order is unchanged.
+	// paid (or awaiting a refund, or refunded) as refund_required; the order
+	// is unchanged.
 	ActionSecondCharge Action = "second_charge"
+	// ActionRefund: the order's own charge was refunded. The payment and
+	// the order become refunded; the stock stays with the order.
+	ActionRefund Action = "refund"
+	// ActionRefundCharge: a charge that had to be refunded (a second
+	// charge, or a late payment without stock) was; the payment becomes
+	// refunded, the order stays as it is (a refund_required order holds
+	// no stock, and keeps saying what happened to it).
+	ActionRefundCharge Action = "refund_charge"
 )
 
-// Decide returns the action of event ev on an order in state s (SPEC §4).
+// DecideRefund returns the action of a refund of the charge whose payment
+// row has status charge ("" when the charge is unknown) on an order in
+// state s. Only a charge that was taken can be refunded; anything else is
+// stale (recorded, nothing changes).
+func DecideRefund(s OrderStatus, charge PaymentStatus) Action {
+	switch {
+	case charge == PaymentSucceeded && s == OrderPaid:
+		return ActionRefund
+	case charge == PaymentRefundRequired:
+		return ActionRefundCharge
+	}
+	return ActionStale
+}
+
+// Decide returns the action of event ev on an order in state s
+// (docs/state-machine.md#event--state).
+// A refund is decided by DecideRefund: here it is stale.
 // chargeKnown reports whether the event's provider reference already has a
 // payment that counts as a charge (succeeded or refund_required): a paid
 // event for such a reference has been applied before and is stale.
 func Decide(s OrderStatus, ev PaymentEvent, chargeKnown bool) Action {
+	if ev == EventRefunded {
+		return ActionStale
+	}
 	if s == OrderPending {
 		switch ev {
 		case EventPaid:
@@ -64,7 +94,7 @@ func Decide(s OrderStatus, ev PaymentEvent, chargeKnown bool) Action {
 		return ActionStale
 	}
 	switch s {
-	case OrderPaid, OrderRefundRequired:
+	case OrderPaid, OrderRefundRequired, OrderRefunded: // the order has had its charge: this one is to be refunded
 		return ActionSecondCharge
 	case OrderFailed, OrderExpired, OrderCancelled:
 		return ActionRereserve
@@ -92,12 +122,30 @@ func (a Action) PaymentStatus() (PaymentStatus, bool) {
 		return PaymentPending, true
 	case ActionSecondCharge:
 		return PaymentRefundRequired, true
+	case ActionRefund, ActionRefundCharge:
+		return PaymentRefunded, true
 	}
 	return "", false
 }
 
-// Releases reports whether the action gives the order's stock back.
+// Releases reports whether the action ends the pending order and gives
+// its stock back.
 func (a Action) Releases() bool { return a == ActionFail || a == ActionExpire }
+
+// OrderFrom returns the states the order may leave by the action — the
+// WHERE status IN (…) of its conditional UPDATE — and nil for the actions
+// that leave the order as it is.
+func (a Action) OrderFrom() []OrderStatus {
+	switch a {
+	case ActionPay, ActionFail, ActionExpire:
+		return []OrderStatus{OrderPending}
+	case ActionRefund:
+		return []OrderStatus{OrderPaid}
+	case ActionRereserve:
+		return []OrderStatus{OrderFailed, OrderExpired, OrderCancelled}
+	}
+	return nil
+}
 
 // OrderStatusAfter returns the order's status after a non-rereserve action.
 func (a Action) OrderStatusAfter(s OrderStatus) OrderStatus {
@@ -108,6 +156,8 @@ func (a Action) OrderStatusAfter(s OrderStatus) OrderStatus {
 		return OrderFailed
 	case ActionExpire:
 		return OrderExpired
+	case ActionRefund:
+		return OrderRefunded
 	}
 	return s
 }

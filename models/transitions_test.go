@@ -29,7 +29,8 @@ var (
 	}
 )
 
-// decideTable is SPEC §4 written out, one row per (state, event, chargeKnown).
+// decideTable is the event × state table of docs/state-machine.md written
+// out, one row per (state, event, chargeKnown).
 var decideTable = []struct {
 	status      models.OrderStatus
 	event       models.PaymentEvent
@@ -225,9 +226,10 @@ func TestActionOrderStatusAfter(t *testing.T) {
 	}
 }
 
-// Every decided action must keep the audit's stock rule (SPEC §7.2): an
-// order holds its stock exactly when its status says so, and a stale event
-// changes nothing at all.
+// Every decided action must keep the audit's stock rule (check 2,
+// reservations, in docs/README.md#the-integrity-audit): an order holds its
+// stock exactly when its status says so, and a stale event changes
+// nothing at all.
 func TestDecideKeepsStockRule(t *testing.T) {
 	t.Parallel()
 	for _, s := range allStatuses {
@@ -272,12 +274,58 @@ func TestOrderStatusHoldsStock(t *testing.T) {
 		models.OrderExpired:        false,
 		models.OrderCancelled:      false,
 		models.OrderRefundRequired: false,
+		models.OrderRefunded:       true, // a refund does not bring the goods back
 		"":                         false,
 		"unknown":                  false,
 	}
 	for s, w := range want {
 		if got := s.HoldsStock(); got != w {
 			t.Errorf("%q.HoldsStock() = %v, want %v", s, got, w)
+		}
+	}
+}
+
+// A refund applies to a charge that was taken: the order's own (paid →
+// refunded, payment refunded) or one that had to be refunded (a second
+// charge, a late payment without stock: the payment only). Anything else
+// is stale.
+func TestDecideRefund(t *testing.T) {
+	t.Parallel()
+	charges := []models.PaymentStatus{"", models.PaymentPending, models.PaymentSucceeded, models.PaymentFailed,
+		models.PaymentExpired, models.PaymentRefundRequired, models.PaymentRefunded}
+	want := func(s models.OrderStatus, c models.PaymentStatus) models.Action {
+		switch {
+		case s == models.OrderPaid && c == models.PaymentSucceeded:
+			return models.ActionRefund
+		case c == models.PaymentRefundRequired:
+			return models.ActionRefundCharge
+		}
+		return models.ActionStale
+	}
+	for _, s := range append(allStatuses, models.OrderRefunded) {
+		for _, c := range charges {
+			got := models.DecideRefund(s, c)
+			if got != want(s, c) {
+				t.Errorf("DecideRefund(%s, %q) = %s, want %s", s, c, got, want(s, c))
+			}
+			if got == models.ActionStale {
+				continue
+			}
+			if ps, ok := got.PaymentStatus(); !ok || ps != models.PaymentRefunded {
+				t.Errorf("%s: payment becomes %q, want refunded", got, ps)
+			}
+			after := got.OrderStatusAfter(s)
+			if (got == models.ActionRefund && after != models.OrderRefunded) || (got == models.ActionRefundCharge && after != s) {
+				t.Errorf("%s on %s leaves the order %s", got, s, after)
+			}
+			if s.HoldsStock() && !after.HoldsStock() {
+				t.Errorf("%s on %s gives the stock back: a refund does not", got, s)
+			}
+		}
+	}
+	for _, s := range allStatuses {
+		if a := models.Decide(s, models.EventRefunded, true); a != models.ActionStale {
+			t.Errorf("Decide(%s, refunded) = %s: refunds are DecideRefund's", s, a)
 		}
 	}
 }
@@ -300,7 +348,8 @@ func TestMovementKindSign(t *testing.T) {
 	}
 }
 
-// httpStatusWant is SPEC §5 per error code.
+// httpStatusWant is the status of each error code, as the table in
+// docs/api.md#error-codes gives it.
 var httpStatusWant = map[string]int{
 	models.EInvalid:              422,
 	models.ENotFound:             404,
@@ -319,6 +368,9 @@ var httpStatusWant = map[string]int{
 	models.EConflict:             409,
 	models.EAlreadyExists:        409,
 	models.ERejected:             422,
+	models.EForbidden:            403,
+	models.EMethodNotAllowed:     405,
+	models.ETooManyRequests:      429,
 	models.EUnavailable:          503,
 	models.EInternal:             500,
 }
@@ -492,6 +544,25 @@ func TestNewOrderID(t *testing.T) {
 	}
 }
 
+// Ids made in the same millisecond do not give each other away: with a
+// monotonic entropy source each id is the last one plus a small step, so
+// the high half of the random part repeats and the next id is a few
+// guesses away. From crypto/rand, it never repeats.
+func TestOrderIDsAreNotPredictable(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for range 200 {
+		id := ulid.MustParseStrict(strings.TrimPrefix(models.NewOrderID(t0), models.OrderIDPrefix))
+		entropy := id.Entropy()
+		high := string(entropy[:5]) // 40 of the 80 random bits
+		if seen[high] {
+			t.Fatalf("two ids of one millisecond share the high 40 random bits %x: the ids are predictable", entropy[:5])
+		}
+		seen[high] = true
+	}
+}
+
 func TestValidOrderID(t *testing.T) {
 	t.Parallel()
 	good := models.NewOrderID(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -520,6 +591,49 @@ func TestValidOrderID(t *testing.T) {
 	for _, tt := range tests {
 		if got := models.ValidOrderID(tt.id); got != tt.want {
 			t.Errorf("ValidOrderID(%q) = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+}
+
+// OrderFrom is the WHERE of each action's conditional UPDATE: an action
+// Decide (or DecideRefund) returns for an order in state s may leave s.
+func TestActionOrderFromAdmitsEveryDecidedState(t *testing.T) {
+	t.Parallel()
+	for _, s := range allStatuses {
+		for _, ev := range allEvents {
+			for _, known := range []bool{false, true} {
+				a := models.Decide(s, ev, known)
+				if from := a.OrderFrom(); from != nil && !slices.Contains(from, s) {
+					t.Errorf("Decide(%s, %s, %v) = %s, whose UPDATE does not admit %s (%v)", s, ev, known, a, s, from)
+				}
+				if a.OrderFrom() == nil && a.OrderStatusAfter(s) != s {
+					t.Errorf("%s moves %s to %s without an UPDATE", a, s, a.OrderStatusAfter(s))
+				}
+			}
+		}
+		for _, charge := range []models.PaymentStatus{models.PaymentSucceeded, models.PaymentRefundRequired, models.PaymentPending, ""} {
+			a := models.DecideRefund(s, charge)
+			if from := a.OrderFrom(); from != nil && !slices.Contains(from, s) {
+				t.Errorf("DecideRefund(%s, %q) = %s, whose UPDATE does not admit %s", s, charge, a, s)
+			}
+		}
+	}
+}
+
+// A refunded order has had its charge: a new paid event is a second
+// charge (to be refunded), the refunded charge again is stale, and every
+// other event changes nothing.
+func TestDecideOnARefundedOrder(t *testing.T) {
+	t.Parallel()
+	for _, ev := range allEvents {
+		for _, known := range []bool{false, true} {
+			want := models.ActionStale
+			if ev == models.EventPaid && !known {
+				want = models.ActionSecondCharge
+			}
+			if got := models.Decide(models.OrderRefunded, ev, known); got != want {
+				t.Errorf("Decide(refunded, %s, %v) = %s, want %s", ev, known, got, want)
+			}
 		}
 	}
 }

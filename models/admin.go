@@ -1,0 +1,52 @@
+package models
+
+import "time"
+
+// AdminAction is one entry of the admin action log: who did what to
+// which target, and how it ended. Log-ins, failed log-ins and log-outs
+// are actions too.
+type AdminAction struct {
+	ID         int64
+	AdminEmail string
+	Action     string
+	Target     string
+	Result     string
+	Detail     string
+	RemoteAddr string
+	CreatedAt  time.Time
+}
+
+// Admin action results.
+const (
+	ActionOK      = "ok"      // done
+	ActionNoop    = "noop"    // nothing to do: already done, already queued
+	ActionRefused = "refused" // not allowed: wrong password, invalid transition
+	ActionError   = "error"   // failed; may be tried again
+)
+
+// LoginFailure is one failed admin log-in, kept for a while so that
+// guessing can be slowed down per email and per client address, across
+// every web process.
+type LoginFailure struct {
+	ID         int64
+	Email      string
+	RemoteAddr string
+	FailedAt   time.Time
+}
+
+// TableName names the table after what it belongs to.
+func (LoginFailure) TableName() string { return "admin_login_failures" }
+
+// AuditRun is the verdict of one run of the integrity audit, kept so the
+// dashboard can show the last one.
+type AuditRun struct {
+	ID         int64
+	OK         bool `gorm:"column:ok"`
+	Violations int
+	Checks     int
+	Drained    bool
+	Settling   int
+	Summary    string
+	TookMS     int `gorm:"column:took_ms"`
+	CreatedAt  time.Time
+}

@@ -1,0 +1,59 @@
+package models
+
+import "time"
+
+// Types the admin console shares between the jobs package (which talks
+// to the queue) and the web package (which shows it). Plain values: no
+// table behind them.
+
+// QueuedTask is a task as the queue holds it: archived (it gave up),
+// waiting for a retry, scheduled, pending, active or completed.
+type QueuedTask struct {
+	ID            string    `json:"id"`
+	Queue         string    `json:"queue"`
+	Type          string    `json:"type"`
+	State         string    `json:"state"`
+	Payload       string    `json:"payload"`
+	MaxRetry      int       `json:"max_retry"`
+	Retried       int       `json:"retried"`
+	LastError     string    `json:"last_error"`
+	LastFailedAt  time.Time `json:"last_failed_at"`
+	NextProcessAt time.Time `json:"next_process_at"`
+}
+
+// Job statuses for JobFilter beyond models.JobStatus: processing past its
+// lease.
+const JobStuck = "stuck"
+
+// JobFilter selects job_executions rows and archived tasks.
+type JobFilter struct {
+	Status string // processing, succeeded, failed or stuck; "" for all
+	Type   string // a task type (invoice:generate, email:send, order:expire); "" for all
+	Key    string // a prefix of the idempotency key, or an order id (the business key)
+	Before int64  // keyset cursor: job_executions ids below it
+	Limit  int
+}
+
+// RerunOutcome is what a re-run did.
+type RerunOutcome string
+
+const (
+	// RerunAlreadyDone: the job succeeded before; nothing changed.
+	RerunAlreadyDone RerunOutcome = "already_done"
+	// RerunQueued: the queue's task (archived, or waiting for a retry) runs now.
+	RerunQueued RerunOutcome = "queued"
+	// RerunRedispatched: the queue had no task; its outbox row hands it over again.
+	RerunRedispatched RerunOutcome = "redispatched"
+	// RerunInFlight: the task is pending, running, or scheduled for its time already.
+	RerunInFlight RerunOutcome = "in_flight"
+)
+
+// DispatchOutcome is what "dispatch now" did with an outbox row.
+type DispatchOutcome string
+
+const (
+	// DispatchDone: the queue took the task.
+	DispatchDone DispatchOutcome = "dispatched"
+	// DispatchAlreadyQueued: the queue had a task with this id already.
+	DispatchAlreadyQueued DispatchOutcome = "already_queued"
+)
