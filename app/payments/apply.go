@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -36,7 +37,9 @@ func (s *Service) apply(ctx context.Context, provider string, ev Event, d Delive
 // applyOnce is one try of apply. A key that this process has seen
 // processed is answered from memory, without the database.
 func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d Delivery) (Outcome, error) {
-	if e, ok := s.seen.get(provider, ev.Key); ok {
+	// The cache keeps fingerprints only: a fact on either side from a
+	// status poll is compared field by field, in the database.
+	if e, ok := s.seen.get(provider, ev.Key); ok && !strings.HasPrefix(e.hash, polledPrefix) && !strings.HasPrefix(ev.Fingerprint, polledPrefix) {
 		return repeat(&models.PaymentCallback{ID: e.callbackID, PayloadHash: e.hash, Status: models.CallbackProcessed}, ev), nil
 	}
 	var out Outcome
@@ -50,8 +53,11 @@ func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d De
 	case err != nil:
 	case seen != nil && seen.Status == models.CallbackProcessed: // recorded before, by another delivery
 		s.seen.add(provider, ev.Key, seenEvent{callbackID: seen.ID, hash: seen.PayloadHash})
-	case out.outcome != "" && out.Code == "": // committed as processed (or stale) by this delivery
+	case out.recorded && out.Code() == "": // committed as processed (or stale) by this delivery
 		s.seen.add(provider, ev.Key, seenEvent{callbackID: *out.callbackID, hash: ev.Fingerprint})
+	}
+	if err == nil && out.queued {
+		s.relays.Wake() // after the commit: see outbox.Notifier
 	}
 	return out, err
 }
@@ -96,17 +102,17 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 	result := callbackResult{status: models.CallbackProcessed, result: dec.result, processedAt: &now}
 	switch {
 	case dec.reason != "":
-		out.Result, out.Code, out.Reason = models.ResultRejected, models.ERejected, dec.reason
+		out.Result, out.Reason = models.ResultRejected, dec.reason
 		out.Detail = rejectionDetail(dec.reason, ev, o)
 		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
 	case dec.action != models.ActionStale:
-		if out.OrderStatus, err = s.effect(tx, provider, ev, o, dec.action); err != nil {
+		if out.OrderStatus, out.queued, err = s.effect(tx, provider, ev, o, dec.action, cb.ID); err != nil {
 			return Outcome{}, nil, err
 		}
 	}
-	out.outcome = deliveryOutcome(out)
+	out.recorded = true
 	err = complete(tx, cb.ID, result, models.CallbackDelivery{
-		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.outcome,
+		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Result,
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
 		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
 	})
@@ -160,8 +166,15 @@ func (s *Service) decide(tx *gorm.DB, provider string, ev Event, o *models.Order
 		dec.reason = models.ReasonReferenceMismatch
 		return dec, nil
 	}
-	chargeKnown := err == nil && (pay.Status == models.PaymentSucceeded || pay.Status == models.PaymentRefundRequired)
-	dec.action = models.Decide(o.Status, ev.Status, chargeKnown)
+	// A charge that was taken — and perhaps refunded since — has been
+	// applied before: a paid event about it again is stale.
+	chargeKnown := err == nil && (pay.Status == models.PaymentSucceeded || pay.Status == models.PaymentRefundRequired ||
+		pay.Status == models.PaymentRefunded)
+	if ev.Status == models.EventRefunded {
+		dec.action = models.DecideRefund(o.Status, pay.Status) // "" when the charge is unknown
+	} else {
+		dec.action = models.Decide(o.Status, ev.Status, chargeKnown)
+	}
 	if dec.action.ChecksAmount() {
 		switch {
 		case ev.Currency != o.Currency:
@@ -192,7 +205,8 @@ func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, 
 	if seen, err = s.find(tx, cb.Provider, cb.IdempotencyKey); err != nil || seen == nil {
 		return false, nil, errors.Join(err, errors.New("payments: callback row vanished"))
 	}
-	if seen.Status != models.CallbackRejected || seen.PayloadHash != cb.PayloadHash {
+	if seen.Status != models.CallbackRejected || !sameFact(seen, Event{Fingerprint: cb.PayloadHash, OrderID: cb.OrderID,
+		TransactionID: cb.TransactionID, Status: cb.EventStatus, Amount: cb.Amount, Currency: cb.Currency}) {
 		return false, seen, nil
 	}
 	res = tx.Model(&models.PaymentCallback{}).
@@ -211,16 +225,34 @@ func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, 
 
 // repeat answers a delivery of an event that is already recorded.
 func repeat(seen *models.PaymentCallback, ev Event) Outcome {
-	if seen.PayloadHash != ev.Fingerprint {
-		return Outcome{Result: models.ResultConflict, Code: models.EConflict, callbackID: &seen.ID,
+	if !sameFact(seen, ev) {
+		return Outcome{Result: models.ResultConflict, callbackID: &seen.ID,
 			Detail: "this event id was delivered before with a different payload"}
 	}
 	if seen.Status == models.CallbackRejected { // rejected again meanwhile; answer as it was answered
-		return Outcome{Result: models.ResultRejected, Code: models.ERejected, Reason: seen.Result, callbackID: &seen.ID,
+		return Outcome{Result: models.ResultRejected, Reason: seen.Result, callbackID: &seen.ID,
 			Detail: "the event was rejected: " + seen.Result}
 	}
 	metrics.UniqueViolationSaves.WithLabelValues("payment_callbacks").Inc()
 	return Outcome{Result: models.ResultDuplicate, callbackID: &seen.ID}
+}
+
+// polledPrefix starts the fingerprint of a fact learnt by asking the
+// gateway (a status poll) rather than from its notification.
+const polledPrefix = "poll:"
+
+// sameFact reports whether ev says what the recorded callback said. Two
+// deliveries of one notification carry one body, so their fingerprints
+// are equal. A fact learnt by a status poll has no notification body: it
+// is compared with the notification of the same key by what they say —
+// order, charge, status, amount, currency — so a poll and a push of the
+// same fact converge, whichever came first.
+func sameFact(seen *models.PaymentCallback, ev Event) bool {
+	if strings.HasPrefix(seen.PayloadHash, polledPrefix) || strings.HasPrefix(ev.Fingerprint, polledPrefix) {
+		return seen.OrderID == ev.OrderID && seen.TransactionID == ev.TransactionID &&
+			seen.EventStatus == ev.Status && seen.Amount == ev.Amount && seen.Currency == ev.Currency
+	}
+	return seen.PayloadHash == ev.Fingerprint
 }
 
 func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallback, error) {
@@ -236,47 +268,52 @@ func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallba
 }
 
 // effect applies a non-stale action to the locked order and returns the
-// order's status afterwards.
-func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action) (models.OrderStatus, error) {
+// order's status afterwards, and whether it wrote tasks to the outbox.
+func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action, callbackID int64) (_ models.OrderStatus, queued bool, err error) {
 	now := s.now()
+	cause := orders.Cause{What: models.CauseCallback, CallbackID: &callbackID}
 	payStatus, _ := action.PaymentStatus()
-	switch action {
-	case models.ActionPay:
-		if err := orders.Transition(tx, o, models.OrderPaid, now, models.OrderPending); err != nil {
-			return "", err
-		}
-	case models.ActionFail, models.ActionExpire:
-		if err := orders.Transition(tx, o, action.OrderStatusAfter(o.Status), now, models.OrderPending); err != nil {
-			return "", err
-		}
-		if err := orders.LoadItems(tx, o); err != nil {
-			return "", err
-		}
-		if err := orders.Release(tx, o.ID, o.Items); err != nil {
-			return "", err
-		}
-	case models.ActionRereserve:
-		to, err := rereserve(tx, o)
-		if err != nil {
-			return "", err
-		}
-		if err := orders.Transition(tx, o, to, now, models.OrderFailed, models.OrderExpired, models.OrderCancelled); err != nil {
-			return "", err
+	to := action.OrderStatusAfter(o.Status)
+	if action == models.ActionRereserve { // a late payment takes the stock back, if it is still there
+		if to, err = rereserve(tx, o); err != nil {
+			return "", false, err
 		}
 		payStatus = models.PaymentSucceeded
 		if to == models.OrderRefundRequired {
 			payStatus = models.PaymentRefundRequired
 		}
 	}
+	switch from := action.OrderFrom(); {
+	case action.Releases():
+		err = orders.EndTx(tx, o, to, now, cause)
+	case from != nil:
+		err = orders.Transition(tx, o, to, now, cause, from...)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if payStatus == models.PaymentRefunded {
+		return o.Status, false, refundPayment(tx, provider, ev.TransactionID, now)
+	}
 	if err := upsertPayment(tx, provider, ev, o.ID, payStatus); err != nil {
-		return "", err
+		return "", false, err
 	}
-	if o.Status == models.OrderPaid && (action == models.ActionPay || action == models.ActionRereserve) {
+	if action.OrderFrom() != nil && o.Status == models.OrderPaid { // this event paid the order
 		if err := outbox.Add(tx, models.InvoiceTask(o.ID, now), models.EmailTask(models.EmailOrderPaid, o.ID, now)); err != nil {
-			return "", err
+			return "", false, err
 		}
+		return o.Status, true, nil
 	}
-	return o.Status, nil
+	return o.Status, false, nil
+}
+
+// refundPayment marks the charge refunded. Its amount stays the charge's:
+// a refund notification may carry a partial amount, and the charge is
+// what the audit compares with the order.
+func refundPayment(tx *gorm.DB, provider, reference string, now time.Time) error {
+	return tx.Model(&models.Payment{}).
+		Where("provider = ? AND provider_reference = ? AND status IN ?", provider, reference, models.PaymentFrom[models.PaymentRefunded]).
+		Updates(map[string]any{"status": models.PaymentRefunded, "updated_at": now.UTC()}).Error
 }
 
 // rereserve takes a late-paid order's stock back: paid when every item is

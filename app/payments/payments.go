@@ -7,6 +7,7 @@ package payments
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +18,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/models"
 )
 
@@ -33,16 +36,56 @@ type Provider interface {
 	// Verify authenticates a delivery. Its error must not contain a
 	// signature or a secret.
 	Verify(h http.Header, body []byte, now time.Time) error
-	// Parse turns an authenticated body into an Event. It returns an
-	// EInvalidPayload error for malformed JSON and an EMissingField error
-	// for a missing or mistyped field.
+	// Parse turns an authenticated body into an Event (the pipeline sets
+	// its Fingerprint). It returns an EInvalidPayload error for malformed
+	// JSON, an EMissingField error for a missing or mistyped field, and
+	// an error wrapping ErrIgnored for a notification the shop does not
+	// handle.
 	Parse(h http.Header, body []byte) (Event, error)
 }
+
+// deliveryFields is implemented by a provider whose deliveries of one
+// event differ in top-level members that describe the delivery, not the
+// event (Stripe's pending_webhooks counts the endpoints still waiting):
+// they are left out of the fingerprint, so a retry is a duplicate, not a
+// conflict.
+type deliveryFields interface {
+	DeliveryFields() []string
+}
+
+// fingerprintOf is the hex SHA-256 of the canonical body, without the
+// provider's delivery fields. A body two parsers could read differently
+// is refused (canonjson.Decode).
+func fingerprintOf(p Provider, body []byte) (string, error) {
+	v, err := canonjson.Decode(body)
+	if err != nil {
+		return "", err
+	}
+	if df, ok := p.(deliveryFields); ok {
+		if members, ok := v.(map[string]any); ok {
+			for _, name := range df.DeliveryFields() {
+				delete(members, name)
+			}
+		}
+	}
+	canonical, err := canonjson.Encode(v)
+	if err != nil {
+		return "", err
+	}
+	return canonjson.Hash(canonical), nil
+}
+
+// ErrIgnored is what Parse returns (wrapped, with the reason) for a
+// notification the shop does not handle: an event type it has no use
+// for, an event of another application on the same account. The delivery
+// is answered 200 "ignored" — a 4xx would make the gateway retry it for
+// days — and recorded as an ignored delivery; nothing else happens.
+var ErrIgnored = errors.New("ignored")
 
 // Event is a provider's callback in Sekali's terms.
 type Event struct {
 	Key           string // idempotency key: the provider's event id, or derived from the event
-	Fingerprint   string // hex SHA-256 of the canonical payload
+	Fingerprint   string // hex SHA-256 of the canonical payload, set by the pipeline
 	OrderID       string
 	TransactionID string // the provider's reference of the charge
 	Status        models.PaymentEvent
@@ -60,24 +103,51 @@ type Delivery struct {
 	RequestID   string
 }
 
-// Outcome is the answer to a delivery. Code is empty for a 200, else the
-// error code that decides the HTTP status (models.HTTPStatus).
+// Outcome is the answer to a delivery. Its Result is the one word that
+// says what became of it: the `result` member of the answer, the
+// outcome of its callback_deliveries row, and — through Code — its HTTP
+// status.
 type Outcome struct {
-	Result       string // the `result` member of the response body
-	Code         string
+	// Result: processed, stale, duplicate or ignored (200); conflict,
+	// rejected (with Reason) or error; or the code of a refusal before
+	// the event was known (invalid_signature, too_large, …).
+	Result       string
 	Detail       string
 	Reason       string // why a callback was rejected
 	Provider     string
 	Key          string
 	OrderID      string
 	OrderStatus  models.OrderStatus // after the event, when known
-	outcome      string             // callback_deliveries.outcome, when written with the effect
+	recorded     bool               // the delivery row was written in the applying transaction
+	queued       bool               // the applying transaction wrote tasks to the outbox
 	callbackID   *int64
 	statusBefore models.OrderStatus
 }
 
+// ResultUnknownProvider answers a delivery to a provider that is not
+// configured: no row is written.
+const ResultUnknownProvider = "unknown_provider"
+
+// Code is the error code of the answer: empty for a 200, else the code
+// that decides the HTTP status (models.HTTPStatus) and names the problem.
+func (o Outcome) Code() string {
+	switch o.Result {
+	case models.ResultProcessed, models.ResultStale, models.ResultDuplicate, models.ResultIgnored:
+		return ""
+	case models.ResultConflict:
+		return models.EConflict
+	case models.ResultRejected:
+		return models.ERejected
+	case models.ResultError:
+		return models.EUnavailable
+	case ResultUnknownProvider:
+		return models.ENotFound
+	}
+	return o.Result // a refusal: the result is its code
+}
+
 // Status is the HTTP status of the outcome.
-func (o Outcome) Status() int { return models.HTTPStatus(o.Code) }
+func (o Outcome) Status() int { return models.HTTPStatus(o.Code()) }
 
 // Service receives callbacks for a set of providers.
 type Service struct {
@@ -89,24 +159,30 @@ type Service struct {
 	deliveries *deliveryLog
 	// seen answers repeated deliveries of processed events from memory.
 	seen *seenEvents
+	// relays wakes the outbox relays after a commit that wrote tasks.
+	relays *outbox.Notifier
+	// fingerprints remembers the fingerprints of recent bodies.
+	fingerprints *fingerprints
 }
 
 // NewService returns the callback pipeline for the given providers. It
-// starts the writer of the delivery log: call Close when done.
+// starts the writer of the delivery log and the relays' notifier: call
+// Close when done.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, providers ...Provider) *Service {
-	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log), seen: newSeenEvents(seenCapacity)}
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log),
+		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), fingerprints: newFingerprints(fingerprintCapacity)}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
 	return s
 }
 
-// Close writes the queued delivery rows and stops their writer. Call it
-// after the HTTP server has stopped taking requests.
-func (s *Service) Close() { s.deliveries.close() }
-
-// HasProvider reports whether name is a configured provider.
-func (s *Service) HasProvider(name string) bool { _, ok := s.providers[name]; return ok }
+// Close writes the queued delivery rows and stops their writer and the
+// notifier. Call it after the HTTP server has stopped taking requests.
+func (s *Service) Close() {
+	s.deliveries.close()
+	s.relays.Close()
+}
 
 // Receive runs one delivery through the pipeline and returns the answer.
 // It never fails: a failure is an Outcome with a 5xx status. Every
@@ -115,16 +191,16 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	start := time.Now()
 	p, ok := s.providers[d.Provider]
 	if !ok {
-		return Outcome{Result: "unknown_provider", Code: models.ENotFound, Detail: fmt.Sprintf("no provider %q", d.Provider)}
+		return Outcome{Result: ResultUnknownProvider, Detail: fmt.Sprintf("no provider %q", d.Provider)}
 	}
 	out, ev := s.receive(ctx, p, d)
 	out.Provider = p.Name()
-	if out.outcome == "" { // not recorded inside the applying transaction
+	if !out.recorded { // not recorded inside the applying transaction
 		s.deliveries.add(ctx, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
 			ReceivedAt:   s.now().UTC(),
-			Outcome:      deliveryOutcome(out),
+			Outcome:      out.Result,
 			ResponseCode: out.Status(),
 			DurationMS:   int(time.Since(start).Milliseconds()),
 			RemoteAddr:   d.RemoteAddr,
@@ -149,15 +225,26 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 	if err := p.Verify(d.Header, body, s.now()); err != nil {
 		return refusal(models.EInvalidSignature, err.Error()), Event{}
 	}
+	// The fingerprint is the pipeline's, the same for every provider: the
+	// SHA-256 of the canonical body. A body two parsers could read
+	// differently is refused here, before any provider reads it.
+	fingerprint, err := s.fingerprints.of(p, body)
+	if err != nil {
+		return refusal(models.EInvalidPayload, "the body is refused: "+canonjson.Reason(err)), Event{}
+	}
 	ev, err := p.Parse(d.Header, body)
+	if errors.Is(err, ErrIgnored) {
+		return Outcome{Result: models.ResultIgnored, Detail: err.Error()}, ev
+	}
 	if err != nil {
 		return refusal(models.ErrorCode(err), models.ErrorMessage(err)), Event{}
 	}
+	ev.Fingerprint = fingerprint
 	out, err := s.apply(ctx, p.Name(), ev, d)
 	if err != nil {
 		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
 			"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
-		out = Outcome{Result: models.ResultError, Code: models.EUnavailable, Detail: "the callback could not be recorded now; retry later"}
+		out = Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}
 	}
 	out.Key, out.OrderID = ev.Key, ev.OrderID
 	return out, ev
@@ -167,17 +254,7 @@ func refusal(code, detail string) Outcome {
 	if code == "" || models.HTTPStatus(code) >= 500 {
 		code = models.EInvalidPayload
 	}
-	return Outcome{Result: code, Code: code, Detail: detail}
-}
-
-// deliveryOutcome maps an answer to the callback_deliveries.outcome value.
-func deliveryOutcome(o Outcome) string {
-	switch o.Result {
-	case models.ResultProcessed, models.ResultStale, models.ResultDuplicate,
-		models.ResultConflict, models.ResultRejected, models.ResultError:
-		return o.Result
-	}
-	return o.Code // the refusals: too_large, invalid_signature, ...
+	return Outcome{Result: code, Detail: detail}
 }
 
 func isJSON(contentType string) bool {
@@ -185,7 +262,9 @@ func isJSON(contentType string) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// observe logs the outcome with the SPEC §8 fields and counts it.
+// observe logs the outcome with the fields of the callback log line
+// (docs/callbacks.md#what-is-stored) and counts it in the callback series
+// (docs/api.md#get-metrics).
 func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID string, took time.Duration) {
 	metrics.Callbacks.WithLabelValues(out.Provider, out.Result).Inc()
 	metrics.CallbackDuration.WithLabelValues(out.Provider, out.Result).Observe(took.Seconds())
@@ -197,9 +276,9 @@ func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID 
 	}
 	level := slog.LevelInfo
 	switch {
-	case out.Result == models.ResultConflict || out.Status() >= 500:
+	case out.Status() >= 500:
 		level = slog.LevelError
-	case out.Status() >= 400:
+	case out.Status() >= 400: // a conflict too: the gateway's doing, answered and counted, nothing for us to fix
 		level = slog.LevelWarn
 	case out.Result == models.ResultDuplicate:
 		level = slog.LevelDebug

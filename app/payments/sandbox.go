@@ -54,19 +54,15 @@ type SandboxEvent struct {
 func (*Sandbox) Parse(h http.Header, body []byte) (Event, error) {
 	v, err := canonjson.Decode(body)
 	if err != nil {
-		return Event{}, models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
+		return Event{}, models.Errorf(models.EInvalidPayload, "the body is refused: %s", canonjson.Reason(err))
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return Event{}, models.Errorf(models.EMissingField, "the body must be a JSON object")
 	}
-	canonical, err := canonjson.Encode(obj)
-	if err != nil {
-		return Event{}, models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
-	}
-	ev := Event{Key: h.Get(stdwebhooks.HeaderID), Fingerprint: canonjson.Hash(canonical)}
-	if len(ev.Key) > maxFieldLength {
-		return Event{}, models.Errorf(models.EMissingField, "webhook-id is longer than %d characters", maxFieldLength)
+	ev := Event{Key: h.Get(stdwebhooks.HeaderID)}
+	if len(ev.Key) > maxFieldLength || !models.CleanText(ev.Key) {
+		return Event{}, models.Errorf(models.EMissingField, "webhook-id must be at most %d characters of text without NUL", maxFieldLength)
 	}
 	f := fields{obj: obj}
 	ev.OrderID = f.str("order_id")
@@ -75,7 +71,7 @@ func (*Sandbox) Parse(h http.Header, body []byte) (Event, error) {
 	ev.Amount = f.amount("paid_amount")
 	ev.Currency = f.str("currency")
 	if f.err == nil && !ev.Status.Valid() {
-		f.fail("payment_status must be one of paid, failed, expired, pending")
+		f.fail("payment_status must be one of paid, failed, expired, pending, refunded")
 	}
 	if f.err == nil && !models.ValidCurrency(ev.Currency) {
 		f.fail("currency must be an ISO 4217 code such as IDR")
@@ -97,13 +93,23 @@ func (f *fields) fail(format string, args ...any) {
 
 func (f *fields) str(name string) string {
 	s, ok := f.obj[name].(string)
-	switch {
-	case !ok:
+	if !ok {
 		f.fail("%s is missing or not a string", name)
+		return s
+	}
+	f.text(name, s)
+	return s
+}
+
+// text checks a string field that has been read: 1 to maxFieldLength
+// characters of text PostgreSQL can store.
+func (f *fields) text(name, s string) {
+	switch {
 	case s == "" || len(s) > maxFieldLength:
 		f.fail("%s must be 1 to %d characters", name, maxFieldLength)
+	case !models.CleanText(s):
+		f.fail("%s must be text without NUL", name)
 	}
-	return s
 }
 
 func (f *fields) amount(name string) int64 {
@@ -113,8 +119,8 @@ func (f *fields) amount(name string) int64 {
 		return 0
 	}
 	v, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil || v < 0 {
-		f.fail("%s must be a whole number of minor units, 0 or more", name)
+	if err != nil || v < 0 || v > models.MaxTotal {
+		f.fail("%s must be a whole number of minor units, 0 to %d", name, int64(models.MaxTotal))
 	}
 	return v
 }

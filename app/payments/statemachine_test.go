@@ -29,7 +29,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	db := testenv.NewDB(t)
-	log := testenv.Logger()
+	log := testenv.Logger(t)
 	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
@@ -80,7 +80,7 @@ func (f *fixture) orderIn(s models.OrderStatus) (string, string) {
 	case models.OrderExpired:
 		must(f.deliver(o.ID, "tx-exp", models.EventExpired, 0))
 	case models.OrderCancelled:
-		if _, err := f.orders.Cancel(context.Background(), o.ID); err != nil {
+		if _, err := f.orders.Cancel(context.Background(), o.ID, models.CauseCustomer); err != nil {
 			f.t.Fatal(err)
 		}
 	case models.OrderRefundRequired:
@@ -134,9 +134,10 @@ func (f *fixture) snapshot(orderID, sku string) state {
 	return s
 }
 
-// TestStateMachine delivers every event to an order in every state (SPEC
-// §4) through the real pipeline and database, and checks the answer and
-// every effect: order status, the event's payment row, stock and outbox.
+// TestStateMachine delivers every event to an order in every state
+// (docs/state-machine.md#event--state) through the real pipeline and
+// database, and checks the answer and every effect: order status, the
+// event's payment row, stock and outbox.
 func TestStateMachine(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -185,6 +186,14 @@ func TestStateMachine(t *testing.T) {
 		// Refund required: the charge that caused it is stale; another one joins it.
 		tc{models.OrderRefundRequired, models.EventPaid, "tx-late", want{stale, models.OrderRefundRequired, models.PaymentRefundRequired, 0, 0}},
 		tc{models.OrderRefundRequired, models.EventPaid, "tx-new", want{processed, models.OrderRefundRequired, models.PaymentRefundRequired, 0, 0}},
+		// Refunds: the paid order's own charge refunds the order (the stock
+		// stays with it); a charge that had to be refunded is refunded, the
+		// order unchanged; a charge that was never taken is stale.
+		tc{models.OrderPaid, models.EventRefunded, "tx-pay", want{processed, models.OrderRefunded, models.PaymentRefunded, 0, 0}},
+		tc{models.OrderRefundRequired, models.EventRefunded, "tx-late", want{processed, models.OrderRefundRequired, models.PaymentRefunded, 0, 0}},
+		tc{models.OrderPaid, models.EventRefunded, "tx-new", want{stale, models.OrderPaid, "", 0, 0}},
+		tc{models.OrderPending, models.EventRefunded, "tx-new", want{stale, models.OrderPending, "", 0, 0}},
+		tc{models.OrderFailed, models.EventRefunded, "tx-fail", want{stale, models.OrderFailed, models.PaymentFailed, 0, 0}},
 	)
 
 	for _, c := range cases {

@@ -1,0 +1,441 @@
+package payments_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// The test secrets of the three gateways.
+const (
+	midtransKey  = "SB-Mid-server-TEST0123456789abcdef"
+	xenditToken  = "xnd-callback-token-0123456789"
+	stripeSecret = "whsec_test_0123456789abcdef"
+)
+
+// gatewayFixture is the pipeline with every provider, on a fresh database.
+func gatewayFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := testenv.NewDB(t)
+	log := testenv.Logger(t)
+	midtrans, err := payments.NewMidtrans(midtransKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xendit, err := payments.NewXendit(xenditToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripe, err := payments.NewStripe("whsec_old_rotated_out," + stripeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}), midtrans, xendit, stripe)
+	t.Cleanup(pay.Close)
+	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
+}
+
+// delivery is one HTTP delivery to a provider.
+type delivery struct {
+	provider string
+	header   http.Header
+	body     []byte
+}
+
+func (f *fixture) send(d delivery) payments.Outcome {
+	f.t.Helper()
+	h := d.header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	return f.pay.Receive(context.Background(), payments.Delivery{Provider: d.provider, Header: h, Body: bytesReader(d.body), ContentType: "application/json"})
+}
+
+// midtransNotification builds a signed Midtrans notification.
+func midtransNotification(orderID, txID, status, fraud, gross, currency string) delivery {
+	n := payments.MidtransNotification{OrderID: orderID, TransactionID: txID, TransactionStatus: status, FraudStatus: fraud,
+		StatusCode: "200", GrossAmount: gross, Currency: currency, PaymentType: "bank_transfer"}
+	if status == "pending" {
+		n.StatusCode = "201"
+	}
+	n.SignatureKey = payments.MidtransSignature(n, midtransKey)
+	b, _ := json.Marshal(n)
+	return delivery{provider: payments.MidtransName, body: b}
+}
+
+// xenditInvoice builds a Xendit invoice callback with the right token.
+func xenditInvoice(orderID, invoiceID, status, paidAmount, currency string) delivery {
+	b, _ := json.Marshal(map[string]any{"id": invoiceID, "external_id": orderID, "status": status,
+		"paid_amount": json.Number(paidAmount), "amount": json.Number(paidAmount), "currency": currency, "merchant_name": "Sekali"})
+	return delivery{provider: payments.XenditName, header: http.Header{payments.XenditTokenHeader: {xenditToken}}, body: b}
+}
+
+// stripeEvent builds a Stripe event of type typ about object, signed with
+// stripe-go's own test helper.
+func stripeEvent(id, typ string, object map[string]any) delivery {
+	b, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "api_version": "2020-08-27",
+		"created": time.Now().Unix(), "data": map[string]any{"object": object}})
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: b, Secret: stripeSecret, Timestamp: time.Now()})
+	return delivery{provider: payments.StripeName, header: http.Header{"Stripe-Signature": {signed.Header}}, body: b}
+}
+
+func paymentIntent(orderID, piID string, amount int64, currency string) map[string]any {
+	return map[string]any{"id": piID, "object": "payment_intent", "amount": amount, "amount_received": amount,
+		"currency": currency, "status": "succeeded", "metadata": map[string]string{"order_id": orderID}}
+}
+
+// gateway describes one provider's notifications for the shared tests.
+type gateway struct {
+	name string
+	// paid is a notification that pays orderID's charge ref with amount
+	// (Sekali's minor units) in currency; variant 0 and 1 are the two
+	// notifications the gateway sends for one payment.
+	paid func(orderID, ref string, amount int64, currency string, variant int) delivery
+	// forged is a paid notification with a wrong signature or token.
+	forged func(orderID, ref string) delivery
+	// ignored is a notification the shop does not handle.
+	ignored func(orderID string) delivery
+}
+
+var gateways = []gateway{
+	{
+		name: "midtrans",
+		paid: func(orderID, ref string, amount int64, currency string, variant int) delivery {
+			gross := fmt.Sprintf("%d.00", amount)
+			if variant == 0 {
+				return midtransNotification(orderID, ref, "capture", "accept", gross, currency)
+			}
+			return midtransNotification(orderID, ref, "settlement", "", gross, currency)
+		},
+		forged: func(orderID, ref string) delivery {
+			d := midtransNotification(orderID, ref, "settlement", "", "50000.00", "IDR")
+			var n map[string]any
+			json.Unmarshal(d.body, &n)
+			n["signature_key"] = payments.MidtransSignature(payments.MidtransNotification{OrderID: orderID, StatusCode: "200", GrossAmount: "50000.00"}, "SB-Mid-server-NOT-OURS")
+			d.body, _ = json.Marshal(n)
+			return d
+		},
+		ignored: func(orderID string) delivery {
+			return midtransNotification(orderID, "tx-chargeback", "chargeback", "", "50000.00", "IDR")
+		},
+	},
+	{
+		name: "xendit",
+		paid: func(orderID, ref string, amount int64, currency string, variant int) delivery {
+			status := []string{"PAID", "SETTLED"}[variant]
+			return xenditInvoice(orderID, ref, status, fmt.Sprint(amount), currency)
+		},
+		forged: func(orderID, ref string) delivery {
+			d := xenditInvoice(orderID, ref, "PAID", "50000", "IDR")
+			d.header.Set(payments.XenditTokenHeader, "a-guessed-token-0000")
+			return d
+		},
+		ignored: func(orderID string) delivery { return xenditInvoice(orderID, "inv-void", "VOIDED", "0", "IDR") },
+	},
+	{
+		name: "stripe",
+		paid: func(orderID, ref string, amount int64, currency string, variant int) delivery {
+			stripeAmount := amount * 100 // Stripe counts IDR (and USD) in hundredths
+			if variant == 0 {
+				return stripeEvent("evt_pi_"+ref, "payment_intent.succeeded", paymentIntent(orderID, ref, stripeAmount, lower(currency)))
+			}
+			return stripeEvent("evt_cs_"+ref, "checkout.session.completed", map[string]any{"id": "cs_" + ref, "object": "checkout.session",
+				"client_reference_id": orderID, "amount_total": stripeAmount, "currency": lower(currency), "payment_status": "paid",
+				"payment_intent": ref})
+		},
+		forged: func(orderID, ref string) delivery {
+			d := stripeEvent("evt_forged_"+ref, "payment_intent.succeeded", paymentIntent(orderID, ref, 5000000, "idr"))
+			signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: d.body, Secret: "whsec_not_ours_000", Timestamp: time.Now()})
+			d.header.Set("Stripe-Signature", signed.Header)
+			return d
+		},
+		ignored: func(orderID string) delivery {
+			return stripeEvent("evt_customer_"+orderID, "customer.created", map[string]any{"id": "cus_1", "object": "customer"})
+		},
+	},
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Each gateway's notifications through the one pipeline: a payment
+// applies once, its repeat is a duplicate, the same key with another
+// body a conflict, a forgery is refused, an event the shop does not
+// handle is ignored, a wrong amount or currency is rejected, 50
+// concurrent copies make one effect, and the two notifications a gateway
+// sends for one payment converge in either order.
+func TestGatewaysApplyOnce(t *testing.T) {
+	t.Parallel()
+	for _, g := range gateways {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			f := gatewayFixture(t)
+			f.t = t
+
+			id, _ := f.orderIn(models.OrderPending)
+			ref := "ref-" + g.name + "-" + id
+			pay := g.paid(id, ref, price, "IDR", 0)
+			if out := f.send(pay); out.Status() != 200 || out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+				t.Fatalf("valid: %d %s %s (%s)", out.Status(), out.Result, out.OrderStatus, out.Detail)
+			}
+			if out := f.send(pay); out.Result != models.ResultDuplicate {
+				t.Errorf("the same notification again: %s, want duplicate", out.Result)
+			}
+			conflicting := pay
+			conflicting.body = append([]byte(nil), pay.body...)
+			var obj map[string]any
+			json.Unmarshal(conflicting.body, &obj)
+			obj["extra_field_the_gateway_added"] = "something else"
+			if g.name == "midtrans" { // the signature covers only some fields: a changed body still verifies
+				obj["payment_type"] = "credit_card"
+				delete(obj, "extra_field_the_gateway_added")
+			}
+			conflicting.body, _ = json.Marshal(obj)
+			if g.name == "stripe" { // a changed Stripe body must be signed again
+				obj["livemode"] = true
+				conflicting = stripeEventRaw(obj)
+			}
+			if out := f.send(conflicting); out.Status() != 409 || out.Result != models.ResultConflict {
+				t.Errorf("the same key with another body: %d %s, want 409 conflict", out.Status(), out.Result)
+			}
+			if out := f.send(g.forged(id, ref)); out.Status() != 401 {
+				t.Errorf("a forgery: %d %s, want 401", out.Status(), out.Result)
+			}
+			out := f.send(g.ignored(id))
+			if out.Status() != 200 || out.Result != models.ResultIgnored {
+				t.Errorf("an event the shop does not handle: %d %s, want 200 ignored", out.Status(), out.Result)
+			}
+
+			// A wrong amount or currency is rejected, and changes nothing.
+			other, _ := f.orderIn(models.OrderPending)
+			if out := f.send(g.paid(other, "ref-amount-"+other, price+1, "IDR", 0)); out.Status() != 422 || out.Reason != models.ReasonAmountMismatch {
+				t.Errorf("wrong amount: %d %s %s", out.Status(), out.Result, out.Reason)
+			}
+			if out := f.send(g.paid(other, "ref-currency-"+other, price, "USD", 0)); out.Status() != 422 || out.Reason != models.ReasonCurrencyMismatch {
+				t.Errorf("wrong currency: %d %s %s", out.Status(), out.Result, out.Reason)
+			}
+
+			// 50 copies at once: one effect.
+			storm, sku := f.orderIn(models.OrderPending)
+			copyOf := g.paid(storm, "ref-storm-"+storm, price, "IDR", 0)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			results := make([]string, 50)
+			for i := range results {
+				wg.Go(func() {
+					<-start
+					results[i] = f.send(copyOf).Result
+				})
+			}
+			close(start)
+			wg.Wait()
+			counts := map[string]int{}
+			for _, r := range results {
+				counts[r]++
+			}
+			if counts[models.ResultProcessed] != 1 || counts[models.ResultDuplicate] != 49 {
+				t.Errorf("50 concurrent copies: %v, want 1 processed and 49 duplicate", counts)
+			}
+			if s := f.snapshot(storm, sku); s.status != models.OrderPaid || len(s.payments) != 1 {
+				t.Errorf("after the storm: %+v, want paid with one payment", s)
+			}
+
+			// The two notifications of one payment, in either order: the
+			// first pays, the second is stale.
+			for _, order := range [][2]int{{0, 1}, {1, 0}} {
+				o, sku := f.orderIn(models.OrderPending)
+				r := fmt.Sprintf("ref-seq-%d-%s", order[0], o)
+				first, second := f.send(g.paid(o, r, price, "IDR", order[0])), f.send(g.paid(o, r, price, "IDR", order[1]))
+				if first.Result != models.ResultProcessed || second.Result != models.ResultStale {
+					t.Errorf("notifications %v: %s then %s, want processed then stale (%s)", order, first.Result, second.Result, second.Detail)
+				}
+				if s := f.snapshot(o, sku); s.status != models.OrderPaid || len(s.payments) != 1 {
+					t.Errorf("notifications %v: %+v, want paid with one payment", order, s)
+				}
+			}
+
+			waitForRows(t, f, g.name)
+			report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
+			if err != nil || !report.OK {
+				t.Fatalf("audit: %v %+v", err, report.Violations)
+			}
+		})
+	}
+}
+
+// waitForRows waits until the ignored delivery of provider has its audit
+// row (rows of deliveries that applied nothing are written just after).
+func waitForRows(t *testing.T, f *fixture, provider string) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, "one ignored delivery row of "+provider, func() bool {
+		var n int64
+		f.db.Model(&models.CallbackDelivery{}).Where("outcome = 'ignored' AND provider = ? AND callback_id IS NULL", provider).Count(&n)
+		return n == 1
+	})
+}
+
+// stripeEventRaw signs an event given whole.
+func stripeEventRaw(event map[string]any) delivery {
+	b, _ := json.Marshal(event)
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: b, Secret: stripeSecret, Timestamp: time.Now()})
+	return delivery{provider: payments.StripeName, header: http.Header{"Stripe-Signature": {signed.Header}}, body: b}
+}
+
+// The signature formula of docs.midtrans.com/reference/handle-async-payment
+// (SHA-512 of order_id + status_code + gross_amount + server key) on the
+// sample notification of github.com/Midtrans/midtrans-python-client
+// examples/transaction_actions/notification_example.py, with this test's
+// server key; computed independently with sha512sum.
+func TestMidtransSignatureVector(t *testing.T) {
+	t.Parallel()
+	n := payments.MidtransNotification{OrderID: "test-transaction-321", StatusCode: "201", GrossAmount: "24145.00"}
+	const want = "47b0cff6bf53c9f00ae26872cfcf232837e5c130402abc98e224d19dcf763ae73e1b630c08c8eea589ee08091c3eb75bea627127ddae961195eca9715130246f"
+	if got := payments.MidtransSignature(n, midtransKey); got != want {
+		t.Fatalf("signature %s, want %s", got, want)
+	}
+	m, _ := payments.NewMidtrans(midtransKey)
+	body := []byte(`{"currency":"IDR","fraud_status":"accept","gross_amount":"24145.00","order_id":"test-transaction-321",` +
+		`"payment_type":"bank_transfer","status_code":"201","status_message":"Success, Bank Transfer transaction is created",` +
+		`"transaction_id":"6ee793df-9b1d-4343-8eda-cc9663b4222f","transaction_status":"pending",` +
+		`"transaction_time":"2018-10-24 15:34:33","signature_key":"` + want + `"}`)
+	if err := m.Verify(nil, body, time.Now()); err != nil {
+		t.Fatalf("the published sample with its signature: %v", err)
+	}
+	ev, err := m.Parse(nil, body)
+	if err != nil || ev.Key != "6ee793df-9b1d-4343-8eda-cc9663b4222f:pending:accept" || ev.Status != models.EventPending || ev.Amount != 24145 {
+		t.Fatalf("parsed %+v, %v", ev, err)
+	}
+}
+
+// Each gateway's refund notification refunds the paid order's charge.
+func TestGatewayRefunds(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	for _, tt := range []struct {
+		name   string
+		paid   func(id, ref string) delivery
+		refund func(id, ref string) delivery
+	}{
+		{"midtrans", func(id, ref string) delivery {
+			return midtransNotification(id, ref, "settlement", "", "50000.00", "IDR")
+		},
+			func(id, ref string) delivery { return midtransNotification(id, ref, "refund", "", "50000.00", "IDR") }},
+		{"stripe", func(id, ref string) delivery {
+			return stripeEvent("evt_pi_"+ref, "payment_intent.succeeded", paymentIntent(id, ref, 5000000, "idr"))
+		}, func(id, ref string) delivery {
+			return stripeEvent("evt_refund_"+ref, "charge.refunded", map[string]any{"id": "ch_" + ref, "object": "charge",
+				"payment_intent": ref, "amount_refunded": 5000000, "currency": "idr", "metadata": map[string]string{"order_id": id}})
+		}},
+	} {
+		id, sku := f.orderIn(models.OrderPending)
+		ref := "ref-refund-" + tt.name + "-" + id
+		if out := f.send(tt.paid(id, ref)); out.Result != models.ResultProcessed {
+			t.Fatalf("%s: paying: %+v", tt.name, out)
+		}
+		before := f.snapshot(id, sku)
+		out := f.send(tt.refund(id, ref))
+		after := f.snapshot(id, sku)
+		if out.Result != models.ResultProcessed || after.status != models.OrderRefunded || after.payments[ref] != models.PaymentRefunded || after.stock != before.stock {
+			t.Errorf("%s refund: %s, %+v; want the order and its payment refunded, the stock kept", tt.name, out.Result, after)
+		}
+		// After the refund: the refunded charge paid again (a late copy
+		// under another key) is stale; a new charge is money taken for a
+		// refunded order, recorded to be refunded.
+		again := midtransNotification(id, ref, "capture", "accept", "50000.00", "IDR")
+		if tt.name == "stripe" {
+			again = stripeEvent("evt_again_"+ref, "payment_intent.succeeded", paymentIntent(id, ref, 5000000, "idr"))
+		}
+		if out := f.send(again); out.Result != models.ResultStale {
+			t.Errorf("%s: the refunded charge paid again: %s, want stale", tt.name, out.Result)
+		}
+		if out := f.send(tt.paid(id, ref+"-new")); out.Result != models.ResultProcessed {
+			t.Errorf("%s: a new charge on the refunded order: %+v", tt.name, out)
+		}
+		final := f.snapshot(id, sku)
+		if final.status != models.OrderRefunded || final.payments[ref] != models.PaymentRefunded ||
+			final.payments[ref+"-new"] != models.PaymentRefundRequired || final.stock != before.stock {
+			t.Errorf("%s after the refund: %+v; want the order still refunded, the new charge refund_required", tt.name, final)
+		}
+	}
+}
+
+// Amounts are converted exactly, or refused: Midtrans's "150000.50" IDR has
+// a fraction the rupiah cannot hold; Stripe's 15000050 IDR hundredths too.
+func TestGatewayAmountsAreExact(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	if out := f.send(midtransNotification(id, "tx-frac", "settlement", "", "50000.50", "IDR")); out.Status() != 422 || out.Result != models.EMissingField {
+		t.Errorf("Midtrans 50000.50 IDR: %d %s", out.Status(), out.Result)
+	}
+	if out := f.send(stripeEvent("evt_frac", "payment_intent.succeeded", paymentIntent(id, "pi_frac", 5000050, "idr"))); out.Status() != 422 {
+		t.Errorf("Stripe 5000050 IDR hundredths: %d %s", out.Status(), out.Result)
+	}
+	// Stripe's hundredths of IDR are Sekali's rupiah.
+	if out := f.send(stripeEvent("evt_ok", "payment_intent.succeeded", paymentIntent(id, "pi_ok", price*100, "idr"))); out.Result != models.ResultProcessed {
+		t.Errorf("Stripe %d IDR hundredths for a Rp %d order: %s (%s)", price*100, price, out.Result, out.Detail)
+	}
+}
+
+// Stripe's retry of an event may count fewer pending_webhooks than its
+// first delivery: that member describes the delivery, not the event, so
+// the retry is a duplicate. Any other change under the event id is still
+// a conflict.
+func TestStripeRetryWithOtherPendingWebhooksIsADuplicate(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	event := func(pending int, amount int64) delivery {
+		return stripeEventRaw(map[string]any{"id": "evt_retry_" + id, "object": "event", "type": "payment_intent.succeeded",
+			"pending_webhooks": pending, "data": map[string]any{"object": paymentIntent(id, "pi_retry_"+id, amount, "idr")}})
+	}
+	if out := f.send(event(2, 5000000)); out.Result != models.ResultProcessed {
+		t.Fatalf("first delivery: %+v", out)
+	}
+	if out := f.send(event(1, 5000000)); out.Result != models.ResultDuplicate {
+		t.Errorf("the retry with pending_webhooks 1: %s (%s), want duplicate", out.Result, out.Detail)
+	}
+	if out := f.send(event(1, 5000100)); out.Result != models.ResultConflict {
+		t.Errorf("another amount under the event id: %s, want conflict", out.Result)
+	}
+}
+
+// fraud_status goes into Midtrans's key and its signature does not cover
+// it: anything but Midtrans's own values is refused with a 422 before a
+// key is written — never a NUL that fails the insert and answers 503 for
+// ever.
+func TestMidtransFraudStatusIsChecked(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	for _, fraud := range []string{"\x00", "maybe", strings.Repeat("a", 300)} {
+		out := f.send(midtransNotification(id, "tx-fraud-"+id, "settlement", fraud, "50000.00", "IDR"))
+		if out.Status() != 422 {
+			t.Errorf("fraud_status %q: %d %s, want 422", fraud, out.Status(), out.Result)
+		}
+	}
+	if out := f.send(midtransNotification(id, "tx-fraud-"+id, "settlement", "accept", "50000.00", "IDR")); out.Result != models.ResultProcessed {
+		t.Errorf("fraud_status accept: %+v", out)
+	}
+}

@@ -1,0 +1,94 @@
+package payments_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// Every notification a Sender writes is one the receiving adapter of the
+// same gateway, with the same secret, authenticates and reads back as the
+// fact it was written from — under the gateway's key rule. A wrong secret
+// is refused.
+func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	for _, tc := range []struct {
+		provider, secret, other string
+		receiver                payments.Provider
+		key                     func(f payments.Fact) string
+	}{
+		{payments.SandboxName, testenv.SandboxSecret, "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0",
+			payments.NewSandbox([][]byte{testenv.SandboxKey}), func(f payments.Fact) string { return f.EventID }},
+		{payments.MidtransName, midtransKey, "SB-Mid-server-NOT-OURS", must(payments.NewMidtrans(midtransKey)),
+			func(f payments.Fact) string {
+				return f.TransactionID + ":" + map[models.PaymentEvent]string{models.EventPaid: "settlement", models.EventPending: "pending",
+					models.EventFailed: "deny", models.EventExpired: "expire", models.EventRefunded: "refund"}[f.Status]
+			}},
+		{payments.XenditName, xenditToken, "xnd-callback-token-NOT-OURS", must(payments.NewXendit(xenditToken)),
+			func(f payments.Fact) string { return f.EventID }},
+		{payments.StripeName, stripeSecret, "whsec_not_ours_0123456789", must(payments.NewStripe(stripeSecret)),
+			func(f payments.Fact) string { return f.EventID }},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			sender, err := payments.NewSender(tc.provider, tc.secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forger, err := payments.NewSender(tc.provider, tc.other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expressed := 0
+			for _, status := range []models.PaymentEvent{models.EventPaid, models.EventPending, models.EventFailed, models.EventExpired, models.EventRefunded} {
+				for _, money := range []struct {
+					amount   int64
+					currency string
+				}{{150000, "IDR"}, {1999, "USD"}} {
+					f := payments.Fact{EventID: "evt_" + string(status), OrderID: "ORD-SEND", TransactionID: "tx_send_1",
+						Status: status, Amount: money.amount, Currency: money.currency}
+					h, body, err := payments.Notification(sender, f, at)
+					if errors.Is(err, payments.ErrNotExpressible) {
+						continue
+					}
+					if err != nil {
+						t.Fatalf("%s: %v", status, err)
+					}
+					expressed++
+					if err := tc.receiver.Verify(h, body, at); err != nil {
+						t.Fatalf("%s: the adapter refuses the sender's notification: %v\n%s", status, err, body)
+					}
+					ev, err := tc.receiver.Parse(h, body)
+					if err != nil {
+						t.Fatalf("%s: %v\n%s", status, err, body)
+					}
+					// Only a payment and a refund move money: the amount of
+					// any other notification is not read.
+					moves := status == models.EventPaid || status == models.EventRefunded
+					if ev.Key != tc.key(f) || ev.OrderID != f.OrderID || ev.TransactionID != f.TransactionID ||
+						ev.Status != f.Status || ev.Currency != f.Currency || (moves && ev.Amount != f.Amount) {
+						t.Errorf("%s %s: read back %+v from\n%s", status, money.currency, ev, body)
+					}
+					fh, fbody, _ := payments.Notification(forger, f, at)
+					if tc.receiver.Verify(fh, fbody, at) == nil {
+						t.Errorf("%s: a notification signed with another secret is accepted", status)
+					}
+				}
+			}
+			if expressed < 6 {
+				t.Errorf("only %d facts expressible", expressed)
+			}
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -1,0 +1,245 @@
+package payments_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// statusServer serves recorded status answers: by path (and query), a
+// status code and a body, as the gateway's API would.
+func statusServer(t *testing.T, answers map[string]string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, _, ok := r.BasicAuth(); !ok || user == "" && !strings.HasPrefix(r.URL.Path, "/sandbox/") {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		body, ok := answers[r.URL.RequestURI()]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"status_code":"404","status_message":"not found"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A recorded Midtrans status answer (the fields of GET /v2/{order_id}/status
+// are the notification's) for orderID's settled charge ref.
+func midtransStatusAnswer(orderID, ref string) string {
+	d := midtransNotification(orderID, ref, "settlement", "", "50000.00", "IDR")
+	var n map[string]any
+	json.Unmarshal(d.body, &n)
+	n["status_message"] = "Success, transaction is found"
+	n["merchant_id"] = "G123456789"
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// A poll and a push of the same fact converge on one effect, whichever
+// comes first: the same key, compared by what they say (the poll has no
+// notification body, so no byte fingerprint to compare).
+func TestPollAndPushConverge(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	pollFirst, _ := f.orderIn(models.OrderPending)
+	pushFirst, _ := f.orderIn(models.OrderPending)
+	srv := statusServer(t, map[string]string{
+		"/v2/" + pollFirst + "/status": midtransStatusAnswer(pollFirst, "tx-poll-"+pollFirst),
+		"/v2/" + pushFirst + "/status": midtransStatusAnswer(pushFirst, "tx-push-"+pushFirst),
+	})
+	client, err := payments.NewMidtransStatus(midtransKey, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	// Poll first, then the notification arrives after all.
+	ev, found, err := client.Status(ctx, pollFirst)
+	if err != nil || !found || ev.Key != "tx-poll-"+pollFirst+":settlement" {
+		t.Fatalf("status of %s: %+v %v %v", pollFirst, ev, found, err)
+	}
+	if out := f.pay.ApplyPolled(ctx, payments.MidtransName, ev); out.Result != models.ResultProcessed {
+		t.Fatalf("the polled fact: %+v", out)
+	}
+	if out := f.send(midtransNotification(pollFirst, "tx-poll-"+pollFirst, "settlement", "", "50000.00", "IDR")); out.Result != models.ResultDuplicate {
+		t.Errorf("the notification after the poll: %s (%s), want duplicate", out.Result, out.Detail)
+	}
+	// Notification first, then a poll.
+	if out := f.send(midtransNotification(pushFirst, "tx-push-"+pushFirst, "settlement", "", "50000.00", "IDR")); out.Result != models.ResultProcessed {
+		t.Fatalf("the notification: %+v", out)
+	}
+	ev, _, _ = client.Status(ctx, pushFirst)
+	if out := f.pay.ApplyPolled(ctx, payments.MidtransName, ev); out.Result != models.ResultDuplicate {
+		t.Errorf("the poll after the notification: %s (%s), want duplicate", out.Result, out.Detail)
+	}
+	// A poll that says something else under the same key is a conflict.
+	ev.Amount++
+	if out := f.pay.ApplyPolled(ctx, payments.MidtransName, ev); out.Result != models.ResultConflict {
+		t.Errorf("a poll with another amount under the key: %s, want conflict", out.Result)
+	}
+	for _, id := range []string{pollFirst, pushFirst} {
+		var pays []models.Payment
+		f.db.Find(&pays, "order_id = ?", id)
+		var o models.Order
+		f.db.Take(&o, "id = ?", id)
+		if o.Status != models.OrderPaid || len(pays) != 1 {
+			t.Errorf("order %s: %s with %d payments, want paid once", id, o.Status, len(pays))
+		}
+	}
+}
+
+// Poll asks about the pending orders near their expiry, applies what the
+// gateways know, and leaves the others alone; a gateway that knows
+// nothing about an order is no error.
+func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	paid, _ := f.orderIn(models.OrderPending)    // Xendit has its invoice PAID
+	unknown, _ := f.orderIn(models.OrderPending) // no gateway knows it
+	far, _ := f.orderIn(models.OrderPending)     // expires later than the window
+	f.db.Model(&models.Order{}).Where("id = ?", far).Update("expires_at", time.Now().Add(48*time.Hour))
+	invoice := func(id, status string) string {
+		b, _ := json.Marshal(map[string]any{"id": "inv-" + id, "external_id": id, "status": status, "paid_amount": price, "currency": "IDR"})
+		return string(b)
+	}
+	xsrv := statusServer(t, map[string]string{
+		"/v2/invoices?external_id=" + paid:    "[" + invoice(paid, "EXPIRED") + "," + invoice(paid, "PAID") + "]",
+		"/v2/invoices?external_id=" + far:     "[" + invoice(far, "PAID") + "]",
+		"/v2/invoices?external_id=" + unknown: "[]", // Xendit lists none
+	})
+	msrv := statusServer(t, nil) // Midtrans knows none of them
+	xendit, err := payments.NewXenditStatus("xnd_development_0123456789", xsrv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	midtrans, _ := payments.NewMidtransStatus(midtransKey, msrv.URL)
+	applied, err := f.pay.Poll(context.Background(), []payments.StatusClient{midtrans, xendit}, 2*time.Hour)
+	if err != nil || applied != 1 {
+		t.Fatalf("Poll: %d applied, %v; want 1 (the paid invoice)", applied, err)
+	}
+	statuses := map[string]models.OrderStatus{}
+	for _, id := range []string{paid, unknown, far} {
+		var o models.Order
+		f.db.Take(&o, "id = ?", id)
+		statuses[id] = o.Status
+	}
+	if statuses[paid] != models.OrderPaid || statuses[unknown] != models.OrderPending || statuses[far] != models.OrderPending {
+		t.Errorf("after the poll: %v; want only the near, paid one paid", statuses)
+	}
+	// The invoice's callback, arriving late with Xendit's id:status key,
+	// is a duplicate of the poll.
+	if out := f.send(xenditInvoice(paid, "inv-"+paid, "PAID", "50000", "IDR")); out.Result != models.ResultDuplicate {
+		t.Errorf("the callback after the poll: %s (%s), want duplicate", out.Result, out.Detail)
+	}
+}
+
+// stripeAPI is a fake of the two Stripe endpoints the status client
+// reads: the PaymentIntent search (by metadata.order_id) and the events
+// list (by type, newest first, paged by starting_after, two per page).
+func stripeAPI(t *testing.T, intents map[string][]map[string]any, events []map[string]any) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, _, _ := r.BasicAuth(); user != "sk_test_status" {
+			http.Error(w, `{"error":{"type":"invalid_request_error"}}`, http.StatusUnauthorized)
+			return
+		}
+		q := r.URL.Query()
+		var data []map[string]any
+		hasMore := false
+		switch r.URL.Path {
+		case "/v1/payment_intents/search":
+			order := strings.TrimSuffix(strings.TrimPrefix(q.Get("query"), "metadata['order_id']:'"), "'")
+			data = intents[order]
+		case "/v1/events":
+			start := 0
+			for i, e := range events {
+				if e["id"] == q.Get("starting_after") {
+					start = i + 1
+				}
+			}
+			end := min(start+2, len(events))
+			data, hasMore = events[start:end], end < len(events)
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data, "has_more": hasMore})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Stripe's poll finds the order's succeeded PaymentIntent and, among the
+// events since, its payment_intent.succeeded: the notification's own
+// event id, so the late notification is a duplicate. When the event is
+// beyond the pages read, the PaymentIntent answers under a key of its
+// own, and the notification afterwards is stale: one payment either way.
+func TestStripePollFindsTheEventOrFallsBackToTheCharge(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	near, _ := f.orderIn(models.OrderPending)
+	far, _ := f.orderIn(models.OrderPending)
+	pi := func(order, id string) map[string]any {
+		o := paymentIntent(order, id, 5000000, "idr")
+		o["created"] = time.Now().Add(-time.Minute).Unix()
+		return o
+	}
+	event := func(id string, object map[string]any) map[string]any {
+		return map[string]any{"id": id, "object": "event", "type": "payment_intent.succeeded", "data": map[string]any{"object": object}}
+	}
+	events := []map[string]any{event("evt_other_1", pi("ORD-ELSEWHERE", "pi_x")), event("evt_other_2", pi("ORD-ELSEWHERE", "pi_y")),
+		event("evt_near", pi(near, "pi_near")), event("evt_far", pi(far, "pi_far"))}
+	srv := stripeAPI(t, map[string][]map[string]any{
+		near: {pi(near, "pi_near")},
+		far:  {{"id": "pi_far_failed", "status": "requires_payment_method"}, pi(far, "pi_far")},
+	}, events)
+	client, err := payments.NewStripeStatus("sk_test_status", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ev, found, err := client.Status(ctx, near)
+	if err != nil || !found || ev.Key != "evt_near" || ev.TransactionID != "pi_near" || ev.Amount != 50000 {
+		t.Fatalf("status of %s: %+v %v %v; want the event on the second page", near, ev, found, err)
+	}
+	f.pay.ApplyPolled(ctx, payments.StripeName, ev)
+	if out := f.send(stripeEvent("evt_near", "payment_intent.succeeded", pi(near, "pi_near"))); out.Result != models.ResultDuplicate {
+		t.Errorf("the notification after the poll: %s (%s), want duplicate", out.Result, out.Detail)
+	}
+
+	client.MaxPages = 1 // evt_far is on the second page: not read
+	ev, found, err = client.Status(ctx, far)
+	if err != nil || !found || ev.Key != "pi_far:succeeded" {
+		t.Fatalf("status of %s with one page: %+v %v %v; want the PaymentIntent's own key", far, ev, found, err)
+	}
+	if out := f.pay.ApplyPolled(ctx, payments.StripeName, ev); out.Result != models.ResultProcessed {
+		t.Fatalf("the polled PaymentIntent: %+v", out)
+	}
+	if out := f.send(stripeEvent("evt_far", "payment_intent.succeeded", pi(far, "pi_far"))); out.Result != models.ResultStale {
+		t.Errorf("the notification after the fallback: %s (%s), want stale", out.Result, out.Detail)
+	}
+	if _, found, err := client.Status(ctx, "ORD-NOBODY"); found || err != nil {
+		t.Errorf("an order Stripe does not know: found %v, %v", found, err)
+	}
+	for _, id := range []string{near, far} {
+		var pays []models.Payment
+		f.db.Find(&pays, "order_id = ?", id)
+		var o models.Order
+		f.db.Take(&o, "id = ?", id)
+		if o.Status != models.OrderPaid || len(pays) != 1 {
+			t.Errorf("order %s: %s with %d payments, want paid once", id, o.Status, len(pays))
+		}
+	}
+}
