@@ -70,6 +70,26 @@ func TestCanonicalizeRefusesInvalidJSON(t *testing.T) {
 	}
 }
 
+// What two parsers could read differently is refused: a key twice in one
+// object (at any depth), a lone surrogate escape. A pair of surrogates,
+// and an escaped backslash before "u", are fine.
+func TestCanonicalizeRefusesAmbiguity(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`{"paid_amount":1,"paid_amount":75000}`, `{"a":{"b":1},"a":2}`, `{"a":[{"b":1,"b":2}]}`,
+		`"\ud800"`, `"\udc00"`, `{"k":"x\ud83d"}`, `{"\ud800":1}`, `"\\\ud800"`,
+	} {
+		if _, err := canonjson.Canonicalize([]byte(in)); !errors.Is(err, canonjson.ErrInvalid) {
+			t.Errorf("Canonicalize(%s) error = %v, want ErrInvalid", in, err)
+		}
+	}
+	for _, in := range []string{`{"a":1,"b":{"a":1}}`, `[{"a":1},{"a":1}]`, `"\ud83d\ude00"`, `"\\ud800"`} {
+		if _, err := canonjson.Canonicalize([]byte(in)); err != nil {
+			t.Errorf("Canonicalize(%s) = %v, want it accepted", in, err)
+		}
+	}
+}
+
 func mustFingerprint(t *testing.T, body string) string {
 	t.Helper()
 	fp, err := canonjson.Fingerprint([]byte(body))

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -42,13 +46,16 @@ func FuzzCanonicalize(f *testing.F) {
 			if fpErr == nil {
 				t.Fatalf("Fingerprint(%q) succeeded where Canonicalize failed", data)
 			}
-			if json.Valid(data) && utf8.Valid(data) {
-				t.Fatalf("Canonicalize refused valid JSON %q: %v", data, err)
+			if json.Valid(data) && utf8.Valid(data) && !ambiguous(data) {
+				t.Fatalf("Canonicalize refused valid, unambiguous JSON %q: %v", data, err)
 			}
 			return
 		}
 		if !json.Valid(data) || !utf8.Valid(data) {
 			t.Fatalf("Canonicalize accepted invalid JSON %q as %q", data, c)
+		}
+		if ambiguous(data) {
+			t.Fatalf("Canonicalize accepted %q, which has a key twice or a lone surrogate", data)
 		}
 		if !json.Valid(c) {
 			t.Fatalf("canonical form %q of %q is not valid JSON", c, data)
@@ -70,6 +77,129 @@ func FuzzCanonicalize(f *testing.F) {
 				fp, fpErr, fpc, err, canonjson.Hash(c))
 		}
 	})
+}
+
+// FuzzOneFingerprintOneValue: two bodies with one fingerprint decode to
+// the same value — also for a parser that keeps duplicate keys or lone
+// surrogates apart (the decoder below keeps every key and every escape).
+func FuzzOneFingerprintOneValue(f *testing.F) {
+	f.Add([]byte(`{"paid_amount":1,"paid_amount":75000}`), []byte(`{"paid_amount":75000}`))
+	f.Add([]byte(`{"a":"\ud800"}`), []byte(`{"a":"\udbff"}`))
+	f.Add([]byte(`{"b":1,"a":2}`), []byte(` {"a":2, "b":1} `))
+	f.Add([]byte(`"\u0041"`), []byte(`"A"`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		fa, errA := canonjson.Fingerprint(a)
+		fb, errB := canonjson.Fingerprint(b)
+		if errA != nil || errB != nil || fa != fb {
+			return
+		}
+		va, vb := strictDecode(t, a), strictDecode(t, b)
+		if va != vb {
+			t.Fatalf("%q and %q share a fingerprint but mean %q and %q", a, b, va, vb)
+		}
+	})
+}
+
+// strictDecode writes what a strict parser sees: every key in the order
+// given (sorted per object, duplicates kept) and every string's runes,
+// lone surrogates as themselves.
+func strictDecode(t *testing.T, data []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var out strings.Builder
+	type frame struct{ parts []string }
+	var stack []*frame
+	emit := func(s string) {
+		if n := len(stack); n > 0 {
+			stack[n-1].parts = append(stack[n-1].parts, s)
+			return
+		}
+		out.WriteString(s)
+	}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return out.String()
+		}
+		if err != nil {
+			t.Fatalf("strictDecode(%q): %v", data, err)
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'):
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			var pairs []string
+			for i := 0; i+1 < len(f.parts); i += 2 {
+				pairs = append(pairs, f.parts[i]+":"+f.parts[i+1])
+			}
+			slices.Sort(pairs)
+			emit("{" + strings.Join(pairs, ",") + "}")
+		case json.Delim(']'):
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			emit("[" + strings.Join(f.parts, ",") + "]")
+		default:
+			emit(fmt.Sprintf("%T:%v", tok, tok))
+		}
+	}
+}
+
+// ambiguous reports whether data (valid JSON) has a key twice in one
+// object or a lone surrogate escape: what Canonicalize refuses.
+func ambiguous(data []byte) bool {
+	re := regexp.MustCompile(`\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\\\`)
+	for _, m := range re.FindAll(data, -1) {
+		if len(m) == 6 { // a surrogate escape without its pair
+			return true
+		}
+	}
+	return hasDuplicateKey(data)
+}
+
+func hasDuplicateKey(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	type frame struct {
+		object, wantKey bool
+		seen            map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].wantKey = true
+			}
+			continue
+		}
+		if top != nil && top.object && top.wantKey {
+			k := tok.(string)
+			if top.seen[k] {
+				return true
+			}
+			top.seen[k] = true
+			top.wantKey = false
+			continue
+		}
+		if d, ok := tok.(json.Delim); ok {
+			stack = append(stack, &frame{object: d == '{', wantKey: d == '{', seen: map[string]bool{}})
+			continue
+		}
+		if top != nil && top.object {
+			top.wantKey = true
+		}
+	}
 }
 
 // keysSorted reports an error unless every object in the JSON value data

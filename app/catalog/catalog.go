@@ -6,6 +6,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -32,10 +33,12 @@ func Validate(p models.Product) error {
 		return models.Errorf(models.EInvalid, "sku %q must be 1-64 letters, digits, '.', '_' or '-'", p.SKU)
 	case p.Name == "":
 		return models.Errorf(models.EInvalid, "name is required")
-	case p.Price < 0:
-		return models.Errorf(models.EInvalid, "price must be 0 or more minor units")
-	case p.Stock < 0:
-		return models.Errorf(models.EInvalid, "stock must be 0 or more")
+	case !models.CleanText(p.Name) || len(p.Name) > 200:
+		return models.Errorf(models.EInvalid, "name must be at most 200 characters of text without NUL")
+	case p.Price < 0 || p.Price > models.MaxPrice:
+		return models.Errorf(models.EInvalid, "price must be 0 to %d minor units", int64(models.MaxPrice))
+	case p.Stock < 0 || p.Stock > models.MaxStock:
+		return models.Errorf(models.EInvalid, "stock must be 0 to %d", int64(models.MaxStock))
 	case !models.ValidCurrency(p.Currency):
 		return models.Errorf(models.EInvalid, "currency must be an ISO 4217 code such as IDR")
 	}
@@ -67,17 +70,28 @@ func Create(tx *gorm.DB, p *models.Product) (created bool, err error) {
 
 // Restock adds qty units to sku's stock with an adjust movement, in tx.
 func Restock(tx *gorm.DB, sku string, qty int64) (*models.Product, error) {
-	if qty < 1 {
-		return nil, models.Errorf(models.EInvalid, "qty must be 1 or more")
+	if qty < 1 || qty > models.MaxRestock {
+		return nil, models.Errorf(models.EInvalid, "qty must be 1 to %d", int64(models.MaxRestock))
+	}
+	if !skuPattern.MatchString(sku) {
+		return nil, models.Errorf(models.ENotFound, "no product %q", sku)
 	}
 	var p models.Product
 	err := tx.Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&p).Clauses(clause.Returning{}).Where("sku = ?", sku).
+		// stock ≤ MaxStock and qty ≤ MaxRestock: the sum cannot overflow.
+		res := tx.Model(&p).Clauses(clause.Returning{}).Where("sku = ? AND stock + ? <= ?", sku, qty, int64(models.MaxStock)).
 			Updates(map[string]any{"stock": gorm.Expr("stock + ?", qty), "updated_at": gorm.Expr("now()")})
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
+			var n int64
+			if err := tx.Model(&models.Product{}).Where("sku = ?", sku).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return models.Errorf(models.EInvalid, "%s would hold more than %d units", sku, int64(models.MaxStock))
+			}
 			return models.Errorf(models.ENotFound, "no product %q", sku)
 		}
 		return tx.Create(&models.StockMovement{SKU: sku, Kind: models.MovementAdjust, Qty: qty}).Error
@@ -117,15 +131,27 @@ func NewService(db *gorm.DB) *Service { return &Service{db: db} }
 // Create adds a new product with its stock; an existing SKU is an
 // EAlreadyExists error.
 func (s *Service) Create(ctx context.Context, p models.Product) (*models.Product, error) {
+	var created *models.Product
 	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
-		created, err := Create(tx, &p)
-		if err == nil && !created {
-			return models.Errorf(models.EAlreadyExists, "product %s exists", p.SKU)
-		}
+		var err error
+		created, err = s.CreateTx(tx, p)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("catalog.Create: %w", err)
+	}
+	return created, nil
+}
+
+// CreateTx is Create inside the caller's transaction (which, for the
+// console's form, also stores the response under its Idempotency-Key).
+func (s *Service) CreateTx(tx *gorm.DB, p models.Product) (*models.Product, error) {
+	created, err := Create(tx, &p)
+	if err == nil && !created {
+		return nil, models.Errorf(models.EAlreadyExists, "product %s exists", p.SKU)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return &p, nil
 }
@@ -134,4 +160,45 @@ func (s *Service) Create(ctx context.Context, p models.Product) (*models.Product
 // (which also stores the response under the client's Idempotency-Key).
 func (s *Service) RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error) {
 	return Restock(tx, sku, qty)
+}
+
+// List returns every product, by SKU. The catalogue is small: it is not
+// paginated.
+func (s *Service) List(ctx context.Context) ([]models.Product, error) {
+	var ps []models.Product
+	if err := s.db.WithContext(ctx).Order("sku").Limit(1000).Find(&ps).Error; err != nil {
+		return nil, fmt.Errorf("catalog.List: %w", store.Classify(err))
+	}
+	return ps, nil
+}
+
+// Get returns the product sku.
+func (s *Service) Get(ctx context.Context, sku string) (*models.Product, error) {
+	if !skuPattern.MatchString(sku) {
+		return nil, models.Errorf(models.ENotFound, "no product %q", sku)
+	}
+	var p models.Product
+	err := s.db.WithContext(ctx).Take(&p, "sku = ?", sku).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.Errorf(models.ENotFound, "no product %q", sku)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog.Get: %w", store.Classify(err))
+	}
+	return &p, nil
+}
+
+// Ledger returns sku's stock movements, newest first, and the cursor of
+// the next page (0 on the last).
+func (s *Service) Ledger(ctx context.Context, sku string, before int64, limit int) ([]models.StockMovement, int64, error) {
+	if !skuPattern.MatchString(sku) {
+		return nil, 0, models.Errorf(models.ENotFound, "no product %q", sku)
+	}
+	q := s.db.WithContext(ctx).Model(&models.StockMovement{}).Where("sku = ?", sku)
+	var rows []models.StockMovement
+	next, err := store.Keyset(q, before, limit, &rows, func(m models.StockMovement) int64 { return m.ID })
+	if err != nil {
+		return nil, 0, fmt.Errorf("catalog.Ledger: %w", err)
+	}
+	return rows, next, nil
 }

@@ -7,6 +7,11 @@ package orders
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,11 +28,12 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// Limits on one order, so that totals cannot overflow and a single
-// request cannot lock the whole catalogue.
+// Limits on one order: a single request cannot lock the whole catalogue,
+// and (with models.MaxQty, MaxPrice and MaxTotal) no total can overflow.
 const (
 	MaxItems = 100
-	MaxQty   = 1_000_000
+	// DefaultMaxUnits is the default of Service.MaxUnits (ORDER_MAX_UNITS).
+	DefaultMaxUnits = 100
 )
 
 // Service is the orders capability.
@@ -36,12 +42,17 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 	ttl time.Duration
+
+	// MaxUnits caps the units of all items of one order, so that one
+	// buyer cannot hold a product's whole stock while not paying
+	// (ORDER_MAX_UNITS).
+	MaxUnits int64
 }
 
 // NewService returns the orders service. now is the clock; ttl is how long
 // a pending order holds its stock.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, ttl time.Duration) *Service {
-	return &Service{db: db, log: log, now: now, ttl: ttl}
+	return &Service{db: db, log: log, now: now, ttl: ttl, MaxUnits: DefaultMaxUnits}
 }
 
 // CreateRequest is the body of POST /api/orders.
@@ -59,7 +70,7 @@ type ItemRequest struct {
 // Validate checks what can be checked without the database.
 func (r CreateRequest) Validate() error {
 	addr, err := mail.ParseAddress(r.CustomerEmail)
-	if err != nil || addr.Address != r.CustomerEmail || addr.Name != "" {
+	if err != nil || addr.Address != r.CustomerEmail || addr.Name != "" || !models.CleanText(r.CustomerEmail) {
 		return models.Errorf(models.EInvalid, "customer_email %q is not an email address", r.CustomerEmail)
 	}
 	if len(r.Items) == 0 {
@@ -73,8 +84,10 @@ func (r CreateRequest) Validate() error {
 		switch {
 		case strings.TrimSpace(it.SKU) == "":
 			return models.Errorf(models.EInvalid, "items[%d].sku is empty", i)
-		case it.Qty < 1 || it.Qty > MaxQty:
-			return models.Errorf(models.EInvalid, "items[%d].qty must be between 1 and %d", i, MaxQty)
+		case !models.CleanText(it.SKU) || len(it.SKU) > 255:
+			return models.Errorf(models.EInvalid, "items[%d].sku must be at most 255 characters of text without NUL", i)
+		case it.Qty < 1 || it.Qty > models.MaxQty:
+			return models.Errorf(models.EInvalid, "items[%d].qty must be between 1 and %d", i, models.MaxQty)
 		case seen[it.SKU]:
 			return models.Errorf(models.EInvalid, "items[%d]: sku %s is listed twice", i, it.SKU)
 		}
@@ -104,6 +117,13 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	var units int64
+	for _, it := range req.Items {
+		units += it.Qty // at most MaxItems × MaxQty: no overflow
+	}
+	if units > s.MaxUnits {
+		return nil, models.Errorf(models.EInvalid, "an order may hold at most %d units in all; this one has %d", s.MaxUnits, units)
+	}
 	items := slices.Clone(req.Items)
 	slices.SortFunc(items, func(a, b ItemRequest) int { return strings.Compare(a.SKU, b.SKU) })
 	skus := make([]string, len(items))
@@ -112,13 +132,16 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 	}
 
 	now := s.now().UTC().Truncate(time.Microsecond) // as PostgreSQL stores it
+	token := NewAccessToken()
 	o := &models.Order{
-		ID:            models.NewOrderID(now),
-		CustomerEmail: req.CustomerEmail,
-		Status:        models.OrderPending,
-		ExpiresAt:     now.Add(s.ttl),
-		CreatedAt:     now,
-		UpdatedAt:     now,
+		ID:              models.NewOrderID(now),
+		CustomerEmail:   req.CustomerEmail,
+		Status:          models.OrderPending,
+		ExpiresAt:       now.Add(s.ttl),
+		CreatedAt:       now,
+		UpdatedAt:       now,
+		AccessToken:     token,
+		AccessTokenHash: HashAccessToken(token),
 	}
 	err := tx.Transaction(func(tx *gorm.DB) error {
 		var products []models.Product
@@ -133,8 +156,16 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 			if p.Currency != o.Currency {
 				return models.Errorf(models.EInvalid, "items are priced in different currencies (%s, %s)", o.Currency, p.Currency)
 			}
+			if p.Price < 0 || p.Price > models.MaxPrice {
+				return models.Errorf(models.EInvalid, "product %s has a price beyond %d and cannot be ordered", p.SKU, int64(models.MaxPrice))
+			}
 			o.Items = append(o.Items, models.OrderItem{OrderID: o.ID, SKU: p.SKU, Qty: items[i].Qty, UnitPrice: p.Price})
+			// price ≤ MaxPrice and qty ≤ MaxQty: the product fits in int64,
+			// and so does the sum, checked against MaxTotal at each step.
 			o.TotalAmount += p.Price * items[i].Qty
+			if o.TotalAmount > models.MaxTotal {
+				return models.Errorf(models.EInvalid, "the order's total would exceed %d", int64(models.MaxTotal))
+			}
 		}
 		if err := tx.Omit("Items", "Payments", "Invoice").Create(o).Error; err != nil {
 			return err
@@ -167,8 +198,54 @@ func missing(skus []string, found []models.Product) string {
 	return strings.Join(out, ", ")
 }
 
+// NewAccessToken returns a fresh order access token: 192 bits from
+// crypto/rand, base64url.
+func NewAccessToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HashAccessToken is what is stored of a token. A token has 192 random
+// bits, so one SHA-256 is enough: there is nothing to guess slowly.
+func HashAccessToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// TokenOpens reports whether token is o's access token, in constant time.
+// An order without a token (from before tokens existed) opens with none.
+func TokenOpens(o *models.Order, token string) bool {
+	if o.AccessTokenHash == "" || token == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(HashAccessToken(token)), []byte(o.AccessTokenHash)) == 1
+}
+
+// Open returns the order when token is its access token (or admin is
+// true: the caller showed the admin token), else ENotFound — the same
+// answer, after the same one query, as for an order that does not exist,
+// so a stranger learns nothing from trying ids.
+func (s *Service) Open(ctx context.Context, id, token string, admin bool) (*models.Order, error) {
+	if !models.ValidOrderID(id) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
+	}
+	var o models.Order
+	err := s.db.WithContext(ctx).Select("id", "access_token_hash").Take(&o, "id = ?", id).Error
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("orders.Open: %w", store.Classify(err))
+	}
+	if err != nil || !(admin || TokenOpens(&o, token)) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
+	}
+	return s.Get(ctx, id)
+}
+
 // Get returns the order with its items and payments.
 func (s *Service) Get(ctx context.Context, id string) (*models.Order, error) {
+	if !models.ValidOrderID(id) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
+	}
 	var o models.Order
 	err := s.db.WithContext(ctx).
 		Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("sku") }).
@@ -186,8 +263,12 @@ func (s *Service) Get(ctx context.Context, id string) (*models.Order, error) {
 
 // Cancel moves a pending order to cancelled and releases its stock.
 // Cancelling a cancelled order succeeds again; any other state is an
-// invalid transition.
-func (s *Service) Cancel(ctx context.Context, id string) (*models.Order, error) {
+// invalid transition. cause says who cancelled (models.CauseCustomer,
+// models.CauseAdmin).
+func (s *Service) Cancel(ctx context.Context, id, cause string) (*models.Order, error) {
+	if !models.ValidOrderID(id) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
+	}
 	var o *models.Order
 	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		var err error
@@ -198,7 +279,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (*models.Order, error) 
 		case models.OrderCancelled:
 			return nil
 		case models.OrderPending:
-			return s.end(tx, o, models.OrderCancelled)
+			return s.end(tx, o, models.OrderCancelled, cause)
 		default:
 			return models.Errorf(models.EInvalidTransition, "order %s is %s and can no longer be cancelled", id, o.Status)
 		}
@@ -212,10 +293,10 @@ func (s *Service) Cancel(ctx context.Context, id string) (*models.Order, error) 
 
 // Expire moves a pending order to expired and releases its stock, as an
 // expired payment event would. Any other state is left alone: expired
-// reports whether the order changed.
+// reports whether the order changed. The expiry sweep calls it.
 func (s *Service) Expire(ctx context.Context, id string) (expired bool, err error) {
 	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
-		expired, err = s.ExpireTx(tx, id)
+		expired, err = s.expire(tx, id, models.CauseExpirySweep)
 		return err
 	})
 	if err != nil {
@@ -227,16 +308,30 @@ func (s *Service) Expire(ctx context.Context, id string) (expired bool, err erro
 // ExpireTx is Expire inside the caller's transaction (the order:expire
 // job's, which also marks the job done).
 func (s *Service) ExpireTx(tx *gorm.DB, id string) (bool, error) {
+	return s.expire(tx, id, models.CauseExpiryJob)
+}
+
+func (s *Service) expire(tx *gorm.DB, id, cause string) (bool, error) {
 	o, err := Lock(tx, id)
 	if err != nil || o.Status != models.OrderPending {
 		return false, err
 	}
-	return true, s.end(tx, o, models.OrderExpired)
+	return true, s.end(tx, o, models.OrderExpired, cause)
 }
 
-// end moves a locked pending order to a final state and releases its stock.
-func (s *Service) end(tx *gorm.DB, o *models.Order, to models.OrderStatus) error {
-	if err := Transition(tx, o, to, s.now(), models.OrderPending); err != nil {
+func (s *Service) end(tx *gorm.DB, o *models.Order, to models.OrderStatus, cause string) error {
+	return EndTx(tx, o, to, s.now(), Cause{What: cause})
+}
+
+// EndTx moves the locked pending order o to a state that holds no stock
+// (cancelled, expired, failed) and gives its stock back, in the caller's
+// transaction. Every way a pending order ends goes through here: a
+// cancel, the expiry job and sweep, a failed or expired payment event.
+func EndTx(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, cause Cause) error {
+	if to.HoldsStock() {
+		return fmt.Errorf("orders.EndTx %s: %s holds stock; an order that ends gives it back", o.ID, to)
+	}
+	if err := Transition(tx, o, to, now, cause, models.OrderPending); err != nil {
 		return err
 	}
 	if err := LoadItems(tx, o); err != nil {
@@ -269,16 +364,33 @@ func LoadItems(tx *gorm.DB, o *models.Order) error {
 	return tx.Where("order_id = ?", o.ID).Order("sku").Find(&o.Items).Error
 }
 
-// Transition moves o to status `to` with a conditional UPDATE that names
-// the states it may leave from. Zero rows updated means the order was not
-// in one of them: the caller's view was stale.
-func Transition(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, from ...models.OrderStatus) error {
+// Cause is why an order changes status: one of the models.Cause… values,
+// and the callback that caused it, if one did.
+type Cause struct {
+	What       string
+	CallbackID *int64
+}
+
+// Transition moves the locked order o to status `to` with a conditional
+// UPDATE that names the states it may leave from, and records the change
+// in order_transitions in the same statement. Zero rows means the order
+// was not in one of them: the caller's view was stale.
+func Transition(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, cause Cause, from ...models.OrderStatus) error {
 	now = now.UTC()
-	set := map[string]any{"status": to, "updated_at": now}
+	var paidAt *time.Time
 	if to == models.OrderPaid {
-		set["paid_at"] = now
+		paidAt = &now
 	}
-	res := tx.Model(&models.Order{}).Where("id = ? AND status IN ?", o.ID, from).Updates(set)
+	res := tx.Exec(`
+WITH moved AS (
+    UPDATE orders SET status = ?, updated_at = ?, paid_at = coalesce(?, paid_at)
+    WHERE id = ? AND status IN ?
+    RETURNING id
+)
+INSERT INTO order_transitions (order_id, from_status, to_status, cause, callback_id, created_at)
+SELECT id, ?::text, ?::text, ?::text, ?::bigint, ?::timestamptz FROM moved`,
+		to, now, paidAt, o.ID, from,
+		o.Status, to, cause.What, cause.CallbackID, now)
 	if res.Error != nil {
 		return res.Error
 	}

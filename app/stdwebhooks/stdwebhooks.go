@@ -31,7 +31,8 @@ const secretPrefix = "whsec_"
 // Verification errors. They say what was wrong without echoing a signature.
 var (
 	ErrMissingHeader    = errors.New("missing webhook-id, webhook-timestamp or webhook-signature header")
-	ErrBadTimestamp     = errors.New("webhook-timestamp is not a unix time in seconds")
+	ErrRepeatedHeader   = errors.New("webhook-id and webhook-timestamp must each be sent once")
+	ErrBadTimestamp     = errors.New("webhook-timestamp is not a unix time in seconds, written as a plain decimal")
 	ErrTimestampTooOld  = errors.New("webhook-timestamp is too old")
 	ErrTimestampTooNew  = errors.New("webhook-timestamp is too far in the future")
 	ErrNoMatchingSig    = errors.New("no webhook-signature matches")
@@ -72,15 +73,21 @@ func Headers(key []byte, id string, ts time.Time, body []byte) http.Header {
 
 // Verify checks that one of the signatures in h was made with one of keys
 // (several keys may be active during a rotation) over h's id and timestamp
-// and body, and that the timestamp lies within Tolerance of now. Every
-// comparison is constant-time.
+// — the header text as sent, as the specification signs it — and body,
+// and that the timestamp lies within Tolerance of now. The id and the
+// timestamp must each come once, and the timestamp only as a plain
+// decimal ("0001614265330" or "+1614265330" would sign other text than
+// the one checked). Every comparison is constant-time.
 func Verify(keys [][]byte, h http.Header, body []byte, now time.Time) error {
-	id, tsText, sigs := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	id, tsText, sigs := h.Get(HeaderID), h.Get(HeaderTimestamp), strings.Join(h.Values(HeaderSignature), " ")
 	if id == "" || tsText == "" || sigs == "" {
 		return ErrMissingHeader
 	}
+	if len(h.Values(HeaderID)) != 1 || len(h.Values(HeaderTimestamp)) != 1 {
+		return ErrRepeatedHeader
+	}
 	ts, err := strconv.ParseInt(tsText, 10, 64)
-	if err != nil {
+	if err != nil || ts <= 0 || strconv.FormatInt(ts, 10) != tsText {
 		return ErrBadTimestamp
 	}
 	sent := time.Unix(ts, 0)

@@ -81,6 +81,26 @@ func TestVerify(t *testing.T) {
 		{"missing signature header", [][]byte{key}, headers(vectorID, vectorTSText, ""), vectorBody, at, stdwebhooks.ErrMissingHeader},
 		{"missing id header", [][]byte{key}, headers("", vectorTSText, vectorSig), vectorBody, at, stdwebhooks.ErrMissingHeader},
 		{"timestamp not a number", [][]byte{key}, headers(vectorID, "yesterday", vectorSig), vectorBody, at, stdwebhooks.ErrBadTimestamp},
+		// The signature covers the header text: a timestamp written another
+		// way would be checked as one text and signed as another.
+		{"timestamp with leading zeros", [][]byte{key}, headers(vectorID, "000"+vectorTSText, vectorSig), vectorBody, at, stdwebhooks.ErrBadTimestamp},
+		{"timestamp with a plus sign", [][]byte{key}, headers(vectorID, "+"+vectorTSText, vectorSig), vectorBody, at, stdwebhooks.ErrBadTimestamp},
+		{"timestamp zero", [][]byte{key}, headers(vectorID, "0", vectorSig), vectorBody, at, stdwebhooks.ErrBadTimestamp},
+		{"two ids", [][]byte{key}, func() http.Header {
+			h := headers(vectorID, vectorTSText, vectorSig)
+			h.Add(stdwebhooks.HeaderID, "msg_other")
+			return h
+		}(), vectorBody, at, stdwebhooks.ErrRepeatedHeader},
+		{"two timestamps", [][]byte{key}, func() http.Header {
+			h := headers(vectorID, vectorTSText, vectorSig)
+			h.Add(stdwebhooks.HeaderTimestamp, vectorTSText)
+			return h
+		}(), vectorBody, at, stdwebhooks.ErrRepeatedHeader},
+		{"signatures in two headers", [][]byte{key}, func() http.Header {
+			h := headers(vectorID, vectorTSText, "v1,bm9wZQ==")
+			h.Add(stdwebhooks.HeaderSignature, vectorSig)
+			return h
+		}(), vectorBody, at, nil},
 		{"signature without version", [][]byte{key}, headers(vectorID, vectorTSText, "g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="), vectorBody, at, stdwebhooks.ErrNoMatchingSig},
 		{"unknown version", [][]byte{key}, headers(vectorID, vectorTSText, "v2,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="), vectorBody, at, stdwebhooks.ErrNoMatchingSig},
 		{"signature not base64", [][]byte{key}, headers(vectorID, vectorTSText, "v1,***"), vectorBody, at, stdwebhooks.ErrNoMatchingSig},

@@ -1,0 +1,43 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// Filter selects orders for the console's list.
+type Filter struct {
+	Status   models.OrderStatus
+	Email    string    // the customer's email, exactly
+	IDPrefix string    // a prefix of the order id
+	From, To time.Time // created_at window; zero: open
+	Before   string    // keyset cursor: ids below it (ids sort by creation time)
+	Limit    int
+}
+
+// List returns the newest orders matching f (without items) and the
+// cursor of the next page ("" on the last).
+func (s *Service) List(ctx context.Context, f Filter) ([]models.Order, string, error) {
+	q := s.db.WithContext(ctx).Model(&models.Order{})
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.Email != "" {
+		q = q.Where("customer_email = ?", strings.TrimSpace(f.Email))
+	}
+	if f.IDPrefix != "" {
+		q = q.Where("id LIKE ?", store.LikePrefix(f.IDPrefix))
+	}
+	var rows []models.Order
+	next, err := store.WindowKeyset(q, "orders", "created_at", f.From, f.To, f.Before, f.Limit, &rows,
+		func(o models.Order) string { return o.ID })
+	if err != nil {
+		return nil, "", fmt.Errorf("orders.List: %w", err)
+	}
+	return rows, next, nil
+}
