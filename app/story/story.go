@@ -1,0 +1,309 @@
+// Package story reads what happened to one order, or because of one
+// payment callback, across every table that keeps a trace of it: the
+// callback deliveries and their outcomes, the order's status changes, its
+// stock movements and payments, the outbox rows and job executions that
+// followed, the invoice and the email. The admin console's detail pages
+// tell that story, so that an admin can answer "what happened, and did it
+// happen once?" without a SQL prompt. Like the audit, it reads across
+// tables that other packages own; it writes nothing.
+package story
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// timeFormat is how the timeline writes times in its details: as the
+// console shows every time, UTC to the second.
+const timeFormat = "2006-01-02 15:04:05"
+
+// maxDeliveries bounds the deliveries a story reads per callback.
+const maxDeliveries = 500
+
+// Order is an order's whole story.
+type Order struct {
+	Order       models.Order // with items, payments and invoice
+	Transitions []models.OrderTransition
+	Movements   []models.StockMovement
+	Callbacks   []models.PaymentCallback
+	Deliveries  map[int64][]models.CallbackDelivery // by callback id, oldest first
+	Outbox      []models.OutboxMessage
+	Jobs        []models.JobExecution
+	Emails      []models.OutboundEmail
+	Timeline    []Event
+}
+
+// Callback is what one payment callback was and what it caused.
+type Callback struct {
+	Callback    models.PaymentCallback
+	Deliveries  []models.CallbackDelivery // oldest first
+	Transitions []models.OrderTransition  // the order status changes it made
+	Movements   []models.StockMovement    // the stock those changes moved
+	Payment     *models.Payment           // the charge it names, if recorded
+	Outbox      []models.OutboxMessage    // the tasks its effect wrote
+	Jobs        []models.JobExecution     // the runs of those tasks
+}
+
+// Event is one line of an order's timeline. Ref names what it links to:
+// callback:ID, job:KEY, outbox:TASK_ID, product:SKU (empty: nothing).
+type Event struct {
+	At     time.Time
+	What   string
+	Detail string
+	Tone   string // ok, bad, warn, info or ""
+	Ref    string
+}
+
+// Reader reads stories.
+type Reader struct{ db *gorm.DB }
+
+// New returns a reader.
+func New(db *gorm.DB) *Reader { return &Reader{db: db} }
+
+// TaskKeys are the idempotency keys (task ids) of the business tasks an
+// order can have: the only ones its outbox rows and job rows can carry.
+func TaskKeys(orderID string) []string {
+	return []string{
+		models.InvoiceTask(orderID, time.Time{}).TaskID,
+		models.EmailTask(models.EmailOrderPaid, orderID, time.Time{}).TaskID,
+		models.ExpireTask(orderID, time.Time{}).TaskID,
+	}
+}
+
+// Order reads the story of order id; ENotFound if there is no such order.
+func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
+	if !models.ValidOrderID(id) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
+	}
+	db := r.db.WithContext(ctx)
+	s := &Order{Deliveries: map[int64][]models.CallbackDelivery{}}
+	err := db.Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("sku") }).
+		Preload("Payments", func(db *gorm.DB) *gorm.DB { return db.Order("id") }).
+		Preload("Invoice").Take(&s.Order, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("story.Order: %w", store.Classify(err))
+	}
+	keys := TaskKeys(id)
+	emailKeys := []string{models.EmailKey(models.EmailOrderPaid, id)}
+	steps := []struct {
+		what string
+		q    *gorm.DB
+	}{
+		{"transitions", db.Where("order_id = ?", id).Order("id").Find(&s.Transitions)},
+		{"movements", db.Where("order_id = ?", id).Order("id").Find(&s.Movements)},
+		{"callbacks", db.Where("order_id = ?", id).Order("id").Limit(200).Find(&s.Callbacks)},
+		{"outbox", db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox)},
+		{"jobs", db.Where("idempotency_key IN ?", keys).Order("id").Find(&s.Jobs)},
+		{"emails", db.Where("key IN ?", emailKeys).Order("id").Find(&s.Emails)},
+	}
+	for _, st := range steps {
+		if st.q.Error != nil {
+			return nil, fmt.Errorf("story.Order: %s: %w", st.what, store.Classify(st.q.Error))
+		}
+	}
+	for _, cb := range s.Callbacks {
+		ds, err := r.deliveries(ctx, cb.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.Deliveries[cb.ID] = ds
+	}
+	s.Timeline = timeline(s)
+	return s, nil
+}
+
+// Callback reads what callback id was and caused; ENotFound if there is
+// no such callback.
+func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
+	db := r.db.WithContext(ctx)
+	s := &Callback{}
+	err := db.Take(&s.Callback, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.Errorf(models.ENotFound, "no callback %d", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("story.Callback: %w", store.Classify(err))
+	}
+	if s.Deliveries, err = r.deliveries(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := db.Where("callback_id = ?", id).Order("id").Find(&s.Transitions).Error; err != nil {
+		return nil, fmt.Errorf("story.Callback: transitions: %w", store.Classify(err))
+	}
+	var payments []models.Payment
+	err = db.Where("provider = ? AND provider_reference = ?", s.Callback.Provider, s.Callback.TransactionID).Limit(1).Find(&payments).Error
+	if err != nil {
+		return nil, fmt.Errorf("story.Callback: payment: %w", store.Classify(err))
+	}
+	if len(payments) == 1 {
+		s.Payment = &payments[0]
+	}
+	// What the status changes caused: stock moved back on failure and
+	// expiry, taken again on a late payment; the invoice and email tasks
+	// when the order became paid. Each happens once per order (unique
+	// indexes), so the order's rows of that kind are this callback's.
+	var kinds []models.MovementKind
+	var paid bool
+	for _, t := range s.Transitions {
+		switch {
+		case t.ToStatus == models.OrderFailed || t.ToStatus == models.OrderExpired:
+			kinds = append(kinds, models.MovementRelease)
+		case t.ToStatus == models.OrderPaid && t.FromStatus != models.OrderPending:
+			kinds = append(kinds, models.MovementRereserve)
+			paid = true
+		case t.ToStatus == models.OrderPaid:
+			paid = true
+		}
+	}
+	orderID := s.Callback.OrderID
+	if len(kinds) > 0 {
+		err := db.Where("order_id = ? AND kind IN ?", orderID, kinds).Order("id").Find(&s.Movements).Error
+		if err != nil {
+			return nil, fmt.Errorf("story.Callback: movements: %w", store.Classify(err))
+		}
+	}
+	if paid {
+		keys := TaskKeys(orderID)[:2] // the invoice and the email
+		if err := db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox).Error; err != nil {
+			return nil, fmt.Errorf("story.Callback: outbox: %w", store.Classify(err))
+		}
+		if err := db.Where("idempotency_key IN ?", keys).Order("id").Find(&s.Jobs).Error; err != nil {
+			return nil, fmt.Errorf("story.Callback: jobs: %w", store.Classify(err))
+		}
+	}
+	return s, nil
+}
+
+func (r *Reader) deliveries(ctx context.Context, callbackID int64) ([]models.CallbackDelivery, error) {
+	var ds []models.CallbackDelivery
+	err := r.db.WithContext(ctx).Where("callback_id = ?", callbackID).Order("id").Limit(maxDeliveries).Find(&ds).Error
+	if err != nil {
+		return nil, fmt.Errorf("story: deliveries of callback %d: %w", callbackID, store.Classify(err))
+	}
+	return ds, nil
+}
+
+// timeline puts the order's story in time order: creation, each callback
+// (with its deliveries counted by outcome), each status change, the stock
+// movements, the tasks and their runs, the invoice and the email.
+func timeline(s *Order) []Event {
+	o := s.Order
+	var evs []Event
+	add := func(e Event) { evs = append(evs, e) }
+	add(Event{At: o.CreatedAt, What: "order created", Tone: "info",
+		Detail: fmt.Sprintf("%d item(s), total %d %s, holds its stock until %s", len(o.Items), o.TotalAmount, o.Currency,
+			o.ExpiresAt.UTC().Format(timeFormat))})
+	for _, cb := range s.Callbacks {
+		counts := map[string]int{}
+		for _, d := range s.Deliveries[cb.ID] {
+			counts[d.Outcome]++
+		}
+		tone := "ok"
+		switch {
+		case cb.Status == models.CallbackRejected:
+			tone = "bad"
+		case cb.ConflictCount > 0:
+			tone = "warn"
+		case cb.Result == models.ResultStale:
+			tone = ""
+		}
+		add(Event{At: cb.FirstReceivedAt, Tone: tone, Ref: "callback:" + strconv.FormatInt(cb.ID, 10),
+			What:   fmt.Sprintf("callback %s %q: %s", cb.Provider, cb.IdempotencyKey, cb.Result),
+			Detail: fmt.Sprintf("%s, %s, %d %s; deliveries: %s", cb.EventStatus, cb.TransactionID, cb.Amount, cb.Currency, countsText(counts))})
+	}
+	for _, t := range s.Transitions {
+		tone := "info"
+		switch t.ToStatus {
+		case models.OrderPaid:
+			tone = "ok"
+		case models.OrderFailed, models.OrderRefundRequired:
+			tone = "bad"
+		case models.OrderExpired, models.OrderCancelled:
+			tone = "warn"
+		}
+		e := Event{At: t.CreatedAt, Tone: tone, What: fmt.Sprintf("status %s → %s", t.FromStatus, t.ToStatus), Detail: "by " + t.Cause}
+		if t.CallbackID != nil {
+			e.Ref = "callback:" + strconv.FormatInt(*t.CallbackID, 10)
+		}
+		add(e)
+	}
+	for _, m := range s.Movements {
+		add(Event{At: m.CreatedAt, Ref: "product:" + m.SKU,
+			What: fmt.Sprintf("stock %s: %s × %d", m.Kind, m.SKU, m.Qty)})
+	}
+	for _, m := range s.Outbox {
+		d := fmt.Sprintf("queue %s, due %s", m.Queue, m.ProcessAt.UTC().Format(timeFormat))
+		if m.DispatchedAt != nil {
+			d += ", handed to the queue " + m.DispatchedAt.UTC().Format(timeFormat)
+		}
+		add(Event{At: m.CreatedAt, Ref: "outbox:" + m.TaskID, What: "task written: " + m.TaskID, Detail: d})
+	}
+	for _, j := range s.Jobs {
+		tone := map[models.JobStatus]string{models.JobSucceeded: "ok", models.JobFailed: "bad", models.JobProcessing: "info"}[j.Status]
+		d := fmt.Sprintf("attempt %d, fence %d, worker %s", j.Attempts, j.Fence, j.WorkerID)
+		if j.LastError != "" {
+			d += "; last error: " + j.LastError
+		}
+		at := j.StartedAt
+		if j.FinishedAt != nil {
+			at = *j.FinishedAt
+		}
+		add(Event{At: at, Tone: tone, Ref: "job:" + j.IdempotencyKey, What: fmt.Sprintf("job %s: %s", j.IdempotencyKey, j.Status), Detail: d})
+	}
+	if inv := o.Invoice; inv != nil {
+		add(Event{At: inv.IssuedAt, Tone: "ok", What: "invoice " + inv.Number + " issued", Detail: fmt.Sprintf("%d %s", inv.Amount, inv.Currency)})
+	}
+	for _, e := range s.Emails {
+		ev := Event{At: e.CreatedAt, What: fmt.Sprintf("email %s: %s", e.Key, e.Status), Tone: "info",
+			Detail: fmt.Sprintf("to %s, Message-ID %s, %d attempt(s)", e.To, e.MessageID, e.Attempts)}
+		if e.SentAt != nil {
+			ev.At, ev.Tone = *e.SentAt, "ok"
+		}
+		add(ev)
+	}
+	slices.SortStableFunc(evs, func(a, b Event) int { return a.At.Compare(b.At) })
+	return evs
+}
+
+// countsText writes outcome counts as "1 processed, 4 duplicate".
+func countsText(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "none recorded yet"
+	}
+	order := []string{models.OutcomeProcessed, models.OutcomeStale, models.OutcomeDuplicate, models.OutcomeConflict,
+		models.OutcomeRejected, models.OutcomeError}
+	var out string
+	for _, k := range order {
+		if n := counts[k]; n > 0 {
+			if out != "" {
+				out += ", "
+			}
+			out += fmt.Sprintf("%d %s", n, k)
+		}
+	}
+	return out
+}
+
+// EmailSent reports whether the payment confirmation of order id has gone
+// out: what the customer's order page shows.
+func (r *Reader) EmailSent(ctx context.Context, orderID string) (bool, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Model(&models.OutboundEmail{}).
+		Where("key = ? AND status = ?", models.EmailKey(models.EmailOrderPaid, orderID), models.EmailSent).Count(&n).Error
+	if err != nil {
+		return false, fmt.Errorf("story.EmailSent: %w", store.Classify(err))
+	}
+	return n > 0, nil
+}
