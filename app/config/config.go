@@ -11,11 +11,13 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sekali/sekali/app/redisconn"
 	"github.com/sekali/sekali/app/stdwebhooks"
 )
 
@@ -23,42 +25,105 @@ import (
 // and it is the one secret that is ever printed (with a warning).
 const (
 	DefaultDatabaseURL    = "postgres://postgres:postgres@127.0.0.1:5432/sekali?sslmode=disable"
-	DefaultDBMaxConns     = 20
 	DefaultRedisURL       = "redis://127.0.0.1:6379/0"
 	DefaultHTTPAddr       = ":8080"
 	DefaultMetricsAddr    = ":9090"
 	DevSandboxSecret      = "whsec_c2VrYWxpLWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"
 	DefaultOrderTTL       = 15 * time.Minute
+	DefaultOrderMaxUnits  = 100
 	DefaultAdminEmail     = "admin@example.com"
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultTaskRetention  = 72 * time.Hour
 	DefaultJobLockTTL     = 30 * time.Second
 	DefaultConcurrency    = 10
 	DefaultPruneAfter     = 30 * 24 * time.Hour
+	DefaultReconcileAfter = 10 * time.Minute
+	DefaultPollWithin     = 5 * time.Minute
 	DefaultMailFrom       = "Sekali <shop@example.com>"
+	DefaultSessionIdle    = 30 * time.Minute
+	DefaultSessionMax     = 12 * time.Hour
 )
+
+// DefaultDBMaxConns is DB_MAX_CONNS's default: four connections per core
+// of this machine (runtime.NumCPU), and at least four.
+//
+// Past a few connections per core, more connections do not make
+// PostgreSQL commit more: they queue in PostgreSQL instead of in the
+// pool, where waiting is cheap, and they stretch every transaction's
+// locks. make bench measures the knee: pgbench of one new-event
+// callback's SQL at 4, 8, 16 and 32 clients, and the server's new-event
+// rate at several pool sizes. On 2 cores pgbench peaked at 8 clients,
+// the server was within a few per cent at 8 and 16 connections, and 32
+// did worse on both (docs/performance.md). Four per core also leaves
+// room in PostgreSQL's max_connections (100) for a few processes. Set
+// DB_MAX_CONNS when PostgreSQL runs on other cores than the app, or
+// behind PgBouncer (docs/scaling.md).
+var DefaultDBMaxConns = defaultDBMaxConns(runtime.NumCPU())
+
+func defaultDBMaxConns(cores int) int { return max(4, 4*cores) }
 
 // Config is everything Sekali reads from its environment.
 type Config struct {
 	DatabaseURL string // DATABASE_URL
+	// DatabaseListenURL (DATABASE_LISTEN_URL, default DATABASE_URL) is a
+	// direct connection to PostgreSQL for what needs a session of its own,
+	// which a pooler in transaction mode does not keep: the relay's LISTEN
+	// and the migrations' advisory lock.
+	DatabaseListenURL string
+	// DBPgBouncer (DB_PGBOUNCER) says DATABASE_URL goes through PgBouncer
+	// in transaction pooling mode: see PoolURL.
+	DBPgBouncer bool
 	DBMaxConns  int    // DB_MAX_CONNS
-	RedisURL    string // REDIS_URL
+	RedisURL    string // REDIS_URL: redis://, rediss:// or redis-sentinel:// (see app/redisconn)
 	HTTPAddr    string // HTTP_ADDR
-	MetricsAddr string // METRICS_ADDR: /metrics of a process without the web role
+	MetricsAddr string // METRICS_ADDR: /metrics of a process without the web role, or of every process when MetricsPublic is false
+	// MetricsPublic serves /metrics on the main port too (METRICS_PUBLIC);
+	// false keeps it on METRICS_ADDR only, off the public listener.
+	MetricsPublic bool
 
-	// SandboxKeys are the decoded SANDBOX_WEBHOOK_SECRET keys, all active.
+	// SandboxKeys are the decoded SANDBOX_WEBHOOK_SECRET keys, all active;
+	// none (and no /callbacks/sandbox) when it is unset and the sandbox
+	// gateway is off.
 	SandboxKeys [][]byte
-	// SandboxSecretIsDefault is true when SANDBOX_WEBHOOK_SECRET is unset
-	// and the public development secret is in use.
+	// SandboxSecretIsDefault is true when SANDBOX_WEBHOOK_SECRET is unset,
+	// SANDBOX_GATEWAY is on, and the public development secret is in use.
 	SandboxSecretIsDefault bool
+	// Real gateways: each is mounted at /callbacks/{name} when its secret
+	// is set; its adapter checks the secret's format at start.
+	MidtransServerKey   string // MIDTRANS_SERVER_KEY
+	XenditCallbackToken string // XENDIT_CALLBACK_TOKEN
+	StripeWebhookSecret string // STRIPE_WEBHOOK_SECRET: one or more whsec_…, comma-separated
+	// Status polling: when a gateway's notification never comes, the
+	// worker asks the gateway about pending orders that expire within
+	// PollWithin (POLL_WITHIN). Midtrans is polled with its server key,
+	// Xendit and Stripe with their secret API keys, the sandbox gateway
+	// when it is on.
+	MidtransAPIURL  string        // MIDTRANS_API_URL: default from the server key (sandbox for SB-…)
+	XenditSecretKey string        // XENDIT_SECRET_KEY: xnd_…; without it Xendit is not polled
+	XenditAPIURL    string        // XENDIT_API_URL: default https://api.xendit.co
+	StripeSecretKey string        // STRIPE_SECRET_KEY: sk_… or rk_…; without it Stripe is not polled
+	StripeAPIURL    string        // STRIPE_API_URL: default https://api.stripe.com
+	PollWithin      time.Duration // POLL_WITHIN
+	// SandboxGateway mounts the pretend payment gateway at /sandbox
+	// (SANDBOX_GATEWAY=on): for development and QA, never production.
+	SandboxGateway bool
+	// SandboxCallbackURL is where the gateway sends its callbacks
+	// (SANDBOX_CALLBACK_URL); empty: this server's own address.
+	SandboxCallbackURL string
 
 	OrderTTL       time.Duration // ORDER_TTL
+	OrderMaxUnits  int           // ORDER_MAX_UNITS: units of all items of one order, at most
 	RequestTimeout time.Duration // REQUEST_TIMEOUT: deadline of one HTTP request, pool wait included
 
 	AdminEmail    string // ADMIN_EMAIL
 	AdminPassword string // ADMIN_PASSWORD; empty: seed makes one up and prints it once
 	AdminAPIToken string // ADMIN_API_TOKEN; empty: the admin API answers 404
-	SMTPURL       string // SMTP_URL; empty: emails are logged, not sent
+
+	// The admin console's sessions.
+	SessionIdle     time.Duration // ADMIN_SESSION_IDLE: a session unused this long ends
+	SessionLifetime time.Duration // ADMIN_SESSION_LIFETIME: a session ends this long after log-in, used or not
+	CookieSecure    bool          // COOKIE_SECURE: send the session cookie over HTTPS only (false for plain HTTP on another host than localhost)
+	SMTPURL         string        // SMTP_URL; empty: emails are logged, not sent
 
 	MailFrom string // MAIL_FROM: the From address of outbound email
 
@@ -67,6 +132,7 @@ type Config struct {
 	JobLockTTL     time.Duration // JOB_LOCK_TTL: lifetime of a job's lock and lease, refreshed while it runs
 	JobConcurrency int           // JOB_CONCURRENCY: jobs one worker runs at once
 	PruneAfter     time.Duration // PRUNE_AFTER: age at which audit rows and finished jobs are pruned
+	ReconcileAfter time.Duration // RECONCILE_AFTER: a dispatched task missing from the queue this long is dispatched again
 	WorkerID       string        // WORKER_ID: this worker's name in job_executions (default host:pid)
 
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
@@ -77,24 +143,46 @@ type Config struct {
 func Load(getenv func(string) string) (Config, error) {
 	r := reader{getenv: getenv}
 	c := Config{
-		DatabaseURL:    r.url("DATABASE_URL", DefaultDatabaseURL, "postgres", "postgresql"),
-		DBMaxConns:     r.positiveInt("DB_MAX_CONNS", DefaultDBMaxConns),
-		RedisURL:       r.url("REDIS_URL", DefaultRedisURL, "redis", "rediss"),
-		HTTPAddr:       r.addr("HTTP_ADDR", DefaultHTTPAddr),
-		MetricsAddr:    r.addr("METRICS_ADDR", DefaultMetricsAddr),
-		OrderTTL:       r.duration("ORDER_TTL", DefaultOrderTTL),
-		RequestTimeout: r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
-		AdminEmail:     r.str("ADMIN_EMAIL", DefaultAdminEmail),
-		AdminPassword:  r.str("ADMIN_PASSWORD", ""),
-		AdminAPIToken:  r.str("ADMIN_API_TOKEN", ""),
-		SMTPURL:        r.optionalURL("SMTP_URL", "smtp", "smtps"),
-		MailFrom:       r.str("MAIL_FROM", DefaultMailFrom),
-		TaskRetention:  r.duration("TASK_RETENTION", DefaultTaskRetention),
-		JobLockTTL:     r.duration("JOB_LOCK_TTL", DefaultJobLockTTL),
-		JobConcurrency: r.positiveInt("JOB_CONCURRENCY", DefaultConcurrency),
-		PruneAfter:     r.duration("PRUNE_AFTER", DefaultPruneAfter),
-		WorkerID:       r.str("WORKER_ID", defaultWorkerID()),
-		LogLevel:       r.level("LOG_LEVEL", slog.LevelInfo),
+		DatabaseURL:         r.url("DATABASE_URL", DefaultDatabaseURL, "postgres", "postgresql"),
+		DBMaxConns:          r.positiveInt("DB_MAX_CONNS", DefaultDBMaxConns),
+		DBPgBouncer:         r.boolean("DB_PGBOUNCER", false),
+		RedisURL:            r.redisURL("REDIS_URL", DefaultRedisURL),
+		HTTPAddr:            r.addr("HTTP_ADDR", DefaultHTTPAddr),
+		MetricsAddr:         r.addr("METRICS_ADDR", DefaultMetricsAddr),
+		MetricsPublic:       r.boolean("METRICS_PUBLIC", true),
+		OrderTTL:            r.duration("ORDER_TTL", DefaultOrderTTL),
+		SandboxGateway:      r.boolean("SANDBOX_GATEWAY", false),
+		MidtransServerKey:   r.str("MIDTRANS_SERVER_KEY", ""),
+		XenditCallbackToken: r.str("XENDIT_CALLBACK_TOKEN", ""),
+		StripeWebhookSecret: r.str("STRIPE_WEBHOOK_SECRET", ""),
+		SandboxCallbackURL:  r.optionalURL("SANDBOX_CALLBACK_URL", "http", "https"),
+		MidtransAPIURL:      r.optionalURL("MIDTRANS_API_URL", "http", "https"),
+		XenditSecretKey:     r.str("XENDIT_SECRET_KEY", ""),
+		XenditAPIURL:        r.optionalURL("XENDIT_API_URL", "http", "https"),
+		StripeSecretKey:     r.str("STRIPE_SECRET_KEY", ""),
+		StripeAPIURL:        r.optionalURL("STRIPE_API_URL", "http", "https"),
+		PollWithin:          r.duration("POLL_WITHIN", DefaultPollWithin),
+		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
+		RequestTimeout:      r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
+		AdminEmail:          r.str("ADMIN_EMAIL", DefaultAdminEmail),
+		AdminPassword:       r.str("ADMIN_PASSWORD", ""),
+		AdminAPIToken:       r.str("ADMIN_API_TOKEN", ""),
+		SessionIdle:         r.duration("ADMIN_SESSION_IDLE", DefaultSessionIdle),
+		SessionLifetime:     r.duration("ADMIN_SESSION_LIFETIME", DefaultSessionMax),
+		CookieSecure:        r.boolean("COOKIE_SECURE", true),
+		SMTPURL:             r.optionalURL("SMTP_URL", "smtp", "smtps"),
+		MailFrom:            r.str("MAIL_FROM", DefaultMailFrom),
+		TaskRetention:       r.duration("TASK_RETENTION", DefaultTaskRetention),
+		JobLockTTL:          r.duration("JOB_LOCK_TTL", DefaultJobLockTTL),
+		JobConcurrency:      r.positiveInt("JOB_CONCURRENCY", DefaultConcurrency),
+		PruneAfter:          r.duration("PRUNE_AFTER", DefaultPruneAfter),
+		ReconcileAfter:      r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
+		WorkerID:            r.str("WORKER_ID", defaultWorkerID()),
+		LogLevel:            r.level("LOG_LEVEL", slog.LevelInfo),
+	}
+	c.DatabaseListenURL = r.url("DATABASE_LISTEN_URL", c.DatabaseURL, "postgres", "postgresql")
+	if c.DBPgBouncer {
+		r.checkPgBouncer(c)
 	}
 	if c.JobLockTTL < time.Second {
 		r.fail("JOB_LOCK_TTL", "%s is too short: a job's lock must live at least 1s", c.JobLockTTL)
@@ -103,6 +191,13 @@ func Load(getenv func(string) string) (Config, error) {
 		r.fail("MAIL_FROM", "%q is not an email address", c.MailFrom)
 	}
 	c.SandboxKeys, c.SandboxSecretIsDefault = r.secrets("SANDBOX_WEBHOOK_SECRET", DevSandboxSecret)
+	if c.SandboxSecretIsDefault && !c.SandboxGateway {
+		// The development secret is public: it checks sandbox callbacks
+		// only where the sandbox gateway runs (development and QA).
+		// Elsewhere a sandbox needs a secret of its own, or
+		// /callbacks/sandbox is not mounted at all.
+		c.SandboxKeys, c.SandboxSecretIsDefault = nil, false
+	}
 	if !strings.Contains(c.AdminEmail, "@") {
 		r.fail("ADMIN_EMAIL", "%q is not an email address", c.AdminEmail)
 	}
@@ -120,26 +215,92 @@ func (c Config) LogValue() slog.Value {
 	}
 	return slog.GroupValue(
 		slog.String("database_url", redactURL(c.DatabaseURL)),
+		slog.String("database_listen_url", redactURL(c.DatabaseListenURL)),
+		slog.Bool("db_pgbouncer", c.DBPgBouncer),
 		slog.Int("db_max_conns", c.DBMaxConns),
-		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.String("redis_url", redisconn.Redact(c.RedisURL)),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("metrics_addr", c.MetricsAddr),
+		slog.Bool("metrics_public", c.MetricsPublic),
 		slog.Int("sandbox_secrets", len(c.SandboxKeys)),
 		slog.Bool("sandbox_secret_is_default", c.SandboxSecretIsDefault),
-		slog.Duration("order_ttl", c.OrderTTL),
-		slog.Duration("request_timeout", c.RequestTimeout),
+		slog.Bool("sandbox_gateway", c.SandboxGateway),
+		slog.String("midtrans_server_key", set(c.MidtransServerKey)),
+		slog.String("xendit_callback_token", set(c.XenditCallbackToken)),
+		slog.String("stripe_webhook_secret", set(c.StripeWebhookSecret)),
+		slog.String("sandbox_callback_url", c.SandboxCallbackURL),
+		slog.String("midtrans_api_url", c.MidtransAPIURL),
+		slog.String("xendit_secret_key", set(c.XenditSecretKey)),
+		slog.String("xendit_api_url", c.XenditAPIURL),
+		slog.String("stripe_secret_key", set(c.StripeSecretKey)),
+		slog.String("stripe_api_url", c.StripeAPIURL),
+		slog.String("poll_within", c.PollWithin.String()),
+		slog.String("order_ttl", c.OrderTTL.String()),
+		slog.Int("order_max_units", c.OrderMaxUnits),
+		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("admin_email", c.AdminEmail),
 		slog.String("admin_password", set(c.AdminPassword)),
 		slog.String("admin_api_token", set(c.AdminAPIToken)),
+		slog.String("admin_session_idle", c.SessionIdle.String()),
+		slog.String("admin_session_lifetime", c.SessionLifetime.String()),
+		slog.Bool("cookie_secure", c.CookieSecure),
 		slog.String("smtp_url", redactURL(c.SMTPURL)),
 		slog.String("mail_from", c.MailFrom),
-		slog.Duration("task_retention", c.TaskRetention),
-		slog.Duration("job_lock_ttl", c.JobLockTTL),
+		slog.String("task_retention", c.TaskRetention.String()),
+		slog.String("job_lock_ttl", c.JobLockTTL.String()),
 		slog.Int("job_concurrency", c.JobConcurrency),
-		slog.Duration("prune_after", c.PruneAfter),
+		slog.String("prune_after", c.PruneAfter.String()),
+		slog.String("reconcile_after", c.ReconcileAfter.String()),
 		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),
 	)
+}
+
+// PoolURL is the URL the connection pool opens: DATABASE_URL, and with
+// DB_PGBOUNCER pgx's default_query_exec_mode=exec (unless the URL names a
+// mode itself). pgx's default prepares each statement once per connection
+// under a name and reuses it; behind PgBouncer in transaction mode the
+// next transaction may run on another server connection, where that name
+// is unknown or means something else. In exec mode every statement goes
+// unnamed — parse, bind and execute in one round trip — so nothing
+// outlives the transaction, while the values still travel apart from the
+// SQL (the simple protocol would splice them into it on the client).
+func (c Config) PoolURL() string {
+	if !c.DBPgBouncer {
+		return c.DatabaseURL
+	}
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil { // Load checked it
+		return c.DatabaseURL
+	}
+	q := u.Query()
+	if q.Get(queryExecMode) == "" {
+		q.Set(queryExecMode, "exec")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// queryExecMode is pgx's connection-string parameter for how statements
+// are sent.
+const queryExecMode = "default_query_exec_mode"
+
+// checkPgBouncer refuses settings that cannot work behind PgBouncer's
+// transaction pooling.
+func (r *reader) checkPgBouncer(c Config) {
+	if c.DatabaseListenURL == c.DatabaseURL { // unset, or set to the pooled URL
+
+		r.fail("DATABASE_LISTEN_URL", "must be a direct connection to PostgreSQL when DB_PGBOUNCER is true: "+
+			"the relay's LISTEN and the migrations' lock need a session of their own, which transaction pooling does not keep")
+	}
+	if u, err := url.Parse(c.DatabaseURL); err == nil {
+		switch mode := u.Query().Get(queryExecMode); mode {
+		case "", "exec", "simple_protocol", "cache_describe":
+		default:
+			r.fail("DATABASE_URL", "%s=%s keeps prepared statements across transactions, which PgBouncer's transaction pooling (DB_PGBOUNCER) cannot; use exec or leave it out",
+				queryExecMode, mode)
+		}
+	}
 }
 
 func defaultWorkerID() string {
@@ -188,6 +349,22 @@ func (r *reader) positiveInt(name string, def int) int {
 	return n
 }
 
+func (r *reader) boolean(name string, def bool) bool {
+	v := strings.ToLower(r.str(name, strconv.FormatBool(def)))
+	switch v {
+	case "on", "yes":
+		return true
+	case "off", "no":
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.fail(name, "%q is not one of on, off, true, false", v)
+		return def
+	}
+	return b
+}
+
 func (r *reader) duration(name string, def time.Duration) time.Duration {
 	v := r.str(name, def.String())
 	d, err := time.ParseDuration(v)
@@ -203,6 +380,15 @@ func (r *reader) url(name, def string, schemes ...string) string {
 	u, err := url.Parse(v)
 	if err != nil || u.Host == "" || !slices.Contains(schemes, u.Scheme) {
 		r.fail(name, "not a %s://host/... URL", schemes[0])
+		return def
+	}
+	return v
+}
+
+func (r *reader) redisURL(name, def string) string {
+	v := r.str(name, def)
+	if _, err := redisconn.Parse(v); err != nil { // its errors never repeat the URL
+		r.fail(name, "%v", err)
 		return def
 	}
 	return v

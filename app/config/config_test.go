@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,8 @@ import (
 var allVars = []string{
 	"DATABASE_URL", "DB_MAX_CONNS", "REDIS_URL", "HTTP_ADDR", "SANDBOX_WEBHOOK_SECRET",
 	"ORDER_TTL", "REQUEST_TIMEOUT", "ADMIN_EMAIL", "ADMIN_PASSWORD", "ADMIN_API_TOKEN",
-	"SMTP_URL", "LOG_LEVEL",
+	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
+	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER",
 }
 
 func env(m map[string]string) func(string) string {
@@ -47,7 +49,7 @@ func TestLoadDefaults(t *testing.T) {
 			got, want any
 		}{
 			{"DatabaseURL", c.DatabaseURL, "postgres://postgres:postgres@127.0.0.1:5432/sekali?sslmode=disable"},
-			{"DBMaxConns", c.DBMaxConns, 20},
+			{"DBMaxConns", c.DBMaxConns, config.DefaultDBMaxConns},
 			{"RedisURL", c.RedisURL, "redis://127.0.0.1:6379/0"},
 			{"HTTPAddr", c.HTTPAddr, ":8080"},
 			{"OrderTTL", c.OrderTTL, 15 * time.Minute},
@@ -55,10 +57,17 @@ func TestLoadDefaults(t *testing.T) {
 			{"AdminPassword", c.AdminPassword, ""},
 			{"AdminAPIToken", c.AdminAPIToken, ""},
 			{"SMTPURL", c.SMTPURL, ""},
-			{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, true},
-			{"len(SandboxKeys)", len(c.SandboxKeys), 1},
+			{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
+			{"len(SandboxKeys)", len(c.SandboxKeys), 0}, // no sandbox without a secret of its own
 			{"LogLevel", c.LogLevel, slog.LevelInfo},
 			{"RequestTimeout > 0", c.RequestTimeout > 0, true},
+			{"SessionIdle", c.SessionIdle, 30 * time.Minute},
+			{"SessionLifetime", c.SessionLifetime, 12 * time.Hour},
+			{"CookieSecure", c.CookieSecure, true},
+			{"OrderMaxUnits", c.OrderMaxUnits, 100},
+			{"DatabaseListenURL", c.DatabaseListenURL, c.DatabaseURL},
+			{"DBPgBouncer", c.DBPgBouncer, false},
+			{"PoolURL", c.PoolURL(), c.DatabaseURL},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -86,6 +95,12 @@ func TestLoadOverrides(t *testing.T) {
 		"ADMIN_API_TOKEN":        "tok-123",
 		"SMTP_URL":               "smtp://mailer:pw@mail.internal:587",
 		"LOG_LEVEL":              "debug",
+		"ADMIN_SESSION_IDLE":     "5m",
+		"ADMIN_SESSION_LIFETIME": "1h",
+		"COOKIE_SECURE":          "false",
+		"ORDER_MAX_UNITS":        "7",
+		"DATABASE_LISTEN_URL":    "postgresql://app:pw@db-primary.internal:5432/shop?sslmode=require",
+		"DB_PGBOUNCER":           "true",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -109,6 +124,13 @@ func TestLoadOverrides(t *testing.T) {
 		{"AdminAPIToken", c.AdminAPIToken, "tok-123"},
 		{"SMTPURL", c.SMTPURL, vars["SMTP_URL"]},
 		{"LogLevel", c.LogLevel, slog.LevelDebug},
+		{"SessionIdle", c.SessionIdle, 5 * time.Minute},
+		{"SessionLifetime", c.SessionLifetime, time.Hour},
+		{"CookieSecure", c.CookieSecure, false},
+		{"OrderMaxUnits", c.OrderMaxUnits, 7},
+		{"DatabaseListenURL", c.DatabaseListenURL, vars["DATABASE_LISTEN_URL"]},
+		{"DBPgBouncer", c.DBPgBouncer, true},
+		{"PoolURL", c.PoolURL(), "postgresql://app:pw@db.internal:6432/shop?default_query_exec_mode=exec&sslmode=require"},
 		{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
 		{"len(SandboxKeys)", len(c.SandboxKeys), 1},
 	}
@@ -143,6 +165,11 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"DATABASE_URL", "://", ""},
 		{"REDIS_URL", "nope", ""},
 		{"REDIS_URL", "http://cache:6379", ""},
+		{"REDIS_URL", "redis://:hunter2@cache:port/0", "hunter2"},
+		{"REDIS_URL", "redis-sentinel://:hunter2@s1:26379,s2:26379/", "hunter2"}, // no master
+		{"REDIS_URL", "redis-sentinel://s1:26379,s2/?master=m", ""},
+		{"DATABASE_LISTEN_URL", "mysql://x", ""},
+		{"DB_PGBOUNCER", "maybe", ""},
 		{"HTTP_ADDR", "8080", ""},
 		{"HTTP_ADDR", "localhost", ""},
 		{"HTTP_ADDR", "127.0.0.1:", ""},
@@ -155,6 +182,10 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"SANDBOX_WEBHOOK_SECRET", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
 		{"SANDBOX_WEBHOOK_SECRET", secret("good-one") + ",bad-second-Secret", "bad-second-Secret"},
 		{"ADMIN_EMAIL", "nobody", ""},
+		{"ADMIN_SESSION_IDLE", "forever", ""},
+		{"ADMIN_SESSION_LIFETIME", "0s", ""},
+		{"COOKIE_SECURE", "maybe", ""},
+		{"ORDER_MAX_UNITS", "0", ""},
 	}
 	for _, tt := range tests {
 		_, err := config.Load(env(map[string]string{tt.name: tt.value}))
@@ -236,6 +267,11 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		redisPassword = "redisPw-0a5c3"
 		smtpPassword  = "smtpPw-e28f6"
 		sandboxKey    = "sandbox-key-5d1b8"
+		midtransKey   = "SB-Mid-server-3c9e1"
+		xenditToken   = "xnd-token-44b0a"
+		xenditKey     = "xnd_development_8e21f"
+		stripeHook    = "whsec_stripe_6a7d2"
+		stripeKey     = "sk_test_b93c5"
 	)
 	sandboxSecret := secret(sandboxKey)
 	vars := map[string]string{
@@ -245,6 +281,11 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		"ADMIN_PASSWORD":         adminPassword,
 		"ADMIN_API_TOKEN":        apiToken,
 		"SANDBOX_WEBHOOK_SECRET": sandboxSecret,
+		"MIDTRANS_SERVER_KEY":    midtransKey,
+		"XENDIT_CALLBACK_TOKEN":  xenditToken,
+		"XENDIT_SECRET_KEY":      xenditKey,
+		"STRIPE_WEBHOOK_SECRET":  stripeHook,
+		"STRIPE_SECRET_KEY":      stripeKey,
 	}
 	c, err := config.Load(env(vars))
 	if err != nil {
@@ -252,6 +293,7 @@ func TestLogValueHidesSecrets(t *testing.T) {
 	}
 	secrets := []string{
 		adminPassword, apiToken, dbPassword, redisPassword, smtpPassword, sandboxKey, sandboxSecret,
+		midtransKey, xenditToken, xenditKey, stripeHook, stripeKey,
 		strings.TrimPrefix(sandboxSecret, "whsec_"), // also how a []byte key is written in JSON
 	}
 	for name, v := range map[string]any{"value": c, "pointer": &c} {
@@ -259,7 +301,8 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", v)
 		out := buf.String()
 		// The line must actually carry the config, or the checks below prove nothing.
-		for _, want := range []string{"db.internal", "cache.internal", "mail.internal", "admin_password"} {
+		for _, want := range []string{"db.internal", "cache.internal", "mail.internal", "admin_password", "stripe_secret_key",
+			`"order_ttl":"15m0s"`} { // durations as people write them, not nanoseconds
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: log line lacks %q: %s", name, want, out)
 			}
@@ -269,5 +312,94 @@ func TestLogValueHidesSecrets(t *testing.T) {
 				t.Errorf("%s: log line contains secret %q: %s", name, s, out)
 			}
 		}
+	}
+}
+
+func TestLoadRedisSentinel(t *testing.T) {
+	t.Parallel()
+	const u = "redis-sentinel://:sentinelPw-41c@10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/?master=mymaster&db=2&password=primaryPw-9d2"
+	c, err := config.Load(env(map[string]string{"REDIS_URL": u}))
+	if err != nil || c.RedisURL != u {
+		t.Fatalf("Load(REDIS_URL=%s) = %q, %v", u, c.RedisURL, err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", c)
+	if out := buf.String(); !strings.Contains(out, "10.0.0.3:26379") || strings.Contains(out, "Pw-") {
+		t.Errorf("the log line shows a password, or no Sentinel: %s", out)
+	}
+	_, err = config.Load(env(map[string]string{"REDIS_URL": "redis-sentinel://10.0.0.1:26379/"}))
+	if err == nil || !strings.Contains(err.Error(), "REDIS_URL: redis-sentinel URL: no ?master=name") {
+		t.Fatalf("a Sentinel URL without master: %v", err)
+	}
+}
+
+// DB_PGBOUNCER needs a direct connection for LISTEN and the migrations,
+// and refuses an exec mode that prepares named statements.
+func TestLoadPgBouncer(t *testing.T) {
+	t.Parallel()
+	const pooled = "postgres://app@pgbouncer:6432/shop"
+	const direct = "postgres://app@db:5432/shop"
+	for _, tt := range []struct {
+		vars     map[string]string
+		err      string // a part of the error; empty: none
+		poolURL  string
+		listened string
+	}{
+		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled, "DATABASE_LISTEN_URL": direct},
+			poolURL: pooled + "?default_query_exec_mode=exec", listened: direct},
+		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled + "?default_query_exec_mode=simple_protocol", "DATABASE_LISTEN_URL": direct},
+			poolURL: pooled + "?default_query_exec_mode=simple_protocol", listened: direct},
+		{vars: map[string]string{"DB_PGBOUNCER": "false", "DATABASE_URL": pooled},
+			poolURL: pooled, listened: pooled},
+		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled},
+			err: "DATABASE_LISTEN_URL: must be a direct connection to PostgreSQL when DB_PGBOUNCER is true"},
+		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled, "DATABASE_LISTEN_URL": pooled},
+			err: "DATABASE_LISTEN_URL: must be a direct connection"},
+		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled + "?default_query_exec_mode=cache_statement", "DATABASE_LISTEN_URL": direct},
+			err: "DATABASE_URL: default_query_exec_mode=cache_statement keeps prepared statements across transactions"},
+	} {
+		c, err := config.Load(env(tt.vars))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("Load(%v) = %v, want an error with %q", tt.vars, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Load(%v): %v", tt.vars, err)
+			continue
+		}
+		if c.PoolURL() != tt.poolURL || c.DatabaseListenURL != tt.listened {
+			t.Errorf("Load(%v): PoolURL %q, DatabaseListenURL %q; want %q, %q", tt.vars, c.PoolURL(), c.DatabaseListenURL, tt.poolURL, tt.listened)
+		}
+	}
+}
+
+// The public development secret checks sandbox callbacks only where the
+// sandbox gateway runs; a server without it and without a secret of its
+// own has no sandbox provider at all.
+func TestDevelopmentSecretOnlyWithTheSandboxGateway(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(map[string]string{"SANDBOX_GATEWAY": "on"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.SandboxSecretIsDefault || len(c.SandboxKeys) != 1 {
+		t.Errorf("SANDBOX_GATEWAY=on without a secret: default %v, %d keys; want the development secret", c.SandboxSecretIsDefault, len(c.SandboxKeys))
+	}
+	c, err = config.Load(env(map[string]string{"SANDBOX_WEBHOOK_SECRET": secret("own")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SandboxSecretIsDefault || len(c.SandboxKeys) != 1 || string(c.SandboxKeys[0]) != "own" {
+		t.Errorf("a secret of its own: default %v, keys %q", c.SandboxSecretIsDefault, c.SandboxKeys)
+	}
+}
+
+// TestDefaultDBMaxConnsFollowsCores: the pool's default is four
+// connections per core, at least four (docs/performance.md: the knee).
+func TestDefaultDBMaxConnsFollowsCores(t *testing.T) {
+	if want := max(4, 4*runtime.NumCPU()); config.DefaultDBMaxConns != want {
+		t.Fatalf("DefaultDBMaxConns = %d on %d cores, want %d", config.DefaultDBMaxConns, runtime.NumCPU(), want)
 	}
 }

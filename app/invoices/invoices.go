@@ -16,8 +16,10 @@ import (
 )
 
 // IssueTx issues orderID's invoice in tx, or returns the one it has.
-// created is false when the invoice existed, and when the order is not
-// paid (then inv is nil: there is nothing to invoice). An order that does
+// created is false when the invoice existed, and when the order was never
+// paid (then inv is nil: there is nothing to invoice). An order paid and
+// refunded before its invoice job ran still gets its invoice: the sale
+// happened (models.OrderStatus.WasPaid). An order that does
 // not exist is an ENotFound error.
 //
 // The order row is locked first, so two workers running the same job at
@@ -30,7 +32,7 @@ func IssueTx(tx *gorm.DB, orderID string, now time.Time) (inv *models.Invoice, c
 	if err != nil {
 		return nil, false, err
 	}
-	if o.Status != models.OrderPaid {
+	if !o.Status.WasPaid() {
 		return nil, false, nil
 	}
 	var existing models.Invoice
@@ -72,13 +74,3 @@ func IssueTx(tx *gorm.DB, orderID string, now time.Time) (inv *models.Invoice, c
 
 // Number formats an invoice number: INV-2026-000001.
 func Number(year int, sequence int64) string { return fmt.Sprintf("INV-%d-%06d", year, sequence) }
-
-// Get returns orderID's invoice, or nil when it has none.
-func Get(db *gorm.DB, orderID string) (*models.Invoice, error) {
-	var inv models.Invoice
-	err := db.Take(&inv, "order_id = ?", orderID).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, nil
-	}
-	return &inv, err
-}

@@ -37,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T, n int64) *fixture {
 	t.Helper()
 	db := testenv.NewDB(t)
-	log := testenv.Logger()
+	log := testenv.Logger(t)
 	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	testenv.MustCreateProduct(t, db, "INV-TEST", price, n)
@@ -200,7 +200,7 @@ func TestUnpaidOrderGetsNoInvoice(t *testing.T) {
 	f := newFixture(t, 3)
 	pending := f.pendingOrder()
 	cancelled := f.pendingOrder()
-	if _, err := f.orders.Cancel(context.Background(), cancelled); err != nil {
+	if _, err := f.orders.Cancel(context.Background(), cancelled, models.CauseCustomer); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{pending, cancelled} {
@@ -220,6 +220,13 @@ func TestUnpaidOrderGetsNoInvoice(t *testing.T) {
 	}
 	if inv, _ := f.issue(f.paidOrder(), issuedAt); inv.Number != "INV-2026-000001" {
 		t.Errorf("first paid order got %s, want INV-2026-000001", inv.Number)
+	}
+	// Paid, then refunded before the invoice job ran: the sale happened,
+	// so it is invoiced (and the audit finds the job's effect).
+	refunded := f.paidOrder()
+	f.db.Model(&models.Order{}).Where("id = ?", refunded).Update("status", models.OrderRefunded)
+	if inv, created := f.issue(refunded, issuedAt); inv == nil || !created || inv.Number != "INV-2026-000002" {
+		t.Errorf("refunded order: invoice %+v created=%v, want INV-2026-000002", inv, created)
 	}
 }
 

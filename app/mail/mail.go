@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,7 +19,6 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/sekali/sekali/app/metrics"
-	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/models"
 )
 
@@ -42,16 +42,20 @@ func MessageID(key string) string {
 	return hex.EncodeToString(sum[:16]) + "@sekali.local"
 }
 
-// SendOrderPaidTx sends the payment confirmation of orderID through s,
-// once: the outbound_emails row is created in tx (or found), the message
-// is sent unless the row says it was, and the row is marked sent in tx.
-// It returns the row, or nil when the order is not paid.
-func SendOrderPaidTx(ctx context.Context, tx *gorm.DB, s Sender, from, orderID string, now time.Time) (*models.OutboundEmail, error) {
-	o, err := orders.Lock(tx, orderID)
+// OrderPaidIntent returns the outbound_emails row of orderID's payment
+// confirmation, creating it when the order is paid; nil when it is not.
+// It takes no lock and opens no transaction: the row's unique key makes
+// a second intent the same row.
+func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.OutboundEmail, error) {
+	var o models.Order
+	err := db.WithContext(ctx).Take(&o, "id = ?", orderID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", orderID)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if o.Status != models.OrderPaid {
+	if !o.Status.WasPaid() {
 		return nil, nil
 	}
 	key := models.EmailKey(models.EmailOrderPaid, orderID)
@@ -64,26 +68,49 @@ func SendOrderPaidTx(ctx context.Context, tx *gorm.DB, s Sender, from, orderID s
 			o.TotalAmount, o.Currency, o.ID),
 		Status: models.EmailPending,
 	}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+	db = db.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
 		return nil, err
 	}
-	if err := tx.Take(&e, "key = ?", key).Error; err != nil {
+	if err := db.Take(&e, "key = ?", key).Error; err != nil {
 		return nil, err
 	}
+	return &e, nil
+}
+
+// Deliver sends e through s unless it was sent, outside any transaction:
+// a slow mail server holds no row lock and no pooled connection. Each try
+// is counted on the row, and a failure's message kept. If the process
+// dies after the server took the message and before MarkSentTx commits,
+// the retry sends it again with the same Message-ID.
+func Deliver(ctx context.Context, db *gorm.DB, s Sender, from string, e *models.OutboundEmail) error {
 	if e.Status == models.EmailSent {
 		metrics.UniqueViolationSaves.WithLabelValues("outbound_emails").Inc()
-		return &e, nil
+		return nil
 	}
-	if err := s.Send(ctx, Message{MessageID: e.MessageID, From: from, To: e.To, Subject: e.Subject, Body: e.Body}); err != nil {
-		return nil, fmt.Errorf("mail: send %s: %w", key, err)
+	db = db.WithContext(ctx)
+	if err := db.Model(e).Update("attempts", gorm.Expr("attempts + 1")).Error; err != nil {
+		return err
 	}
-	sentAt := now.UTC()
-	err = tx.Model(&e).Updates(map[string]any{"status": models.EmailSent, "sent_at": sentAt, "attempts": gorm.Expr("attempts + 1"), "last_error": ""}).Error
+	err := s.Send(ctx, Message{MessageID: e.MessageID, From: from, To: e.To, Subject: e.Subject, Body: e.Body})
 	if err != nil {
-		return nil, err
+		msg := err.Error()
+		if len(msg) > 500 {
+			msg = msg[:500]
+		}
+		db.Model(e).Update("last_error", msg) // best effort: the job's own row keeps the error too
+		return fmt.Errorf("mail: send %s: %w", e.Key, err)
 	}
-	e.Status, e.SentAt = models.EmailSent, &sentAt
-	return &e, nil
+	return nil
+}
+
+// MarkSentTx records in tx that the email with key went out. A row that
+// says so already stays as it is; sent reports whether this call marked
+// it.
+func MarkSentTx(tx *gorm.DB, key string, now time.Time) (sent bool, err error) {
+	res := tx.Model(&models.OutboundEmail{}).Where("key = ? AND status = ?", key, models.EmailPending).
+		Updates(map[string]any{"status": models.EmailSent, "sent_at": now.UTC(), "last_error": ""})
+	return res.RowsAffected == 1, res.Error
 }
 
 // LogSender writes emails to the log instead of sending them (no SMTP_URL).

@@ -3,6 +3,7 @@ package mail
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/mail"
@@ -12,24 +13,37 @@ import (
 	"time"
 )
 
-// SMTP sends through an SMTP server given as smtp://user:pass@host:port.
+// SMTP sends through an SMTP server given as smtp://user:pass@host:port
+// (plain, upgraded with STARTTLS when the server offers it and there are
+// credentials to protect) or smtps://user:pass@host:port (TLS from the
+// first byte, "implicit TLS", port 465 by default).
 type SMTP struct {
 	addr string
 	auth smtp.Auth
 	host string
+	// TLS is the configuration of smtps:// connections; nil for smtp://.
+	// Tests set RootCAs to trust their own server.
+	TLS *tls.Config
 }
 
 // NewSMTP parses an SMTP_URL.
 func NewSMTP(rawURL string) (*SMTP, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("mail: SMTP_URL is not smtp://host:port")
+	if err != nil || u.Host == "" || (u.Scheme != "smtp" && u.Scheme != "smtps") {
+		return nil, fmt.Errorf("mail: SMTP_URL is not smtp://host:port or smtps://host:port")
+	}
+	defaultPort := "25"
+	if u.Scheme == "smtps" {
+		defaultPort = "465"
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {
-		host, port = u.Host, "25"
+		host, port = u.Host, defaultPort
 	}
 	s := &SMTP{addr: net.JoinHostPort(host, port), host: host}
+	if u.Scheme == "smtps" {
+		s.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
 	if u.User != nil {
 		pass, _ := u.User.Password()
 		s.auth = smtp.PlainAuth("", u.User.Username(), pass, host)
@@ -49,18 +63,28 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		return err
 	}
 	conn.SetDeadline(deadline)
+	if s.TLS != nil {
+		tc := tls.Client(conn, s.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return fmt.Errorf("mail: TLS with %s: %w", s.addr, err)
+		}
+		conn = tc
+	}
 	c, err := smtp.NewClient(conn, s.host)
 	if err != nil {
 		conn.Close()
 		return err
 	}
 	defer c.Close()
-	if s.auth != nil {
+	if s.auth != nil && s.TLS == nil {
 		if ok, _ := c.Extension("STARTTLS"); ok {
 			if err := c.StartTLS(nil); err != nil {
 				return err
 			}
 		}
+	}
+	if s.auth != nil {
 		if err := c.Auth(s.auth); err != nil {
 			return err
 		}

@@ -1,5 +1,5 @@
-// Package metrics defines Sekali's Prometheus series (SPEC §8) in one
-// registry, served at /metrics. Each series is a package variable so that
+// Package metrics defines Sekali's Prometheus series (the table in
+// docs/api.md#get-metrics) in one registry, served at /metrics. Each series is a package variable so that
 // the code that counts reads like what it counts.
 package metrics
 
@@ -62,6 +62,9 @@ var (
 	// OutboxDispatched counts outbox rows handed to the queue (a task id
 	// the queue already had counts too).
 	OutboxDispatched = counterVec("sekali_outbox_dispatched_total", "Outbox rows handed to the queue, by task type.", "type")
+	// OutboxReconciled counts tasks the queue had lost and the reconciler
+	// handed over again.
+	OutboxReconciled = counterVec("sekali_outbox_reconciled_total", "Dispatched tasks the queue had lost, dispatched again, by task type.", "type")
 	// OutboxErrors counts failed attempts to hand a row to the queue.
 	OutboxErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sekali_outbox_errors_total", Help: "Failed attempts to hand an outbox row to the queue.",
@@ -73,7 +76,7 @@ var Registry = newRegistry(
 	collectors.NewGoCollector(),
 	collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	Callbacks, CallbackDuplicates, CallbackConflicts, CallbackDuration, DeliveryRowsDropped, UniqueViolationSaves,
-	JobRuns, JobRetries, JobDuration, LockFailures, StuckJobsSwept, OutboxDispatched, OutboxErrors,
+	JobRuns, JobRetries, JobDuration, LockFailures, StuckJobsSwept, OutboxDispatched, OutboxReconciled, OutboxErrors,
 )
 
 func newRegistry(cs ...prometheus.Collector) *prometheus.Registry {

@@ -4,11 +4,13 @@
 package outbox
 
 import (
+	"context"
 	"fmt"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
 
@@ -60,4 +62,34 @@ func MarkFailed(tx *gorm.DB, id int64, lastError string) error {
 		return fmt.Errorf("outbox.MarkFailed: %w", err)
 	}
 	return nil
+}
+
+// Filter selects outbox rows for the console's list.
+type Filter struct {
+	Status models.OutboxStatus // pending or dispatched; "" for both
+	Type   string              // a task type
+	TaskID string              // a prefix of the task id
+	Before int64               // keyset cursor: ids below it
+	Limit  int
+}
+
+// List returns the newest outbox rows matching f and the cursor of the
+// next page (0 on the last).
+func List(ctx context.Context, db *gorm.DB, f Filter) ([]models.OutboxMessage, int64, error) {
+	q := db.WithContext(ctx).Model(&models.OutboxMessage{})
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.Type != "" {
+		q = q.Where("task_type = ?", f.Type)
+	}
+	if f.TaskID != "" {
+		q = q.Where("task_id LIKE ?", store.LikePrefix(f.TaskID))
+	}
+	var rows []models.OutboxMessage
+	next, err := store.Keyset(q, f.Before, f.Limit, &rows, func(m models.OutboxMessage) int64 { return m.ID })
+	if err != nil {
+		return nil, 0, fmt.Errorf("outbox.List: %w", err)
+	}
+	return rows, next, nil
 }

@@ -77,16 +77,51 @@ func withDefaultParams(databaseURL string) (string, error) {
 	return u.String(), nil
 }
 
+// slowQuery is how long a statement runs before it is logged.
+const slowQuery = time.Second
+
 // newLogger sends GORM's own messages (slow queries and failed
 // statements, without their values) to slog.
 func newLogger(log *slog.Logger) logger.Interface {
 	if log == nil {
 		return logger.Discard
 	}
-	return logger.NewSlogLogger(log, logger.Config{
-		SlowThreshold:             time.Second,
+	return quietLogger{logger.NewSlogLogger(log, logger.Config{
+		SlowThreshold:             slowQuery,
 		IgnoreRecordNotFoundError: true,
 		ParameterizedQueries:      true, // never put values (emails, amounts) into a log line
 		LogLevel:                  logger.Warn,
-	})
+	})}
+}
+
+// quietLogger formats a statement's text only for a line it writes.
+// GORM's slog logger builds the text of every statement it is told about,
+// logged or not — with a regular expression over the SQL, about a tenth
+// of the server's CPU time on the callback path (docs/performance.md).
+type quietLogger struct{ logger.Interface }
+
+// Trace passes on only failed and slow statements, which are logged.
+func (l quietLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	if (err == nil || errors.Is(err, gorm.ErrRecordNotFound)) && time.Since(begin) <= slowQuery {
+		return
+	}
+	l.Interface.Trace(ctx, begin, fc, err)
+}
+
+// LogMode keeps the wrapper; at Info (gorm's Debug) every statement is
+// passed on, as it is then logged.
+func (l quietLogger) LogMode(level logger.LogLevel) logger.Interface {
+	if level >= logger.Info {
+		return l.Interface.LogMode(level)
+	}
+	return quietLogger{l.Interface.LogMode(level)}
+}
+
+// ParamsFilter keeps the values out of the lines that are written: GORM
+// asks its logger for this method, which embedding alone would hide.
+func (l quietLogger) ParamsFilter(ctx context.Context, sql string, params ...any) (string, []any) {
+	if f, ok := l.Interface.(gorm.ParamsFilter); ok {
+		return f.ParamsFilter(ctx, sql, params...)
+	}
+	return sql, params
 }

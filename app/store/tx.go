@@ -57,9 +57,6 @@ func Classify(err error) error {
 	return err
 }
 
-// IsUniqueViolation reports whether err is a unique-index violation (23505).
-func IsUniqueViolation(err error) bool { return pgCode(err) == "23505" }
-
 // IsRetryable reports whether err is a deadlock (40P01) or a serialization
 // failure (40001): the transaction may succeed when run again.
 func IsRetryable(err error) bool {

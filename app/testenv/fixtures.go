@@ -1,10 +1,7 @@
 package testenv
 
 import (
-	"io"
-	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -28,15 +25,6 @@ func mustDecode(s string) []byte {
 		panic(err)
 	}
 	return k
-}
-
-// Logger returns a logger for code under test: silent, unless
-// SEKALI_TEST_LOG is set, when it writes JSON lines to stderr.
-func Logger() *slog.Logger {
-	if os.Getenv("SEKALI_TEST_LOG") == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // MustCreateProduct creates a product (with its adjust movement) priced in

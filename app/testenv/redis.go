@@ -17,22 +17,38 @@ type RedisServer struct {
 	tb   testing.TB
 	Addr string
 	cmd  *exec.Cmd
+	args []string // redis-server's arguments after the config file: the port and anything the caller adds
+	conf string   // the config file, for a Sentinel (which needs one it can rewrite)
 }
 
 // StartRedis starts a redis-server that keeps nothing on disk; it is
 // stopped when the test ends.
 func StartRedis(tb testing.TB) *RedisServer {
 	tb.Helper()
+	return startRedis(tb, "")
+}
+
+// startRedis starts redis-server on a free port with conf (empty: none)
+// and the extra arguments.
+func startRedis(tb testing.TB, conf string, extra ...string) *RedisServer {
+	tb.Helper()
+	addr := freeAddr(tb)
+	_, port, _ := net.SplitHostPort(addr)
+	s := &RedisServer{tb: tb, Addr: addr, conf: conf, args: append([]string{"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--loglevel", "warning"}, extra...)}
+	s.Start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// freeAddr is a 127.0.0.1 address with a port nobody listens on now.
+func freeAddr(tb testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &RedisServer{tb: tb, Addr: addr}
-	s.Start()
-	tb.Cleanup(s.Stop)
-	return s
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // URL is the server's redis:// URL.
@@ -48,9 +64,11 @@ func (s *RedisServer) Client() *redis.Client {
 // Start (re)starts the server on its port and waits until it answers.
 func (s *RedisServer) Start() {
 	s.tb.Helper()
-	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--loglevel", "warning")
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf) // redis-server wants its config file first
+	}
+	s.cmd = exec.Command("redis-server", append(args, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.tb.Fatalf("testenv: start redis-server (is it installed?): %v", err)
 	}

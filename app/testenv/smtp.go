@@ -2,8 +2,15 @@ package testenv
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/textproto"
 	"strings"
@@ -11,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
 
@@ -41,6 +49,47 @@ func StartSMTP(tb testing.TB) *SMTPServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return serveSMTP(tb, ln)
+}
+
+// StartSMTPS is StartSMTP speaking TLS from the first byte (smtps://),
+// with a certificate of its own for 127.0.0.1; RootCAs trusts it.
+func StartSMTPS(tb testing.TB) (s *SMTPServer, rootCAs *x509.CertPool) {
+	tb.Helper()
+	cert, pool := selfSigned(tb)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return serveSMTP(tb, ln), pool
+}
+
+// selfSigned makes a certificate for 127.0.0.1 and a pool that trusts it.
+func selfSigned(tb testing.TB) (tls.Certificate, *x509.CertPool) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sekali test smtp"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+func serveSMTP(tb testing.TB, ln net.Listener) *SMTPServer {
 	s := &SMTPServer{Addr: ln.Addr().String()}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &smtpSession{server: s}, nil }))
 	srv.Domain = "localhost"
@@ -64,6 +113,14 @@ func (s *SMTPServer) Messages() []ReceivedMail {
 type smtpSession struct {
 	server *SMTPServer
 	to     string
+}
+
+// AuthMechanisms and Auth accept any PLAIN credentials (the AUTH
+// extension), so that senders configured with a user and password work.
+func (*smtpSession) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+func (*smtpSession) Auth(string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(_, _, _ string) error { return nil }), nil
 }
 
 func (*smtpSession) Reset()                                      {}
