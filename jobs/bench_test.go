@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func BenchmarkGuardVersusBare(b *testing.B) {
 	})
 	b.Run("guarded", func(b *testing.B) {
 		guarded = benchDrain(b, func(db *gorm.DB, rdb *redis.Client) asynq.Handler {
-			g := jobs.NewGuard(db, rdb, testenv.Logger(), "bench", config.DefaultJobLockTTL)
+			g := jobs.NewGuard(db, rdb, slog.New(slog.DiscardHandler), "bench", config.DefaultJobLockTTL)
 			return g.Wrap(jobs.InvoiceEffect(time.Now))
 		})
 	})
@@ -86,7 +87,7 @@ func benchDrain(b *testing.B, mk func(*gorm.DB, *redis.Client) asynq.Handler) fl
 			TaskCheckInterval:        100 * time.Millisecond, // as RunWorker
 			DelayedTaskCheckInterval: time.Second,
 			ShutdownTimeout:          5 * time.Second,
-			Logger:                   asynqLogger{testenv.Logger()},
+			Logger:                   asynqLogger{slog.New(slog.DiscardHandler)},
 			LogLevel:                 asynq.WarnLevel,
 			IsFailure:                func(err error) bool { return !errors.Is(err, jobs.ErrLockBusy) },
 		})
@@ -123,7 +124,7 @@ func benchBacklog(b *testing.B, n int) (*gorm.DB, *redis.Client) {
 	rdb := testenv.StartRedis(b).Client()
 
 	testenv.MustCreateProduct(b, db, "BENCH", price, int64(n))
-	svc := orders.NewService(db, testenv.Logger(), time.Now, time.Hour)
+	svc := orders.NewService(db, slog.New(slog.DiscardHandler), time.Now, time.Hour)
 	ids := make([]string, 0, n)
 	// One transaction for all orders: set-up speed only.
 	err = store.Transaction(ctx, db, func(tx *gorm.DB) error {

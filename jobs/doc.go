@@ -2,7 +2,11 @@
 // the guarded business handlers (invoices, emails, order expiry) and the
 // periodic maintenance tasks. Only this package and cmd/ import Asynq.
 //
-// The callback pipeline already writes the tasks into outbox_messages in
-// the same transaction as the state change that causes them; see
-// models.InvoiceTask, models.EmailTask and models.ExpireTask.
+// Each job is a Spec beside its handler (invoice.go, email.go, expire.go,
+// maintenance.go, reconcile.go), and specs in spec.go lists them; the mux,
+// the enqueue options and the schedule are built from that list. The
+// outbox writers in app/ write the business tasks into outbox_messages in
+// the same transaction as the state change that causes them, with
+// models.InvoiceTask, models.EmailTask and models.ExpireTask, whose
+// models.TaskKind the specs hold too.
 package jobs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,11 +21,13 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// Guard errors. Both make Asynq retry the task later; the retry then finds
-// the job done (duplicate_ignored) or claims it anew.
+// Guard errors. Each makes Asynq retry the task later; the retry then
+// finds the job done (duplicate_ignored) or claims it anew.
 var (
-	// ErrLockBusy: another worker holds the job's lock right now.
-	ErrLockBusy = errors.New("jobs: lock held by another worker")
+	// ErrLockBusy: another worker holds the job right now — its Redis
+	// lock, or its lease (a processing row whose locked_until is still
+	// ahead). Not a failure of the job.
+	ErrLockBusy = errors.New("jobs: held by another worker")
 	// ErrFenced: a newer claimant raised the fence; this run's effect was
 	// rolled back.
 	ErrFenced = errors.New("jobs: fenced out by a newer claim")
@@ -32,12 +35,41 @@ var (
 	errLockLost = errors.New("jobs: lock lost")
 )
 
+// Job is one run of a business job: what the guard needs to know of it,
+// whichever queue delivered it. Wrap fills it from an Asynq task; tests
+// build one by hand and call Run.
+type Job struct {
+	Key     string // the idempotency key: the task id, e.g. invoice:generate:ORD-…
+	Type    string // the task type, e.g. invoice:generate
+	Queue   string
+	Payload []byte
+	Attempt int   // 1 for the first run
+	Fence   int64 // this run's fence, set by the claim
+}
+
+// BusinessKey is what the job acts on: its payload's order id, or its type.
+func (j Job) BusinessKey() string {
+	var p struct {
+		OrderID string `json:"order_id"`
+	}
+	if json.Unmarshal(j.Payload, &p) == nil && p.OrderID != "" {
+		return p.OrderID
+	}
+	return j.Type
+}
+
 // Effect is the business part of a job. It runs inside the guard's
 // transaction and must write its effect so that a duplicate does not
 // abort the transaction (ON CONFLICT DO NOTHING, or look first under a
 // row lock). It returns a short description of the result (an invoice
 // number, a Message-ID) whose hash is kept on the job row.
-type Effect func(ctx context.Context, tx *gorm.DB, t *asynq.Task) (result string, err error)
+type Effect func(ctx context.Context, tx *gorm.DB, j Job) (result string, err error)
+
+// Prepare is work a job does after its claim and before its
+// transaction, outside any transaction: a network call that must hold no
+// row lock and no pooled connection while it waits (sending an email). It
+// runs again if the job is retried, so it must be safe to repeat.
+type Prepare func(ctx context.Context, j Job) error
 
 // Guard runs business jobs exactly once, whatever Asynq delivers twice:
 //
@@ -45,12 +77,14 @@ type Effect func(ctx context.Context, tx *gorm.DB, t *asynq.Task) (result string
 //     job runs (each refresh also extends locked_until); a lost lock
 //     cancels the job's context;
 //  2. a claim in its own short transaction: the job_executions row is
-//     created or taken over — attempts+1, fence+1 — unless it succeeded,
-//     in which case the run is acked as duplicate_ignored;
-//  3. one transaction for the effect and the fenced
+//     created or taken over — attempts+1, fence+1 — unless it succeeded
+//     (the run is acked as duplicate_ignored) or another run holds its
+//     lease (processing, locked_until ahead: retried later);
+//  3. the job's Prepare, if it has one, outside any transaction;
+//  4. one transaction for the effect and the fenced
 //     UPDATE … SET status = 'succeeded' WHERE key = $k AND fence = $myFence;
 //     zero rows means a newer claimant owns the job: roll back;
-//  4. commit, then ack.
+//  5. commit, then ack.
 //
 // On failure the row is marked failed with the same fence (a stale worker
 // never overwrites succeeded) and the error goes back to Asynq to retry.
@@ -74,73 +108,93 @@ func NewGuard(db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger, workerID
 }
 
 // Wrap turns an Effect into an Asynq handler behind the guard.
-func (g *Guard) Wrap(fn Effect) asynq.HandlerFunc {
+func (g *Guard) Wrap(fn Effect) asynq.HandlerFunc { return g.WrapPrepared(nil, fn) }
+
+// WrapPrepared is Wrap for a job with a Prepare step.
+func (g *Guard) WrapPrepared(prepare Prepare, fn Effect) asynq.HandlerFunc {
 	return func(ctx context.Context, t *asynq.Task) error {
-		start := time.Now()
 		key, _ := asynq.GetTaskID(ctx)
 		queue, _ := asynq.GetQueueName(ctx)
 		retry, _ := asynq.GetRetryCount(ctx)
-		log := g.log.With("idempotency_key", key, "external_job_id", key, "business_key", businessKey(t),
-			"type", t.Type(), "attempt", retry+1, "worker_id", g.workerID, "lock_key", lockKey(key))
 		if retry > 0 {
 			metrics.JobRetries.WithLabelValues(t.Type()).Inc()
 		}
-		outcome, err := g.run(ctx, log, key, queue, t, fn)
-		metrics.JobRuns.WithLabelValues(t.Type(), outcome).Inc()
-		metrics.JobDuration.WithLabelValues(t.Type()).Observe(time.Since(start).Seconds())
-		level := slog.LevelInfo
-		if err != nil {
-			level = slog.LevelWarn
-		}
-		log.Log(ctx, level, "job "+outcome, "duration_ms", time.Since(start).Milliseconds(), "error", err)
+		_, err := g.Run(ctx, Job{Key: key, Type: t.Type(), Queue: queue, Payload: t.Payload(), Attempt: retry + 1}, prepare, fn)
 		return err
 	}
 }
 
-func (g *Guard) run(ctx context.Context, log *slog.Logger, key, queue string, t *asynq.Task, fn Effect) (outcome string, err error) {
-	if key == "" {
-		return "failed", fmt.Errorf("jobs: task %s has no id: %w", t.Type(), asynq.SkipRetry)
-	}
-	l, ok, err := lock.Acquire(ctx, g.rdb, lockKey(key), g.LockTTL)
+// Run runs one job behind the guard (the steps above) and says how it
+// ended: succeeded, duplicate_ignored, lock_busy, fenced, lock_lost or
+// failed. A nil error means the job is done and may be acked.
+func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (outcome string, err error) {
+	start := time.Now()
+	log := g.log.With("idempotency_key", j.Key, "external_job_id", j.Key, "business_key", j.BusinessKey(),
+		"type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))
+	outcome, err = g.run(ctx, log, j, prepare, fn)
+	metrics.JobRuns.WithLabelValues(j.Type, outcome).Inc()
+	metrics.JobDuration.WithLabelValues(j.Type).Observe(time.Since(start).Seconds())
+	level := slog.LevelInfo
 	if err != nil {
-		return "failed", fmt.Errorf("jobs: lock %s: %w", key, err)
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "job "+outcome, "duration_ms", time.Since(start).Milliseconds(), "error", err)
+	return outcome, err
+}
+
+func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepare, fn Effect) (outcome string, err error) {
+	if j.Key == "" {
+		return "failed", fmt.Errorf("jobs: task %s has no id: %w", j.Type, asynq.SkipRetry)
+	}
+	l, ok, err := lock.Acquire(ctx, g.rdb, lockKey(j.Key), g.LockTTL)
+	if err != nil {
+		return "failed", fmt.Errorf("jobs: lock %s: %w", j.Key, err)
 	}
 	if !ok {
-		metrics.LockFailures.WithLabelValues(t.Type()).Inc()
+		metrics.LockFailures.WithLabelValues(j.Type).Inc()
 		return "lock_busy", ErrLockBusy
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 
-	fence, done, err := g.claim(ctx, key, queue, t)
-	if err != nil {
+	fence, state, err := g.claim(ctx, j)
+	switch {
+	case err != nil:
 		return "failed", err
-	}
-	if done {
+	case state == claimDone:
 		return "duplicate_ignored", nil
+	case state == claimLeased:
+		metrics.LockFailures.WithLabelValues(j.Type).Inc()
+		return "lock_busy", fmt.Errorf("%w: its lease has not run out", ErrLockBusy)
 	}
+	j.Fence = fence
 
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := g.keepAlive(jobCtx, cancel, l, key, fence)
-	err = store.Transaction(jobCtx, g.db, func(tx *gorm.DB) error {
-		result, err := fn(jobCtx, tx, t)
-		if err != nil {
-			return err
-		}
-		res := tx.Model(&models.JobExecution{}).
-			Where("idempotency_key = ? AND fence = ?", key, fence).
-			Updates(map[string]any{
-				"status": models.JobSucceeded, "finished_at": g.now().UTC(), "locked_until": nil,
-				"last_error": "", "result_hash": hash(result),
-			})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return ErrFenced
-		}
-		return nil
-	})
+	stop := g.keepAlive(jobCtx, cancel, l, j.Key, fence)
+	if prepare != nil {
+		err = prepare(jobCtx, j)
+	}
+	if err == nil {
+		err = store.Transaction(jobCtx, g.db, func(tx *gorm.DB) error {
+			result, err := fn(jobCtx, tx, j)
+			if err != nil {
+				return err
+			}
+			res := tx.Model(&models.JobExecution{}).
+				Where("idempotency_key = ? AND fence = ?", j.Key, fence).
+				Updates(map[string]any{
+					"status": models.JobSucceeded, "finished_at": g.now().UTC(), "locked_until": nil,
+					"last_error": "", "result_hash": hash(result),
+				})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return ErrFenced
+			}
+			return nil
+		})
+	}
 	stop()
 	if err == nil {
 		return "succeeded", nil
@@ -148,7 +202,7 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, key, queue string, t 
 	if cause := context.Cause(jobCtx); errors.Is(cause, errLockLost) && !errors.Is(err, ErrFenced) {
 		err = fmt.Errorf("%w: %w", errLockLost, err)
 	}
-	g.fail(key, fence, err, log)
+	g.fail(j.Key, fence, err, log)
 	switch {
 	case errors.Is(err, ErrFenced):
 		return "fenced", err
@@ -158,13 +212,24 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, key, queue string, t 
 	return "failed", err
 }
 
-// claim creates or takes over the job's row in its own transaction and
-// returns the new fence; done is true when the job already succeeded.
-func (g *Guard) claim(ctx context.Context, key, queue string, t *asynq.Task) (fence int64, done bool, err error) {
+// What a claim found.
+type claimState int
+
+const (
+	claimed     claimState = iota // this run owns the job now, with a new fence
+	claimDone                     // the job succeeded before
+	claimLeased                   // another run holds its lease
+)
+
+// claim creates or takes over the job's row in its own short statement
+// and returns the new fence. A row that succeeded is left alone (done);
+// so is a processing row whose lease has not run out (leased): its run
+// may be alive, and two runs must not do the work side by side.
+func (g *Guard) claim(ctx context.Context, j Job) (fence int64, state claimState, err error) {
 	now := g.now().UTC()
 	until := now.Add(g.LockTTL)
 	row := models.JobExecution{
-		IdempotencyKey: key, QueueName: queue, ExternalJobID: key, BusinessKey: businessKey(t),
+		IdempotencyKey: j.Key, QueueName: j.Queue, ExternalJobID: j.Key, BusinessKey: j.BusinessKey(),
 		Status: models.JobProcessing, Attempts: 1, Fence: 1, WorkerID: g.workerID,
 		LockedUntil: &until, StartedAt: now,
 	}
@@ -180,17 +245,27 @@ func (g *Guard) claim(ctx context.Context, key, queue string, t *asynq.Task) (fe
 				"started_at":   now,
 				"finished_at":  nil,
 			}),
-			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "job_executions.status <> ?", Vars: []any{models.JobSucceeded}}}},
+			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
+				SQL:  "job_executions.status <> ? AND NOT (job_executions.status = ? AND job_executions.locked_until > ?)",
+				Vars: []any{models.JobSucceeded, models.JobProcessing, now},
+			}}},
 		},
 		clause.Returning{Columns: []clause.Column{{Name: "fence"}}},
 	).Create(&row)
 	if res.Error != nil {
-		return 0, false, fmt.Errorf("jobs: claim %s: %w", key, res.Error)
+		return 0, 0, fmt.Errorf("jobs: claim %s: %w", j.Key, res.Error)
 	}
-	if res.RowsAffected == 0 {
-		return 0, true, nil
+	if res.RowsAffected == 1 {
+		return row.Fence, claimed, nil
 	}
-	return row.Fence, false, nil
+	var found models.JobExecution
+	if err := g.db.WithContext(ctx).Select("status").Take(&found, "idempotency_key = ?", j.Key).Error; err != nil {
+		return 0, 0, fmt.Errorf("jobs: claim %s: %w", j.Key, err)
+	}
+	if found.Status == models.JobSucceeded {
+		return 0, claimDone, nil
+	}
+	return 0, claimLeased, nil
 }
 
 // keepAlive refreshes the lock and locked_until until stop is called. If

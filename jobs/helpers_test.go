@@ -46,6 +46,7 @@ type env struct {
 	t      *testing.T
 	db     *gorm.DB
 	rdb    *redis.Client
+	redis  *testenv.RedisServer
 	log    *slog.Logger
 	orders *orders.Service
 	pay    *payments.Service
@@ -58,12 +59,13 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := testenv.NewDB(t)
-	rdb := testenv.NewRedis(t)
-	log := testenv.Logger()
+	rs := testenv.StartRedis(t)
+	rdb := rs.Client()
+	log := testenv.Logger(t)
 	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	return &env{
-		t: t, db: db, rdb: rdb, log: log,
+		t: t, db: db, rdb: rdb, redis: rs, log: log,
 		orders: orders.NewService(db, log, time.Now, time.Hour),
 		pay:    pay,
 		// Built on the test's client: Asynq leaves shared connections open.
@@ -145,38 +147,31 @@ func (e *env) lockHeld(key string) bool {
 	return err != nil || n > 0
 }
 
-// waitState waits until the task id in queue is in state.
+// waitState waits until the task id in queue is in state. Each state it
+// passes through is logged (the log shows when the test fails).
 func (e *env) waitState(queue, id string, state asynq.TaskState) {
 	e.t.Helper()
-	var last string
+	last := ""
 	eventually(e.t, fmt.Sprintf("task %s in %s is %s", id, queue, state), func() bool {
+		seen := ""
 		info, err := e.insp.GetTaskInfo(queue, id)
 		if err != nil {
-			last = err.Error()
-			return false
+			seen = err.Error()
+		} else {
+			seen = info.State.String()
 		}
-		last = info.State.String()
-		return info.State == state
-	}, &last)
+		if seen != last {
+			e.t.Logf("task %s in %s: %s", id, queue, seen)
+			last = seen
+		}
+		return err == nil && info.State == state
+	})
 }
 
-// eventually polls cond until it holds, failing the test after waitFor;
-// last, when given, says what was seen.
-func eventually(t *testing.T, what string, cond func() bool, last ...*string) {
+// eventually is testenv.Eventually with this package's timeout.
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			seen := ""
-			if len(last) > 0 {
-				seen = " (last seen: " + *last[0] + ")"
-			}
-			t.Fatalf("timed out waiting until %s%s", what, seen)
-		}
-		<-tick.C
-	}
+	testenv.Eventually(t, waitFor, what, cond)
 }
 
 // waitClosed waits for ch to be closed.
@@ -245,7 +240,14 @@ func (e *env) startWorker(queue string, h asynq.Handler, opts ...workerOption) *
 func (e *env) normalWorker(name string, opts ...workerOption) *worker {
 	e.t.Helper()
 	g := jobs.NewGuard(e.db, e.rdb, e.log, name, 30*time.Second)
-	mux := jobs.NewMux(g, jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour), e.orders, e.sender, "shop@example.com")
+	mux := jobs.NewMux(jobs.Deps{
+		Guard:       g,
+		Maintenance: jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour),
+		Reconciler:  jobs.NewReconciler(e.db, e.client, e.log, retention, time.Hour),
+		Orders:      e.orders,
+		Sender:      e.sender,
+		MailFrom:    "shop@example.com",
+	})
 	return e.startWorker(name, mux, opts...)
 }
 
@@ -282,8 +284,8 @@ func (e *env) waitRuns(w *worker, id string, n int) []error {
 // with whatever fn locked.
 func blockAfter(fn jobs.Effect, reached, release chan struct{}) jobs.Effect {
 	var once sync.Once
-	return func(ctx context.Context, tx *gorm.DB, t *asynq.Task) (string, error) {
-		res, err := fn(ctx, tx, t)
+	return func(ctx context.Context, tx *gorm.DB, j jobs.Job) (string, error) {
+		res, err := fn(ctx, tx, j)
 		once.Do(func() { close(reached) })
 		select {
 		case <-release:

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -12,10 +11,22 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
+// invoiceJob issues the invoice of a paid order, once. The paid callback
+// writes its task with models.InvoiceTask: invoice:generate:{order_id}
+// (the idempotency key) with an OrderPayload, on the critical queue.
+func invoiceJob() Spec {
+	return Spec{
+		Task:     models.InvoiceKind,
+		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
+		Timeout:  time.Minute,
+		Handler:  func(d Deps) asynq.HandlerFunc { return d.Guard.Wrap(InvoiceEffect(d.Guard.now)) },
+	}
+}
+
 // InvoiceEffect issues the invoice of a paid order (invoice:generate:{order_id}).
 func InvoiceEffect(now func() time.Time) Effect {
-	return func(ctx context.Context, tx *gorm.DB, t *asynq.Task) (string, error) {
-		orderID, err := orderPayload(t)
+	return func(ctx context.Context, tx *gorm.DB, j Job) (string, error) {
+		orderID, err := orderPayload(j)
 		if err != nil {
 			return "", err
 		}
@@ -28,12 +39,4 @@ func InvoiceEffect(now func() time.Time) Effect {
 		}
 		return inv.Number, nil
 	}
-}
-
-// skipIfGone makes "the order does not exist" a permanent failure.
-func skipIfGone(err error) error {
-	if models.ErrorCode(err) == models.ENotFound {
-		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
-	}
-	return err
 }

@@ -10,8 +10,21 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/models"
+)
+
+// Task types of the maintenance work. Each task's spec sits beside its
+// handler below (outbox:reconcile's in reconcile.go); the Scheduler
+// enqueues each once per period.
+const (
+	TaskSweepStuck   = "sweep:stuck"
+	TaskSweepExpired = "sweep:expired"
+	TaskPrune        = "prune"
+	TaskRollup       = "stats:rollup"
+	TaskPollPayments = "payments:poll"
 )
 
 // orderSweeper is the part of the orders service the expiry sweep needs.
@@ -33,11 +46,19 @@ type Maintenance struct {
 	Grace time.Duration
 	// PruneAfter is the age at which audit rows and finished jobs go.
 	PruneAfter time.Duration
+	// Poll asks the gateways about pending orders whose
+	// notification has not come (payments.Service.Poll with the
+	// configured status clients); nil when no gateway can be asked.
+	Poll func(ctx context.Context) (applied int, err error)
 }
 
 // NewMaintenance returns the periodic tasks.
 func NewMaintenance(db *gorm.DB, orders orderSweeper, log *slog.Logger, pruneAfter time.Duration) *Maintenance {
 	return &Maintenance{db: db, orders: orders, log: log, now: time.Now, Grace: time.Minute, PruneAfter: pruneAfter}
+}
+
+func sweepStuckJob() Spec {
+	return periodic(TaskSweepStuck, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Maintenance.SweepStuck })
 }
 
 // SweepStuck marks failed every processing job whose lease ran out: its
@@ -56,6 +77,10 @@ func (m *Maintenance) SweepStuck(ctx context.Context, _ *asynq.Task) error {
 		m.log.WarnContext(ctx, "swept stuck jobs", "count", res.RowsAffected)
 	}
 	return nil
+}
+
+func sweepExpiredJob() Spec {
+	return periodic(TaskSweepExpired, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Maintenance.SweepExpired })
 }
 
 // SweepExpired expires pending orders whose order:expire task was lost
@@ -82,28 +107,73 @@ func (m *Maintenance) SweepExpired(ctx context.Context, _ *asynq.Task) error {
 	return errors.Join(errs...)
 }
 
+func rollupJob() Spec {
+	return periodic(TaskRollup, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Maintenance.RollupDeliveries })
+}
+
+// RollupDeliveries counts the deliveries of the minutes that have closed
+// into delivery_counts, which the dashboard reads instead of counting
+// callback_deliveries.
+func (m *Maintenance) RollupDeliveries(ctx context.Context, _ *asynq.Task) error {
+	_, err := stats.Rollup(ctx, m.db, m.now())
+	return err
+}
+
+func pollPaymentsJob() Spec {
+	return periodic(TaskPollPayments, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Maintenance.PollPayments })
+}
+
+// PollPayments is the payments:poll task: it applies what the gateways
+// answer about orders nearing expiry through the callback pipeline, so a
+// lost notification is made up for before the order's stock is released.
+func (m *Maintenance) PollPayments(ctx context.Context, _ *asynq.Task) error {
+	if m.Poll == nil {
+		return nil
+	}
+	applied, err := m.Poll(ctx)
+	if applied > 0 {
+		m.log.InfoContext(ctx, "status poll applied payments the notifications had not", "count", applied)
+	}
+	return err
+}
+
+func pruneJob() Spec {
+	return periodic(TaskPrune, time.Hour, func(d Deps) asynq.HandlerFunc { return d.Maintenance.Prune })
+}
+
 // Prune deletes what has outlived PruneAfter: delivery audit rows (but
 // never the one that applied an event, which the audit checks), succeeded
-// job rows, dispatched outbox rows and client idempotency keys.
+// job rows, dispatched outbox rows and client idempotency keys; and what
+// has served its purpose sooner: failed log-ins that no longer count, and
+// per-minute delivery counts older than the dashboard shows.
+//
+// Each DELETE runs once the one before it succeeded. A failure ends the
+// run with its error — the database is likely in trouble, and more
+// statements would only add to it — and Asynq retries the task; every
+// step is harmless to run again.
 func (m *Maintenance) Prune(ctx context.Context, _ *asynq.Task) error {
 	cutoff := m.now().UTC().Add(-m.PruneAfter)
 	db := m.db.WithContext(ctx)
 	steps := []struct {
-		what string
-		tx   *gorm.DB
+		what  string
+		where *gorm.DB // the rows to delete; nothing runs until Delete
+		model any
 	}{
 		{"callback deliveries", db.Where("received_at < ? AND outcome NOT IN ?", cutoff,
-			[]string{models.OutcomeProcessed, models.OutcomeStale}).Delete(&models.CallbackDelivery{})},
-		{"succeeded jobs", db.Where("status = ? AND finished_at < ?", models.JobSucceeded, cutoff).Delete(&models.JobExecution{})},
-		{"dispatched outbox rows", db.Where("status = ? AND dispatched_at < ?", models.OutboxDispatched, cutoff).Delete(&models.OutboxMessage{})},
-		{"idempotency keys", db.Where("created_at < ? AND response_code IS NOT NULL", cutoff).Delete(&models.APIIdempotencyKey{})},
+			[]string{models.OutcomeProcessed, models.OutcomeStale}), &models.CallbackDelivery{}},
+		{"succeeded jobs", db.Where("status = ? AND finished_at < ?", models.JobSucceeded, cutoff), &models.JobExecution{}},
+		{"dispatched outbox rows", db.Where("status = ? AND dispatched_at < ?", models.OutboxDispatched, cutoff), &models.OutboxMessage{}},
+		{"idempotency keys", db.Where("created_at < ? AND response_code IS NOT NULL", cutoff), &models.APIIdempotencyKey{}},
+		{"failed log-ins", db.Where("failed_at < ?", m.now().UTC().Add(-admins.FailureWindow)), &models.LoginFailure{}},
+		{"delivery counts", db.Where("minute < ?", m.now().UTC().Add(-stats.CountsKeptFor)), &models.DeliveryCount{}},
 	}
 	for _, s := range steps {
-		if s.tx.Error != nil {
-			return fmt.Errorf("prune %s: %w", s.what, s.tx.Error)
+		res := s.where.Delete(s.model)
+		if res.Error != nil {
+			return fmt.Errorf("prune %s: %w", s.what, res.Error)
 		}
-		if s.tx.RowsAffected > 0 {
-			m.log.InfoContext(ctx, "pruned", "what", s.what, "rows", s.tx.RowsAffected)
+		if res.RowsAffected > 0 {
+			m.log.InfoContext(ctx, "pruned", "what", s.what, "rows", res.RowsAffected)
 		}
 	}
 	return nil

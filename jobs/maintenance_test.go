@@ -45,7 +45,7 @@ func maintJobs(t *testing.T, db *gorm.DB) []models.JobExecution {
 func TestMaintenanceSweepStuck(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(), time.Now, time.Hour), testenv.Logger(), time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
 
@@ -118,7 +118,7 @@ func (f *maintOrders) order(ago time.Duration, stock int64, qtys ...int64) (*mod
 		items = append(items, orders.ItemRequest{SKU: sku, Qty: q})
 		skus = append(skus, sku)
 	}
-	svc := orders.NewService(f.db, testenv.Logger(), func() time.Time { return time.Now().Add(-ago) }, time.Hour)
+	svc := orders.NewService(f.db, testenv.Logger(f.t), func() time.Time { return time.Now().Add(-ago) }, time.Hour)
 	o, err := svc.Create(context.Background(), orders.CreateRequest{CustomerEmail: "buyer@example.com", Items: items})
 	if err != nil {
 		f.t.Fatal(err)
@@ -156,7 +156,7 @@ func maintCount(t *testing.T, db *gorm.DB, query string, args ...any) int64 {
 func TestMaintenanceSweepExpired(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	log := testenv.Logger()
+	log := testenv.Logger(t)
 	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	f := &maintOrders{t: t, db: db, pay: pay}
@@ -228,7 +228,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 func TestMaintenancePrune(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(), time.Now, time.Hour), testenv.Logger(), 30*24*time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 30*24*time.Hour)
 	m.PruneAfter = 24 * time.Hour // the field wins over the constructor's argument
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	old, recent := now.Add(-48*time.Hour), now.Add(-time.Hour)
@@ -313,6 +313,46 @@ func TestMaintenancePrune(t *testing.T) {
 	}
 }
 
+// TestMaintenancePruneStopsAtAFailure: a DELETE that fails ends the run
+// before the next one starts. A trigger makes deleting callback
+// deliveries (the first step) fail; the run returns that error and the
+// old succeeded job, which the next step would delete, is still there
+// for the retry to prune.
+func TestMaintenancePruneStopsAtAFailure(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 24*time.Hour)
+	old := time.Now().UTC().Add(-48 * time.Hour)
+	if err := db.Create(&models.CallbackDelivery{Provider: "sandbox", ReceivedAt: old, Outcome: models.OutcomeDuplicate,
+		ResponseCode: 200, DurationMS: 1, RequestID: "old-duplicate"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Create(&models.JobExecution{IdempotencyKey: "old-succeeded", QueueName: "critical", ExternalJobID: "old-succeeded",
+		BusinessKey: "ORD-X", Status: models.JobSucceeded, Attempts: 1, Fence: 1, WorkerID: "w1", StartedAt: old, FinishedAt: &old}).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'deletes refused'; END $$`,
+		`CREATE TRIGGER refuse_delete BEFORE DELETE ON callback_deliveries FOR EACH ROW EXECUTE FUNCTION refuse_delete()`,
+	} {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	err := m.Prune(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "prune callback deliveries") || !strings.Contains(err.Error(), "deletes refused") {
+		t.Fatalf("prune = %v, want the refused delete of callback deliveries", err)
+	}
+	var n int64
+	if err := db.Model(&models.JobExecution{}).Where("idempotency_key = ?", "old-succeeded").Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Error("the old succeeded job was pruned after the step before it failed")
+	}
+}
+
 // schedQueue is an enqueuer that counts what one scheduler got from Asynq.
 type schedQueue struct {
 	c *asynq.Client
@@ -345,7 +385,8 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 	rs := testenv.StartRedis(t)
 	rdb := rs.Client()
 	const typ = "test:tick"
-	schedule := []jobs.Periodic{{Type: typ, Every: time.Second}}
+	schedule := []jobs.Spec{{Task: models.TaskKind{Type: typ, Queue: jobs.QueueMaintenance},
+		MaxRetry: 3, Timeout: time.Second, Every: time.Second}}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
@@ -355,7 +396,7 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := jobs.NewScheduler(q, testenv.Logger(), schedule).Run(ctx); err != nil {
+			if err := jobs.NewScheduler(q, testenv.Logger(t), schedule).Run(ctx); err != nil {
 				t.Errorf("scheduler: %v", err)
 			}
 		}()
@@ -408,5 +449,27 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 	}
 	if conflicts == 0 {
 		t.Errorf("no enqueue was refused as a duplicate: the two schedulers never competed for a period")
+	}
+}
+
+// TestMaintenancePollPayments: the payments:poll task runs the configured
+// poll and hands its error to Asynq (which retries it); without a poll
+// (no gateway can be asked) it does nothing and succeeds.
+func TestMaintenancePollPayments(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour)
+	task := asynq.NewTask(jobs.TaskPollPayments, nil)
+	if err := m.PollPayments(context.Background(), task); err != nil {
+		t.Fatalf("without a poll: %v", err)
+	}
+	calls := 0
+	failure := errors.New("midtrans: HTTP 503")
+	m.Poll = func(context.Context) (int, error) { calls++; return 1, failure }
+	if err := m.PollPayments(context.Background(), task); !errors.Is(err, failure) || calls != 1 {
+		t.Errorf("with a failing poll: %v after %d calls, want its error after 1", err, calls)
+	}
+	if !slices.ContainsFunc(jobs.DefaultPeriodic, func(s jobs.Spec) bool { return s.Task.Type == jobs.TaskPollPayments }) {
+		t.Error("payments:poll is not on the maintenance schedule")
 	}
 }

@@ -106,10 +106,8 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, m := range msgs {
-			_, err := r.queue.EnqueueContext(ctx, NewTask(m, r.retention))
-			if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-				metrics.OutboxErrors.Inc()
-				queueErr = fmt.Errorf("enqueue %s: %w", m.TaskID, err)
+			if _, err := enqueue(ctx, r.queue, m, r.retention); err != nil {
+				queueErr = err
 				if err := outbox.MarkFailed(tx, m.ID, queueErr.Error()); err != nil {
 					return err
 				}
@@ -131,6 +129,23 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
 	}
 	return dispatched, queueErr
+}
+
+// enqueue hands the task of outbox row m to the queue. A task id the
+// queue already has (ErrTaskIDConflict: a relay that died before marking
+// the row, or a row dispatched again by hand) counts as handed over;
+// alreadyQueued says so. The relay and Console.DispatchNow both use it, so
+// a row is handed over one way.
+func enqueue(ctx context.Context, q enqueuer, m models.OutboxMessage, retention time.Duration) (alreadyQueued bool, err error) {
+	_, err = q.EnqueueContext(ctx, NewTask(m, retention))
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		return true, nil
+	case err != nil:
+		metrics.OutboxErrors.Inc()
+		return false, fmt.Errorf("enqueue %s: %w", m.TaskID, err)
+	}
+	return false, nil
 }
 
 // listen wakes the relay on NOTIFY outbox_messages (sent by a trigger on

@@ -21,6 +21,7 @@ import (
 // relayEnv is a fresh database and a private redis-server with an Asynq
 // client and inspector on it.
 type relayEnv struct {
+	tb     testing.TB
 	db     *gorm.DB
 	dbURL  string
 	redis  *testenv.RedisServer
@@ -34,7 +35,7 @@ func relayNewEnv(tb testing.TB) *relayEnv {
 	rs := testenv.StartRedis(tb)
 	rdb := rs.Client()
 	// Both share rdb, closed by testenv: Asynq refuses to Close them.
-	return &relayEnv{db: testenv.OpenDB(tb, url), dbURL: url, redis: rs,
+	return &relayEnv{tb: tb, db: testenv.OpenDB(tb, url), dbURL: url, redis: rs,
 		client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
 }
 
@@ -44,7 +45,7 @@ func (e *relayEnv) relay(queue interface {
 	if queue == nil {
 		queue = e.client
 	}
-	return jobs.NewRelay(e.db, queue, testenv.Logger(), time.Hour, listenURL)
+	return jobs.NewRelay(e.db, queue, testenv.Logger(e.tb), time.Hour, listenURL)
 }
 
 // relayAdd writes msgs the way the application does: outbox.Add in a
@@ -261,8 +262,9 @@ func TestRelayRedisDownKeepsRowsPending(t *testing.T) {
 	}
 }
 
-// TestRelayRunWakesOnNotify: with a one-minute poll, only the NOTIFY of
-// the insert trigger can get rows dispatched within seconds.
+// TestRelayRunWakesOnNotify: with a one-minute poll, only a NOTIFY (sent
+// after the commit, as outbox.Notifier does) can get rows dispatched
+// within seconds.
 func TestRelayRunWakesOnNotify(t *testing.T) {
 	t.Parallel()
 	env := relayNewEnv(t)
@@ -350,6 +352,9 @@ func relayCommitToDispatched(tb testing.TB, db *gorm.DB, orderID string, deadlin
 	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
 	relayAdd(tb, db, m)
 	start := time.Now()
+	if err := outbox.Notify(context.Background(), db); err != nil {
+		tb.Fatal(err)
+	}
 	relayPoll(tb, deadline, "row "+m.TaskID+" to be dispatched", func() bool {
 		var status string
 		if err := db.Raw("SELECT status FROM outbox_messages WHERE task_id = ?", m.TaskID).Scan(&status).Error; err != nil {

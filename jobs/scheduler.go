@@ -3,39 +3,26 @@ package jobs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
 )
 
-// Periodic is one maintenance task and how often it runs.
-type Periodic struct {
-	Type  string
-	Every time.Duration
-}
-
-// DefaultPeriodic is the maintenance schedule.
-var DefaultPeriodic = []Periodic{
-	{TaskSweepStuck, time.Minute},
-	{TaskSweepExpired, time.Minute},
-	{TaskPrune, time.Hour},
-}
-
-// Scheduler enqueues the periodic maintenance tasks. Each task id names
-// its time bucket (sweep:stuck:{unix/60}), so the next period is never
-// refused as a duplicate, and several schedulers running at once enqueue
-// each period once: the others get ErrTaskIDConflict.
+// Scheduler enqueues the periodic tasks (the specs with Every set). Each
+// task id names its time bucket (sweep:stuck:{unix/60}), so the next
+// period is never refused as a duplicate, and several schedulers running
+// at once enqueue each period once: the others get ErrTaskIDConflict.
 type Scheduler struct {
 	queue    enqueuer
 	log      *slog.Logger
-	schedule []Periodic
+	schedule []Spec
 	now      func() time.Time
 }
 
 // NewScheduler returns a scheduler of schedule.
-func NewScheduler(queue enqueuer, log *slog.Logger, schedule []Periodic) *Scheduler {
+func NewScheduler(queue enqueuer, log *slog.Logger, schedule []Spec) *Scheduler {
 	return &Scheduler{queue: queue, log: log, schedule: schedule, now: time.Now}
 }
 
@@ -47,14 +34,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for {
 		for _, p := range s.schedule {
 			bucket := s.now().Unix() / int64(max(p.Every, time.Second).Seconds()) // a period is at least the tick
-			if last[p.Type] == bucket {
+			if last[p.Task.Type] == bucket {
 				continue
 			}
 			if err := s.enqueue(ctx, p, bucket); err != nil {
-				s.log.Warn("scheduler: could not enqueue", "type", p.Type, "error", err)
+				s.log.Warn("scheduler: could not enqueue", "type", p.Task.Type, "error", err)
 				continue // try again on the next tick
 			}
-			last[p.Type] = bucket
+			last[p.Task.Type] = bucket
 		}
 		select {
 		case <-ctx.Done():
@@ -64,12 +51,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-func (s *Scheduler) enqueue(ctx context.Context, p Periodic, bucket int64) error {
-	_, err := s.queue.EnqueueContext(ctx, asynq.NewTask(p.Type, nil),
-		asynq.TaskID(fmt.Sprintf("%s:%d", p.Type, bucket)),
-		asynq.Queue(QueueMaintenance),
-		asynq.MaxRetry(3),
-		asynq.Timeout(p.Every),
+func (s *Scheduler) enqueue(ctx context.Context, p Spec, bucket int64) error {
+	_, err := s.queue.EnqueueContext(ctx, asynq.NewTask(p.Task.Type, nil),
+		asynq.TaskID(p.Task.ID(strconv.FormatInt(bucket, 10))),
+		asynq.Queue(p.Task.Queue),
+		asynq.MaxRetry(p.MaxRetry),
+		asynq.Timeout(p.Timeout),
 		asynq.Retention(p.Every), // keeps the bucket's id taken for its whole period
 	)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/orders"
-	"github.com/sekali/sekali/models"
 )
 
 // WorkerConfig is what a worker needs besides its connections.
@@ -25,21 +24,25 @@ type WorkerConfig struct {
 	WorkerID    string
 	MailFrom    string
 	PruneAfter  time.Duration
+	// ReconcileAfter is how long a dispatched task may be missing from
+	// the queue before it is dispatched again (RECONCILE_AFTER).
+	ReconcileAfter time.Duration
+	// TaskRetention is the retention of re-dispatched tasks (TASK_RETENTION).
+	TaskRetention time.Duration
+	// PollPayments asks the gateways about orders whose notification has
+	// not come (the payments:poll task); nil when none can be asked.
+	PollPayments func(ctx context.Context) (applied int, err error)
 	// ShutdownTimeout is how long running jobs get to finish on stop;
 	// unfinished ones are handed back to the queue.
 	ShutdownTimeout time.Duration
 }
 
-// NewMux routes every task type to its handler: business tasks behind
-// the guard, maintenance tasks directly.
-func NewMux(g *Guard, m *Maintenance, o *orders.Service, sender mail.Sender, from string) *asynq.ServeMux {
+// NewMux routes every task type to the handler its spec builds from d.
+func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
-	mux.Handle(models.TaskInvoiceGenerate, g.Wrap(InvoiceEffect(g.now)))
-	mux.Handle(models.TaskEmailSend, g.Wrap(EmailEffect(sender, from, g.now)))
-	mux.Handle(models.TaskOrderExpire, g.Wrap(ExpireEffect(o)))
-	mux.HandleFunc(TaskSweepStuck, m.SweepStuck)
-	mux.HandleFunc(TaskSweepExpired, m.SweepExpired)
-	mux.HandleFunc(TaskPrune, m.Prune)
+	for _, s := range specs() {
+		mux.Handle(s.Task.Type, s.Handler(d))
+	}
 	return mux
 }
 
@@ -48,7 +51,18 @@ func NewMux(g *Guard, m *Maintenance, o *orders.Service, sender mail.Sender, fro
 func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger,
 	o *orders.Service, sender mail.Sender, cfg WorkerConfig) error {
 	guard := NewGuard(db, rdb, log, cfg.WorkerID, cfg.LockTTL)
-	mux := NewMux(guard, NewMaintenance(db, o, log, cfg.PruneAfter), o, sender, cfg.MailFrom)
+	reconciler := NewReconciler(db, asynq.NewClientFromRedisClient(rdb), log,
+		cfg.TaskRetention, cfg.ReconcileAfter)
+	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter)
+	maintenance.Poll = cfg.PollPayments
+	mux := NewMux(Deps{
+		Guard:       guard,
+		Maintenance: maintenance,
+		Reconciler:  reconciler,
+		Orders:      o,
+		Sender:      sender,
+		MailFrom:    cfg.MailFrom,
+	})
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   Queues,

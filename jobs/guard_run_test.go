@@ -1,0 +1,247 @@
+package jobs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
+)
+
+// The guard without a queue: Run takes the job as a plain value, so its
+// steps can be driven one at a time.
+
+func jobOf(m models.OutboxMessage) jobs.Job {
+	return jobs.Job{Key: m.TaskID, Type: m.TaskType, Queue: m.Queue, Payload: m.Payload, Attempt: 1}
+}
+
+// A run whose lease has not run out keeps the job: a second run — its
+// Redis lock gone, as after Redis lost its data — is turned away as busy
+// (retried later, not a failure), and the fence stays where it was.
+func TestClaimHonoursTheLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := models.InvoiceTask(orderID, time.Now())
+	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute)
+	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute)
+
+	reached, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := g1.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now), reached, release))
+		done <- err
+	}()
+	waitClosed(t, "w1 inside its effect", reached)
+	if err := e.rdb.FlushAll(context.Background()).Err(); err != nil { // Redis forgets every lock
+		t.Fatal(err)
+	}
+	outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now))
+	if outcome != "lock_busy" || !errors.Is(err, jobs.ErrLockBusy) {
+		t.Fatalf("second run inside the lease: %s, %v; want lock_busy", outcome, err)
+	}
+	if j := e.job(m.TaskID); j.Fence != 1 || j.Attempts != 1 || j.WorkerID != "w1" || j.Status != models.JobProcessing {
+		t.Errorf("after the refused claim: %+v; want w1's claim untouched", j)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("w1: %v", err)
+	}
+	checkOneInvoice(t, e, orderID)
+	// Once the job succeeded, a late run is a duplicate, not a claim.
+	if outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now)); outcome != "duplicate_ignored" || err != nil {
+		t.Errorf("run after success: %s, %v", outcome, err)
+	}
+}
+
+// A lease that ran out is claimed by the next run, with a higher fence.
+func TestClaimTakesAnExpiredLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := models.InvoiceTask(orderID, time.Now())
+	past := time.Now().Add(-time.Second).UTC()
+	if err := e.db.Create(&models.JobExecution{IdempotencyKey: m.TaskID, QueueName: m.Queue, ExternalJobID: m.TaskID,
+		BusinessKey: orderID, Status: models.JobProcessing, Attempts: 1, Fence: 1, WorkerID: "dead", LockedUntil: &past,
+		StartedAt: past}).Error; err != nil {
+		t.Fatal(err)
+	}
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute)
+	if outcome, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now)); outcome != "succeeded" || err != nil {
+		t.Fatalf("run after the lease ran out: %s, %v", outcome, err)
+	}
+	checkJob(t, e, m.TaskID, models.JobSucceeded, 2, 2, "w2")
+	checkOneInvoice(t, e, orderID)
+}
+
+// A job that runs longer than its lock's TTL keeps the lock and the
+// lease: every refresh extends both.
+func TestLockIsRefreshedWhileTheJobRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := models.InvoiceTask(orderID, time.Now())
+	const ttl = time.Second
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", ttl)
+	g.RefreshEvery = 100 * time.Millisecond
+	reached, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now), reached, release))
+		done <- err
+	}()
+	waitClosed(t, "the effect", reached)
+	first := *e.job(m.TaskID).LockedUntil
+	// Wait, by the lease itself, until it has been extended past the
+	// TTL of the first claim: the refresh is what keeps the job alive.
+	eventually(t, "locked_until to move past the first claim's lease", func() bool {
+		j := e.job(m.TaskID)
+		return j.LockedUntil != nil && j.LockedUntil.After(first.Add(ttl))
+	})
+	if !e.lockHeld(m.TaskID) {
+		t.Error("the Redis lock is gone although the job runs")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("a job longer than its TTL: %v", err)
+	}
+	checkJob(t, e, m.TaskID, models.JobSucceeded, 1, 1, "w1")
+}
+
+// A run whose lock is taken away (expired, or another owner) is cancelled:
+// its context ends, its transaction rolls back, its row says why.
+func TestLostLockCancelsTheRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := models.InvoiceTask(orderID, time.Now())
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Second)
+	g.RefreshEvery = 50 * time.Millisecond
+	reached := make(chan struct{})
+	never := make(chan struct{})
+	done := make(chan struct {
+		outcome string
+		err     error
+	}, 1)
+	go func() {
+		outcome, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now), reached, never))
+		done <- struct {
+			outcome string
+			err     error
+		}{outcome, err}
+	}()
+	waitClosed(t, "the effect", reached)
+	if err := e.rdb.Set(context.Background(), "lock:"+m.TaskID, "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.outcome != "lock_lost" || r.err == nil {
+		t.Fatalf("run after its lock was taken: %s, %v; want lock_lost", r.outcome, r.err)
+	}
+	if n := e.count("SELECT count(*) FROM invoices"); n != 0 {
+		t.Errorf("%d invoices after a cancelled run, want 0 (rolled back)", n)
+	}
+	if j := e.job(m.TaskID); j.Status != models.JobFailed || j.LastError == "" {
+		t.Errorf("job row: %s %q; want failed with the reason", j.Status, j.LastError)
+	}
+}
+
+// blockingSender holds every Send until release is closed.
+type blockingSender struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingSender) Send(ctx context.Context, _ mail.Message) error {
+	close(s.entered)
+	select {
+	case <-s.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// While the mail server takes its time, the email job holds no
+// transaction and no lock: a callback for the same order is answered
+// while the message is still being sent (it used to wait behind the order
+// row lock, then time out).
+func TestSlowMailServerHoldsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
+	sender := &blockingSender{entered: make(chan struct{}), release: make(chan struct{})}
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute)
+	email := jobs.NewEmail(e.db, sender, "shop@example.com", time.Now)
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Run(context.Background(), jobOf(m), email.Prepare, email.Effect)
+		done <- err
+	}()
+	waitClosed(t, "the SMTP send", sender.entered)
+
+	// Nothing of the job's is open in PostgreSQL meanwhile.
+	if n := e.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'"); n != 0 {
+		t.Errorf("%d sessions idle in a transaction while the email is being sent, want 0", n)
+	}
+	// A second charge for the same order locks the order row: answered now.
+	body := testenv.SandboxBody(orderID, "tx-second-"+orderID, models.EventPaid, price)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out := e.pay.Receive(ctx, payments.Delivery{
+		Provider: payments.SandboxName, Header: testenv.SandboxHeaders("evt_second_"+orderID, body, time.Now()),
+		Body: bytes.NewReader(body), ContentType: "application/json",
+	})
+	if out.Status() != 200 || out.Result != models.ResultProcessed {
+		t.Fatalf("callback during the send: %+v", out)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the job finished before the mail server answered: %v", err)
+	default:
+	}
+	close(sender.release)
+	if err := <-done; err != nil {
+		t.Fatalf("email job: %v", err)
+	}
+	var em models.OutboundEmail
+	e.db.Take(&em, "key = ?", models.EmailKey(models.EmailOrderPaid, orderID))
+	if em.Status != models.EmailSent || em.Attempts != 1 {
+		t.Errorf("email row: %s, %d attempts; want sent after 1", em.Status, em.Attempts)
+	}
+}
+
+// A run that lost its fence before sending does not send: a newer run
+// owns the job.
+func TestFencedOutRunDoesNotSend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute)
+	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now)
+	// Between the claim and the send, a newer claim raises the fence.
+	raise := func(ctx context.Context, j jobs.Job) error {
+		if err := e.db.Model(&models.JobExecution{}).Where("idempotency_key = ?", j.Key).
+			Update("fence", gorm.Expr("fence + 1")).Error; err != nil {
+			return err
+		}
+		return email.Prepare(ctx, j)
+	}
+	outcome, err := g.Run(context.Background(), jobOf(m), raise, email.Effect)
+	if outcome != "fenced" || !errors.Is(err, jobs.ErrFenced) {
+		t.Fatalf("run with a lost fence: %s, %v; want fenced", outcome, err)
+	}
+	if tries, _ := e.sender.calls(); len(tries) != 0 {
+		t.Errorf("a fenced-out run sent %d messages", len(tries))
+	}
+}

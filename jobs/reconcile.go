@@ -1,0 +1,113 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// TaskReconcile is the maintenance task that runs the Reconciler.
+const TaskReconcile = "outbox:reconcile"
+
+func reconcileJob() Spec {
+	return periodic(TaskReconcile, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Reconciler.Reconcile })
+}
+
+// Reconciler hands the queue again the tasks it lost. Redis may lose
+// data — a restart without persistence, a failover — and a task the
+// relay handed over is then gone while its outbox row says
+// "dispatched". Every minute the reconciler looks at the rows dispatched
+// more than After ago (and less than Lookback) whose job has not
+// succeeded, and hands each to the queue again under its own task id: the
+// queue refuses a task it still holds (pending, running, retrying,
+// archived or completed), so only the lost ones are queued again — and
+// they run through the guard, so the effect still happens once. (Asking
+// the queue first would not do: after a data loss Asynq's client does not
+// register its queues again, and its inspector then reports them missing.)
+type Reconciler struct {
+	db        *gorm.DB
+	queue     enqueuer
+	log       *slog.Logger
+	retention time.Duration
+	now       func() time.Time
+
+	// After is how long a dispatched task may take before its absence
+	// from the queue counts as lost (RECONCILE_AFTER).
+	After time.Duration
+	// Lookback bounds how far back rows are checked, so each pass reads a
+	// day of rows, not the whole outbox; older losses show in the audit.
+	Lookback time.Duration
+	// Batch bounds the rows one pass re-dispatches.
+	Batch int
+}
+
+// NewReconciler returns a reconciler of tasks lost for after.
+func NewReconciler(db *gorm.DB, queue enqueuer, log *slog.Logger, retention, after time.Duration) *Reconciler {
+	return &Reconciler{db: db, queue: queue, log: log, retention: retention, now: time.Now,
+		After: after, Lookback: 24 * time.Hour, Batch: 500}
+}
+
+// Reconcile is the maintenance task's handler.
+func (r *Reconciler) Reconcile(ctx context.Context, _ *asynq.Task) error {
+	_, err := r.Once(ctx)
+	return err
+}
+
+// Once runs one pass and returns how many tasks it dispatched again.
+func (r *Reconciler) Once(ctx context.Context) (int, error) {
+	now := r.now().UTC()
+	var candidates []models.OutboxMessage
+	err := r.db.WithContext(ctx).
+		Where("status = ? AND dispatched_at < ? AND dispatched_at >= ?", models.OutboxDispatched, now.Add(-r.After), now.Add(-r.After-r.Lookback)).
+		Where("NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = outbox_messages.task_id AND j.status = ?)", models.JobSucceeded).
+		Order("id").Limit(r.Batch).Find(&candidates).Error
+	if err != nil {
+		return 0, fmt.Errorf("jobs.Reconciler: %w", store.Classify(err))
+	}
+	recovered := 0
+	var errs []error
+	for _, m := range candidates {
+		lost, err := r.redispatch(ctx, m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.TaskID, err))
+			continue
+		}
+		if !lost {
+			continue // the queue still holds it
+		}
+		recovered++
+		metrics.OutboxReconciled.WithLabelValues(m.TaskType).Inc()
+		r.log.WarnContext(ctx, "outbox task dispatched again: the queue had lost it",
+			"idempotency_key", m.TaskID, "type", m.TaskType, "queue", m.Queue, "dispatched_at", m.DispatchedAt)
+	}
+	return recovered, errors.Join(errs...)
+}
+
+// redispatch hands m to the queue again, with the row locked (a relay or
+// an admin may act on it too). lost reports whether the queue took it —
+// it had lost it —, and then the row's clock restarts.
+func (r *Reconciler) redispatch(ctx context.Context, m models.OutboxMessage) (lost bool, err error) {
+	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("SELECT 1 FROM outbox_messages WHERE id = ? AND status = ? FOR UPDATE", m.ID, models.OutboxDispatched)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error // gone or pending again meanwhile: the relay has it
+		}
+		held, err := enqueue(ctx, r.queue, m, r.retention)
+		if err != nil || held {
+			return err
+		}
+		lost = true
+		return tx.Model(&models.OutboxMessage{}).Where("id = ?", m.ID).
+			Updates(map[string]any{"dispatched_at": r.now().UTC(), "attempts": gorm.Expr("attempts + 1")}).Error
+	})
+	return lost, store.Classify(err)
+}

@@ -1,0 +1,156 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/models"
+)
+
+// Spec is one job in one place: its task's type and queue, how often a
+// failed run is retried and how long a run may take, whether it runs
+// periodically, and how its handler is built. Each job's spec sits beside
+// its handler (invoice.go, email.go, expire.go, maintenance.go,
+// reconcile.go); specs lists them, and the mux (NewMux), the relay's
+// enqueue options (EnqueueOptions) and the schedule (DefaultPeriodic) are
+// all read from that list.
+type Spec struct {
+	// Task is the type and queue. For a business task it is the models
+	// value the outbox writer uses too (models.InvoiceKind with
+	// models.InvoiceTask), and the row constructor beside it there forms
+	// the payload and the task id; app/ packages write those rows and do
+	// not import Asynq.
+	Task     models.TaskKind
+	MaxRetry int
+	Timeout  time.Duration
+	// Every makes the task periodic: the Scheduler enqueues it once per
+	// period. Zero for tasks that come from the outbox.
+	Every time.Duration
+	// Handler builds the task's handler from the worker's parts.
+	Handler func(Deps) asynq.HandlerFunc
+}
+
+// specs is every job the worker runs. Adding a job is a file with its spec
+// and handler, and a line here. (Each spec is returned by a function, not
+// held in a variable: a handler may enqueue — the reconciler does — and
+// enqueueing reads the specs, which Go would refuse as an initialization
+// cycle between package variables.)
+func specs() []Spec {
+	return []Spec{
+		invoiceJob(),
+		emailJob(),
+		expireJob(),
+		sweepStuckJob(),
+		sweepExpiredJob(),
+		pruneJob(),
+		rollupJob(),
+		reconcileJob(),
+		pollPaymentsJob(),
+	}
+}
+
+// Deps are the parts handlers are built from; RunWorker builds them once.
+type Deps struct {
+	Guard       *Guard
+	Maintenance *Maintenance
+	Reconciler  *Reconciler
+	Orders      *orders.Service
+	Sender      mail.Sender
+	MailFrom    string
+}
+
+// QueueMaintenance is the queue of the periodic tasks (the business
+// queues are in models, where the outbox writers are).
+const QueueMaintenance = "maintenance"
+
+// Queues and their weights: invoices first, emails and expiry next,
+// maintenance when there is room.
+var Queues = map[string]int{models.QueueCritical: 6, models.QueueDefault: 3, QueueMaintenance: 1}
+
+// periodic is the spec of a maintenance task that runs every period on the
+// maintenance queue, without the guard (each is a set of conditional
+// statements that is harmless to run twice): three retries, and at most
+// one period per run.
+func periodic(taskType string, every time.Duration, handler func(Deps) asynq.HandlerFunc) Spec {
+	return Spec{Task: models.TaskKind{Type: taskType, Queue: QueueMaintenance},
+		MaxRetry: 3, Timeout: every, Every: every, Handler: handler}
+}
+
+// DefaultPeriodic is the maintenance schedule: every spec that runs
+// periodically.
+var DefaultPeriodic = periodicSpecs()
+
+// Schedule is DefaultPeriodic for a worker whose RECONCILE_AFTER is
+// reconcileAfter: when that is shorter than the reconciler's minute, the
+// reconciler looks that often, so a task Redis lost waits about
+// RECONCILE_AFTER, not up to a minute more.
+func Schedule(reconcileAfter time.Duration) []Spec {
+	schedule := slices.Clone(DefaultPeriodic)
+	for i, s := range schedule {
+		if s.Task.Type == TaskReconcile && reconcileAfter >= time.Second && reconcileAfter < s.Every {
+			schedule[i].Every, schedule[i].Timeout = reconcileAfter, reconcileAfter
+		}
+	}
+	return schedule
+}
+
+func periodicSpecs() []Spec {
+	var p []Spec
+	for _, s := range specs() {
+		if s.Every > 0 {
+			p = append(p, s)
+		}
+	}
+	return p
+}
+
+// EnqueueOptions are the Asynq options of an outbox row: its task id as
+// the Asynq TaskID (a second enqueue is refused), its queue and time, its
+// spec's retries and timeout, and a retention so the id stays taken after
+// the task succeeds, for as long as providers may deliver again.
+func EnqueueOptions(m models.OutboxMessage, retention time.Duration) []asynq.Option {
+	s := Spec{MaxRetry: 10, Timeout: time.Minute} // a type no spec knows
+	for _, known := range specs() {
+		if known.Task.Type == m.TaskType {
+			s = known
+			break
+		}
+	}
+	return []asynq.Option{
+		asynq.TaskID(m.TaskID),
+		asynq.Queue(m.Queue),
+		asynq.ProcessAt(m.ProcessAt),
+		asynq.MaxRetry(s.MaxRetry),
+		asynq.Timeout(s.Timeout),
+		asynq.Retention(retention),
+	}
+}
+
+// NewTask turns an outbox row into the Asynq task it stands for.
+func NewTask(m models.OutboxMessage, retention time.Duration) *asynq.Task {
+	return asynq.NewTask(m.TaskType, m.Payload, EnqueueOptions(m, retention)...)
+}
+
+// orderPayload decodes the order id of a business job; a payload that
+// cannot be decoded can never succeed, so it skips the retries.
+func orderPayload(j Job) (string, error) {
+	var p models.OrderPayload
+	if err := json.Unmarshal(j.Payload, &p); err != nil || p.OrderID == "" {
+		return "", fmt.Errorf("decode %s: %v: %w", j.Type, err, asynq.SkipRetry)
+	}
+	return p.OrderID, nil
+}
+
+// skipIfGone makes "the order does not exist" a permanent failure.
+func skipIfGone(err error) error {
+	if models.ErrorCode(err) == models.ENotFound {
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	}
+	return err
+}
