@@ -1,0 +1,219 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// newShopOrder places an order through the shop and returns its id and
+// token.
+func (c *console) newShopOrder(t *testing.T, sku string) (id, token string) {
+	t.Helper()
+	loc := c.checkout(c.formKey(t, sku), sku, "1", "buyer@example.com").Header.Get("Location")
+	u, err := url.Parse(loc)
+	if err != nil || !strings.HasPrefix(u.Path, "/orders/") {
+		t.Fatalf("checkout went to %q", loc)
+	}
+	return strings.TrimPrefix(u.Path, "/orders/"), u.Query().Get("t")
+}
+
+// pay posts the payment page's form.
+func (c *console) pay(id, token string, fields url.Values) page {
+	fields.Set("t", token)
+	return c.post("/sandbox/pay/"+id, fields)
+}
+
+// gatewayResults reads the deliveries the payment page lists: result by
+// result, counted.
+func (c *console) gatewayResults(t *testing.T, id, token string) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	c.get("/sandbox/pay/" + id + "?t=" + url.QueryEscape(token)).Doc(t).Find("#deliveries tbody td .badge").Each(func(_ int, s *goquery.Selection) {
+		counts[s.Text()]++
+	})
+	return counts
+}
+
+// Ten copies of the payment, sent at once over HTTP to /callbacks/sandbox,
+// pay the order once: one processed, nine duplicates, one payment.
+func TestSandboxGatewayConcurrentCopiesPayOnce(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "GW-MUG", 75000, 5)
+	id, token := c.newShopOrder(t, "GW-MUG")
+	p := c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"10"}, "mode": {"concurrent"}, "provider": {"sandbox"}})
+	if p.StatusCode != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/sandbox/pay/"+id) {
+		t.Fatalf("pay: %d %q", p.StatusCode, p.Header.Get("Location"))
+	}
+	testenv.Eventually(t, 10*time.Second, "ten deliveries listed", func() bool {
+		r := c.gatewayResults(t, id, token)
+		return r["processed"]+r["duplicate"] == 10
+	})
+	if r := c.gatewayResults(t, id, token); r["processed"] != 1 || r["duplicate"] != 9 {
+		t.Errorf("results %v, want 1 processed and 9 duplicate", r)
+	}
+	var o models.Order
+	c.db.Preload("Payments").Take(&o, "id = ?", id)
+	if o.Status != models.OrderPaid || len(o.Payments) != 1 || o.Payments[0].Status != models.PaymentSucceeded {
+		t.Errorf("order %s with payments %+v, want paid once", o.Status, o.Payments)
+	}
+}
+
+// Conflict mode: the first copy pays; the others, with a changed body
+// under the same event id, are 409s — retried like a gateway would, and
+// listed — and change nothing. Out of order: a failure after the payment
+// is stale.
+func TestSandboxGatewayConflictAndOutOfOrder(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "GW-TEE", 150000, 5)
+	id, token := c.newShopOrder(t, "GW-TEE")
+	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"3"}, "mode": {"conflict"}, "provider": {"sandbox"}})
+	// 1 processed; 2 conflicting deliveries, each tried 3 times (two retries).
+	testenv.Eventually(t, 10*time.Second, "the conflicting deliveries and their retries", func() bool { return c.gatewayResults(t, id, token)["conflict"] == 6 })
+	if r := c.gatewayResults(t, id, token); r["processed"] != 1 {
+		t.Errorf("results %v, want 1 processed", r)
+	}
+	doc := c.get("/sandbox/pay/" + id + "?t=" + url.QueryEscape(token)).Doc(t)
+	if n := doc.Find("#deliveries tr.marked").Length(); n != 6 {
+		t.Errorf("%d marked rows, want the 6 conflicts", n)
+	}
+	if !strings.Contains(doc.Find("#deliveries").Text(), "retry in") {
+		t.Error("the retries are not shown")
+	}
+
+	other, otherToken := c.newShopOrder(t, "GW-TEE")
+	c.pay(other, otherToken, url.Values{"outcome": {"paid"}, "copies": {"2"}, "mode": {"out_of_order"}, "provider": {"sandbox"}})
+	testenv.Eventually(t, 10*time.Second, "the paid and the late failed events", func() bool {
+		r := c.gatewayResults(t, other, otherToken)
+		return r["processed"]+r["duplicate"]+r["stale"] == 4
+	})
+	if r := c.gatewayResults(t, other, otherToken); r["processed"] != 1 || r["stale"] != 1 || r["duplicate"] != 2 {
+		t.Errorf("out of order: %v, want 1 processed, 1 duplicate of it, then 1 stale failure and 1 duplicate of that", r)
+	}
+	var o models.Order
+	c.db.Take(&o, "id = ?", other)
+	if o.Status != models.OrderPaid {
+		t.Errorf("a failure after the payment changed the order to %s", o.Status)
+	}
+}
+
+// The QA panel speaks each configured gateway's format: five concurrent
+// copies of a Midtrans settlement go to /callbacks/midtrans, signed with
+// the server key, keyed transaction:status — one processed, four
+// duplicates, one Midtrans payment.
+func TestSandboxGatewaySpeaksMidtrans(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "GW-MID", 120000, 5)
+	id, token := c.newShopOrder(t, "GW-MID")
+	if opts := c.get("/sandbox/pay/" + id + "?t=" + url.QueryEscape(token)).Doc(t).Find("select[name=provider] option").Text(); opts != "sandboxmidtrans" {
+		t.Errorf("formats offered %q, want sandbox and midtrans", opts)
+	}
+	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"5"}, "mode": {"concurrent"}, "provider": {"midtrans"}})
+	testenv.Eventually(t, 10*time.Second, "five deliveries listed", func() bool {
+		r := c.gatewayResults(t, id, token)
+		return r["processed"]+r["duplicate"] == 5
+	})
+	if r := c.gatewayResults(t, id, token); r["processed"] != 1 || r["duplicate"] != 4 {
+		t.Errorf("results %v, want 1 processed and 4 duplicate", r)
+	}
+	var cb models.PaymentCallback
+	c.db.Take(&cb, "order_id = ?", id)
+	var o models.Order
+	c.db.Preload("Payments").Take(&o, "id = ?", id)
+	if cb.Provider != "midtrans" || !strings.HasSuffix(cb.IdempotencyKey, ":settlement") || o.Status != models.OrderPaid ||
+		len(o.Payments) != 1 || o.Payments[0].Provider != "midtrans" || o.Payments[0].Amount != 120000 {
+		t.Errorf("callback %s %q, order %s, payments %+v: want one Midtrans settlement paying 120000", cb.Provider, cb.IdempotencyKey, o.Status, o.Payments)
+	}
+}
+
+// Lost mode: the gateway takes the payment and never sends its
+// notification. The order stays pending until the status poll asks the
+// gateway's status endpoint; the answer carries the notification's event
+// id, and the poll pays the order once — a second poll is a duplicate.
+func TestSandboxGatewayLostNotificationFoundByThePoll(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "GW-CAP", 90000, 5)
+	id, token := c.newShopOrder(t, "GW-CAP")
+	if p := c.get("/sandbox/status/" + id); p.StatusCode != http.StatusNotFound {
+		t.Errorf("status of an order the gateway never charged: %d, want 404", p.StatusCode)
+	}
+	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"1"}, "mode": {"lost"}, "provider": {"sandbox"}})
+	testenv.Eventually(t, 10*time.Second, "the lost delivery listed", func() bool { return c.gatewayResults(t, id, token)["lost"] == 1 })
+	var o models.Order
+	c.db.Take(&o, "id = ?", id)
+	if o.Status != models.OrderPending {
+		t.Fatalf("order %s before the poll, want pending: nothing was sent", o.Status)
+	}
+	status := &payments.SandboxStatus{BaseURL: c.URL}
+	for poll, want := range []int{1, 0} {
+		applied, err := c.payments.Poll(context.Background(), []payments.StatusClient{status}, time.Hour)
+		if err != nil || applied != want {
+			t.Fatalf("poll %d: applied %d (%v), want %d", poll+1, applied, err, want)
+		}
+	}
+	c.db.Preload("Payments").Take(&o, "id = ?", id)
+	if o.Status != models.OrderPaid || len(o.Payments) != 1 {
+		t.Errorf("order %s with %d payments after the poll, want paid once", o.Status, len(o.Payments))
+	}
+	var keys []string
+	c.db.Model(&models.PaymentCallback{}).Where("order_id = ?", id).Pluck("idempotency_key", &keys)
+	if len(keys) != 1 || !strings.HasPrefix(keys[0], "evt_sbx_") {
+		t.Errorf("callback keys %v, want the gateway's one event id", keys)
+	}
+}
+
+// The customer's buttons send one event and go back to the order page;
+// the page and the form open only with the order's token; a bad plan is
+// a 422.
+func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "GW-LTD", 250000, 5)
+	id, token := c.newShopOrder(t, "GW-LTD")
+	if p := c.get("/sandbox/pay/" + id + "?t=nope"); p.StatusCode != 404 {
+		t.Errorf("the payment page with a wrong token: %d", p.StatusCode)
+	}
+	for _, bad := range []url.Values{
+		{"outcome": {"paid"}, "copies": {"0"}, "mode": {"sequential"}, "provider": {"sandbox"}},
+		{"outcome": {"paid"}, "copies": {"101"}, "mode": {"sequential"}, "provider": {"sandbox"}},
+		{"outcome": {"refunded"}, "copies": {"1"}, "mode": {"sequential"}, "provider": {"sandbox"}},
+		{"outcome": {"paid"}, "copies": {"1"}, "mode": {"sideways"}, "provider": {"sandbox"}},
+		{"outcome": {"paid"}, "copies": {"1"}, "mode": {"sequential"}, "provider": {"stripe"}},
+	} {
+		if p := c.pay(id, token, bad); p.StatusCode != 422 {
+			t.Errorf("plan %v: %d, want 422", bad, p.StatusCode)
+		}
+	}
+	if p := c.pay(id, "wrong", url.Values{"outcome": {"paid"}, "copies": {"1"}, "mode": {"sequential"}, "provider": {"sandbox"}}); p.StatusCode != 404 {
+		t.Errorf("pay with a wrong token: %d, want 404", p.StatusCode)
+	}
+	page := c.get("/sandbox/pay/" + id + "?t=" + url.QueryEscape(token)).Doc(t)
+	if amount := page.Find(".gateway-amount").Text(); amount != "Rp 250.000" {
+		t.Errorf("amount shown %q", amount)
+	}
+	decline := page.Find("form:has(button:contains('Decline'))")
+	fields := url.Values{}
+	decline.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) { fields.Set(s.AttrOr("name", ""), s.AttrOr("value", "")) })
+	p := c.post("/sandbox/pay/"+id, fields)
+	if loc := p.Header.Get("Location"); !strings.HasPrefix(loc, "/orders/"+id+"?t=") {
+		t.Fatalf("Decline went to %q, want the order page", loc)
+	}
+	testenv.Eventually(t, 10*time.Second, "the order to fail", func() bool {
+		var o models.Order
+		c.db.Take(&o, "id = ?", id)
+		return o.Status == models.OrderFailed
+	})
+}

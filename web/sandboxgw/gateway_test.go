@@ -1,0 +1,53 @@
+package sandboxgw_test
+
+import (
+	"testing"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+// The QA panel's plan: each field checked, with a 422 that says which.
+// (The gateway end to end is tested in web/sandbox_test.go and the
+// browser test of the shop.)
+func TestParsePlan(t *testing.T) {
+	t.Parallel()
+	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
+	midtrans, err := payments.NewSender(payments.MidtransName, "SB-Mid-server-PLAN0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xendit, err := payments.NewSender(payments.XenditName, "xnd-callback-token-plan-0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Speak(midtrans)
+	g.Speak(xendit)
+	if f := g.Formats(); len(f) != 3 || f[0] != "sandbox" {
+		t.Errorf("formats %v, want sandbox first, then midtrans and xendit", f)
+	}
+	if _, err := g.ParsePlan("failed", "2", "out_of_order", "midtrans"); err != nil {
+		t.Errorf("a Midtrans failure out of order: %v", err)
+	}
+	good, err := g.ParsePlan("paid", "10", "concurrent", "sandbox")
+	if err != nil || good.Copies != 10 || good.Outcome != models.EventPaid || good.Mode != sandboxgw.ModeConcurrent {
+		t.Fatalf("a good plan: %+v, %v", good, err)
+	}
+	for _, bad := range [][4]string{
+		{"refunded", "1", "sequential", "sandbox"},
+		{"paid", "0", "sequential", "sandbox"},
+		{"paid", "101", "sequential", "sandbox"},
+		{"paid", "ten", "sequential", "sandbox"},
+		{"paid", "1", "backwards", "sandbox"},
+		{"paid", "1", "sequential", "stripe"},   // not configured
+		{"paid", "1", "lost", "midtrans"},       // the status endpoint speaks sandbox only
+		{"failed", "1", "sequential", "xendit"}, // Xendit has no failed invoice
+		{"paid", "1", "out_of_order", "xendit"}, // out of order sends a failure
+	} {
+		if _, err := g.ParsePlan(bad[0], bad[1], bad[2], bad[3]); models.ErrorCode(err) != models.EInvalid {
+			t.Errorf("ParsePlan%v = %v, want invalid_request", bad, err)
+		}
+	}
+}

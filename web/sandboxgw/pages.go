@@ -1,0 +1,84 @@
+package sandboxgw
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// page is GET /sandbox/pay/:id?t=<token>: the hosted payment page. Only
+// the order's access token opens it, as it opens the order page.
+func (g *Gateway) page(c echo.Context) error {
+	token := c.QueryParam("t")
+	o, err := g.orders.Open(c.Request().Context(), c.Param("id"), token, false)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	v := PayView{
+		OrderID: o.ID, Token: token, Status: string(o.Status), Amount: o.TotalAmount, Currency: o.Currency,
+		Deliveries: g.Deliveries(o.ID), Self: g.PayURL(o.ID, token), Formats: g.Formats(),
+		OrderURL: "/orders/" + url.PathEscape(o.ID) + "?t=" + url.QueryEscape(token),
+	}
+	return render(c, http.StatusOK, PayPage(v))
+}
+
+// pay is POST /sandbox/pay/:id: the customer's Pay, Decline and "Let it
+// expire" buttons (one delivery, then back to the order page), and the QA
+// panel (outcome, copies, mode, provider; back to this page to watch the
+// deliveries land).
+func (g *Gateway) pay(c echo.Context) error {
+	token := c.FormValue("t")
+	o, err := g.orders.Open(c.Request().Context(), c.Param("id"), token, false)
+	if err != nil {
+		return err
+	}
+	plan, err := g.ParsePlan(c.FormValue("outcome"), c.FormValue("copies"), c.FormValue("mode"), c.FormValue("provider"))
+	if err != nil {
+		return err
+	}
+	g.Start(o, plan)
+	g.log.InfoContext(c.Request().Context(), "sandbox gateway: sending callbacks", "order_id", o.ID,
+		"payment_status", plan.Outcome, "copies", plan.Copies, "mode", plan.Mode, "provider", plan.Provider)
+	next := g.PayURL(o.ID, token)
+	if c.FormValue("return") == "order" {
+		next = "/orders/" + url.PathEscape(o.ID) + "?t=" + url.QueryEscape(token)
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// render sends a gateway page: whole, or its content for htmx.
+func render(c echo.Context, status int, content templ.Component) error {
+	comp := views.ShopLayout("Sandbox payment", content)
+	if c.Request().Header.Get("HX-Request") == "true" {
+		comp = content
+	}
+	var buf bytes.Buffer
+	if err := comp.Render(context.WithoutCancel(c.Request().Context()), &buf); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// PayView is the payment page.
+type PayView struct {
+	OrderID    string
+	Token      string
+	Status     string
+	Amount     int64
+	Currency   string
+	Deliveries []Delivery
+	Formats    []string // the gateways whose format the QA panel can send
+	Self       string
+	OrderURL   string
+}
+
+// pending reports whether the order still waits for its payment.
+func (v PayView) pending() bool { return v.Status == string(models.OrderPending) }

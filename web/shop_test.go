@@ -1,0 +1,163 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// checkout posts the order form of sku as a browser would.
+func (c *console) checkout(key, sku, qty, email string) page {
+	return c.post("/checkout", url.Values{"idempotency_key": {key}, "sku": {sku}, "qty": {qty}, "email": {email}})
+}
+
+// formKey is the Idempotency-Key the catalogue rendered into sku's form.
+func (c *console) formKey(t *testing.T, sku string) string {
+	t.Helper()
+	key, ok := c.get("/").Doc(t).Find("#product-" + sku + " input[name=idempotency_key]").Attr("value")
+	if !ok || key == "" {
+		t.Fatalf("no idempotency key in %s's form", sku)
+	}
+	return key
+}
+
+// The catalogue shows each product with its price and what is left; the
+// order form, however often it is posted (a double click, a resubmit, a
+// duplicated tab), creates one order and sends every post to its page.
+func TestShopCheckoutCreatesOneOrder(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "SHOP-MUG", 75000, 10)
+	doc := c.get("/").Doc(t)
+	card := doc.Find("#product-SHOP-MUG")
+	if price := card.Find(".price").Text(); price != "Rp 75.000" {
+		t.Errorf("price shown %q", price)
+	}
+	if left := strings.TrimSpace(card.Find("#stock-SHOP-MUG").Text()); left != "10 left" {
+		t.Errorf("stock shown %q", left)
+	}
+	key := c.formKey(t, "SHOP-MUG")
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	locations := make([]string, 5)
+	for i := range locations {
+		wg.Go(func() {
+			<-start
+			p := c.checkout(key, "SHOP-MUG", "2", "buyer@example.com")
+			if p.StatusCode == http.StatusSeeOther {
+				locations[i] = p.Header.Get("Location")
+			} else {
+				locations[i] = p.Status
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	var orders int64
+	c.db.Model(&models.Order{}).Count(&orders)
+	if orders != 1 {
+		t.Fatalf("%d orders from 5 posts of one form, want 1", orders)
+	}
+	// Every post that got an answer was sent to the one order's page (one
+	// may find the first still running: 409 request_in_progress).
+	var order string
+	for _, loc := range locations {
+		if strings.HasPrefix(loc, "/orders/") {
+			if order != "" && loc != order {
+				t.Errorf("posts went to %q and %q", order, loc)
+			}
+			order = loc
+		} else if !strings.Contains(loc, "409") {
+			t.Errorf("a post answered %q", loc)
+		}
+	}
+	if !strings.Contains(order, "?t=") {
+		t.Fatalf("the order page %q carries no token", order)
+	}
+	// A resubmit after the first finished is a replay: the same page.
+	if p := c.checkout(key, "SHOP-MUG", "2", "buyer@example.com"); p.Header.Get("Location") != order {
+		t.Errorf("resubmit went to %q, want %q", p.Header.Get("Location"), order)
+	}
+	if stock := c.get("/").Doc(t).Find("#stock-SHOP-MUG").Text(); !strings.Contains(stock, "8 left") {
+		t.Errorf("stock after the order: %q", stock)
+	}
+}
+
+// A refused order form comes back with the message next to its field and
+// a new key; nothing is reserved.
+func TestCheckoutErrorsNextToTheField(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "SHOP-LTD", 250000, 3)
+	for _, tt := range []struct {
+		name, qty, email, field, want string
+		status                        int
+	}{
+		{"bad email", "1", "not-an-email", "email", "not an email address", 422},
+		{"not a number", "two", "a@example.com", "qty", "whole number", 422},
+		{"more than the stock", "5", "a@example.com", "qty", "not enough stock", 409},
+	} {
+		key := c.formKey(t, "SHOP-LTD")
+		p := c.checkout(key, "SHOP-LTD", tt.qty, tt.email)
+		if p.StatusCode != tt.status {
+			t.Errorf("%s: status %d, want %d", tt.name, p.StatusCode, tt.status)
+		}
+		form := p.Doc(t).Find("#product-SHOP-LTD")
+		if msg := form.Find("input[name=" + tt.field + "] + .field-error").Text(); !strings.Contains(msg, tt.want) {
+			t.Errorf("%s: the %s field says %q, want %q", tt.name, tt.field, msg, tt.want)
+		}
+		if v, _ := form.Find("input[name=email]").Attr("value"); v != tt.email {
+			t.Errorf("%s: the email typed is gone (%q)", tt.name, v)
+		}
+		if k, _ := form.Find("input[name=idempotency_key]").Attr("value"); k == key {
+			t.Errorf("%s: the form comes back with the key whose refusal is stored", tt.name)
+		}
+	}
+	var stock int64
+	c.db.Model(&models.Product{}).Where("sku = 'SHOP-LTD'").Pluck("stock", &stock)
+	if stock != 3 {
+		t.Errorf("stock %d after refused forms, want 3", stock)
+	}
+}
+
+// The order page opens only with the order's token; it shows the status,
+// the time the stock is held, and a way to pay while pending.
+func TestShopOrderPageNeedsItsToken(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "SHOP-TEE", 150000, 5)
+	loc := c.checkout(c.formKey(t, "SHOP-TEE"), "SHOP-TEE", "1", "buyer@example.com").Header.Get("Location")
+	path, _, _ := strings.Cut(loc, "?")
+	for _, bad := range []string{path, path + "?t=wrong"} {
+		p := c.get(bad)
+		if p.StatusCode != 404 || strings.Contains(p.Body, "buyer@example.com") {
+			t.Errorf("%s: %d, want 404 without the order", bad, p.StatusCode)
+		}
+		if href, _ := p.Doc(t).Find(".card a").Attr("href"); href != "/" {
+			t.Errorf("%s: the error page links to %q, want the shop", bad, href)
+		}
+	}
+	p := c.get(loc)
+	if p.StatusCode != 200 || p.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the order page: %d Cache-Control=%q", p.StatusCode, p.Header.Get("Cache-Control"))
+	}
+	doc := p.Doc(t)
+	if got := doc.Find(".stat:contains('Status') .badge").Text(); got != "pending" {
+		t.Errorf("status shown %q", got)
+	}
+	if held := doc.Find(".stat:contains('Stock held') .value").Text(); !strings.HasSuffix(held, "s") {
+		t.Errorf("countdown shown %q", held)
+	}
+	pay, _ := doc.Find("a.button:contains('Pay now')").Attr("href")
+	if !strings.HasPrefix(pay, "/sandbox/pay/") || !strings.Contains(pay, "?t=") {
+		t.Errorf("the pay link is %q", pay)
+	}
+	if live, _ := doc.Find("#order-status").Attr("hx-get"); live != loc {
+		t.Errorf("the page refreshes from %q, want %q", live, loc)
+	}
+}
