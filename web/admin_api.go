@@ -36,9 +36,9 @@ func (s *Server) requireAdminToken(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// getAudit is GET /api/audit[?drain_timeout=30s]: the integrity audit
-// (SPEC §7) as JSON, the same report `sekali verify` prints. It drains
-// first, so it outlives the usual request deadline.
+// getAudit is GET /api/audit[?drain_timeout=30s]: the integrity audit as
+// JSON (docs/api.md#get-apiaudit), the same report `sekali verify` prints.
+// It drains first, so it outlives the usual request deadline.
 func (s *Server) getAudit(c echo.Context) error {
 	drain := audit.DefaultDrainTimeout
 	if v := c.QueryParam("drain_timeout"); v != "" {

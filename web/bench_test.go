@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -21,7 +22,7 @@ import (
 // in between, so the figures are the handler's and the database's.
 func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 	db := testenv.NewDB(b)
-	log := testenv.Logger()
+	log := slog.New(slog.DiscardHandler)
 	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
 		b.Fatal(err)

@@ -31,15 +31,15 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		RemoteAddr:  c.RealIP(),
 		RequestID:   requestID(c),
 	})
-	if out.Code == "" {
+	if out.Code() == "" {
 		return c.JSON(http.StatusOK, callbackJSON{
 			Result: out.Result, Provider: out.Provider, IdempotencyKey: out.Key,
 			OrderID: out.OrderID, OrderStatus: string(out.OrderStatus),
 		})
 	}
-	p := newProblem(out.Code, out.Detail)
+	p := newProblem(out.Code(), out.Detail)
 	p.Result, p.Reason = out.Result, out.Reason
-	if out.Code == models.EUnavailable {
+	if out.Code() == models.EUnavailable {
 		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}
 	return writeProblem(c, p)

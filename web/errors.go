@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
 )
 
 // problem is an RFC 9457 problem details body with Sekali's `code`
@@ -48,17 +50,16 @@ var titles = map[string]string{
 	models.EAlreadyExists:        "Already exists",
 	models.ERejected:             "Rejected",
 	models.EUnavailable:          "Service unavailable",
+	models.EForbidden:            "Forbidden",
+	models.EMethodNotAllowed:     "Method not allowed",
+	models.ETooManyRequests:      "Too many requests",
 	models.EInternal:             "Internal error",
-	"method_not_allowed":         "Method not allowed",
 }
 
 // newProblem describes code; its status comes from models.HTTPStatus, the
 // one map from codes to statuses.
 func newProblem(code, detail string) problem {
 	status := models.HTTPStatus(code)
-	if code == "method_not_allowed" {
-		status = http.StatusMethodNotAllowed
-	}
 	title := titles[code]
 	if title == "" {
 		title = http.StatusText(status)
@@ -77,7 +78,7 @@ func problemOf(err error) problem {
 		case http.StatusNotFound:
 			return newProblem(models.ENotFound, "no such resource")
 		case http.StatusMethodNotAllowed:
-			return newProblem("method_not_allowed", "this method is not allowed here")
+			return newProblem(models.EMethodNotAllowed, "this method is not allowed here")
 		case http.StatusRequestEntityTooLarge:
 			return newProblem(models.ETooLarge, "the body is larger than "+maxAPIBody+"B")
 		}
@@ -87,8 +88,10 @@ func problemOf(err error) problem {
 }
 
 // handleError is the one HTTPErrorHandler: every error a handler returns
-// is answered here as problem details, and logged when it is the server's
-// fault.
+// is answered here, in the form the client asked for — problem details
+// for the JSON API and the callbacks (and any client that does not ask
+// for HTML), a small message for an htmx request, an HTML page for a
+// browser — and logged when it is the server's fault.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -101,9 +104,41 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if p.Status == http.StatusServiceUnavailable {
 		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}
-	if werr := writeProblem(c, p); werr != nil {
+	var werr error
+	switch {
+	case wantsProblemJSON(c):
+		werr = writeProblem(c, p)
+	case isHTMX(c):
+		// htmx swaps the message into the page's #flash, whatever
+		// element asked.
+		c.Response().Header().Set("HX-Retarget", "#flash")
+		c.Response().Header().Set("HX-Reswap", "innerHTML")
+		werr = renderHTML(c, p.Status, views.ErrorPartial(viewProblem(p)))
+	case !strings.HasPrefix(c.Request().URL.Path, "/admin"):
+		vp := viewProblem(p)
+		vp.InShop = true
+		werr = s.shopPage(c, p.Status, p.Title, views.ErrorPage(vp))
+	default:
+		werr = s.page(c, p.Status, p.Title, "", views.ErrorPage(viewProblem(p)))
+	}
+	if werr != nil {
 		s.log.WarnContext(c.Request().Context(), "could not write error response", "error", werr)
 	}
+}
+
+// wantsProblemJSON reports whether an error is answered as problem
+// details: always on /api and /callbacks, elsewhere unless the client
+// asks for HTML.
+func wantsProblemJSON(c echo.Context) bool {
+	path := c.Request().URL.Path
+	if strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/callbacks/") {
+		return true
+	}
+	return !strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/html") && !isHTMX(c)
+}
+
+func viewProblem(p problem) views.Problem {
+	return views.Problem{Status: p.Status, Title: p.Title, Detail: p.Detail, Code: p.Code}
 }
 
 func writeProblem(c echo.Context, p problem) error {

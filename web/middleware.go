@@ -2,10 +2,13 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -14,7 +17,61 @@ import (
 // maxAPIBody caps JSON API request bodies.
 const maxAPIBody = "1M"
 
-// requestID returns the id the RequestID middleware gave this request.
+// maxRequestIDLength bounds a client's X-Request-Id.
+const maxRequestIDLength = 64
+
+// assignRequestID gives every request an id, sent back in X-Request-Id
+// and written to the logs and the delivery audit rows. A client's own id
+// is kept only when it is short and of a safe alphabet (letters, digits,
+// '-', '_', '.', ':'): anyone may send one, and it is stored and logged.
+func (s *Server) assignRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLength {
+		return false
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// baseHeaders sets what every answer carries: no content sniffing.
+func (s *Server) baseHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
+}
+
+// noStore keeps answers with personal data (an order's email address,
+// the admin API) out of every cache.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return next(c)
+	}
+}
+
+// requestID returns the id assignRequestID gave this request.
 func requestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)
 }

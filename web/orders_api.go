@@ -2,11 +2,13 @@ package web
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -33,6 +35,9 @@ type orderJSON struct {
 	Items         []itemJSON    `json:"items"`
 	Payments      []paymentJSON `json:"payments"`
 	Invoice       *invoiceJSON  `json:"invoice"`
+	// AccessToken is in the answer to the order's creation only (and its
+	// replays): the customer's credential to read and cancel the order.
+	AccessToken string `json:"access_token,omitempty"`
 }
 
 type itemJSON struct {
@@ -63,7 +68,7 @@ func newOrderJSON(o *models.Order) orderJSON {
 	v := orderJSON{
 		ID: o.ID, Status: string(o.Status), CustomerEmail: o.CustomerEmail, Currency: o.Currency,
 		TotalAmount: o.TotalAmount, ExpiresAt: o.ExpiresAt.UTC(), PaidAt: utc(o.PaidAt),
-		Items: []itemJSON{}, Payments: []paymentJSON{},
+		Items: []itemJSON{}, Payments: []paymentJSON{}, AccessToken: o.AccessToken,
 	}
 	if inv := o.Invoice; inv != nil {
 		v.Invoice = &invoiceJSON{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt.UTC()}
@@ -101,13 +106,14 @@ func (s *Server) createOrder(c echo.Context) error {
 		})
 }
 
-// runIdempotent is every endpoint under an Idempotency-Key: read the key
-// and the JSON body, decode and check the request, fingerprint it (with
-// target, what the URL names), and run effect with its response stored in
-// the same transaction. A stored response is sent again as it was.
+// runIdempotent is every JSON endpoint under an Idempotency-Key: read the
+// key from its header and the JSON body, decode and check the request,
+// fingerprint it (with target, what the URL names), and run effect with
+// its response stored in the same transaction. A stored response is sent
+// again as it was.
 func runIdempotent[T any](s *Server, c echo.Context, scope, target string, check func(T) error,
 	effect func(tx *gorm.DB, req T) (status int, response any, err error)) error {
-	key, err := idempotency.ParseKey(c.Request().Header.Get("Idempotency-Key"))
+	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
 	}
@@ -128,20 +134,40 @@ func runIdempotent[T any](s *Server, c echo.Context, scope, target string, check
 	if err != nil {
 		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
 	}
-	hash := canonjson.Hash([]byte(target + "\n" + fingerprint))
-	resp, err := s.deps.Keys.Do(c.Request().Context(), scope, key, hash,
+	resp, err := s.idempotent(c, scope, key, canonjson.Hash([]byte(target+"\n"+fingerprint)),
+		func(tx *gorm.DB) (int, any, error) { return effect(tx, req) })
+	if err != nil {
+		return err
+	}
+	return writeStored(c, resp)
+}
+
+// idempotencyKey reads the Idempotency-Key header. Two of them are
+// refused: which one counts would be a guess.
+func idempotencyKey(h http.Header) (string, error) {
+	if n := len(h.Values("Idempotency-Key")); n > 1 {
+		return "", models.Errorf(models.EIdempotencyInvalid, "send one Idempotency-Key header, not %d", n)
+	}
+	return idempotency.ParseKey(h.Get("Idempotency-Key"))
+}
+
+// idempotent runs effect at most once for (scope, key) — the one runner
+// under every Idempotency-Key, whether the key came in a header (the JSON
+// API) or a hidden form field (the console's forms). requestHash
+// fingerprints the request: the same key with another request is
+// refused. The effect's response (a 4xx problem included) is stored with
+// it in one transaction; a failure a retry may fix stores nothing.
+func (s *Server) idempotent(c echo.Context, scope, key, requestHash string,
+	effect func(tx *gorm.DB) (status int, response any, err error)) (idempotency.Response, error) {
+	return s.deps.Keys.Do(c.Request().Context(), scope, key, requestHash,
 		func(tx *gorm.DB) (idempotency.Response, error) {
-			status, v, err := effect(tx, req)
+			status, v, err := effect(tx)
 			if err != nil {
 				return storedProblem(err)
 			}
 			b, err := json.Marshal(v)
 			return idempotency.Response{Code: status, Body: b}, err
 		})
-	if err != nil {
-		return err
-	}
-	return writeStored(c, resp)
 }
 
 // writeStored sends a response stored under an Idempotency-Key, saying
@@ -169,19 +195,36 @@ func storedProblem(err error) (idempotency.Response, error) {
 	return idempotency.Response{Code: p.Status, Body: b}, merr
 }
 
-// getOrder is GET /api/orders/:id.
+// openOrder is the order a request names, if it shows the order's access
+// token — in Authorization: Bearer, or as ?t= for a link — or the admin
+// token. Anything else is the 404 of an order that does not exist: the id
+// alone opens nothing.
+func (s *Server) openOrder(c echo.Context) (*models.Order, error) {
+	token, _ := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	if token == "" {
+		token = c.QueryParam("t")
+	}
+	admin := s.cfg.AdminAPIToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminAPIToken)) == 1
+	return s.deps.Orders.Open(c.Request().Context(), c.Param("id"), token, admin)
+}
+
+// getOrder is GET /api/orders/:id, with the order's access token.
 func (s *Server) getOrder(c echo.Context) error {
-	o, err := s.deps.Orders.Get(c.Request().Context(), c.Param("id"))
+	o, err := s.openOrder(c)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, newOrderJSON(o))
 }
 
-// cancelOrder is POST /api/orders/:id/cancel.
+// cancelOrder is POST /api/orders/:id/cancel, with the order's access
+// token.
 func (s *Server) cancelOrder(c echo.Context) error {
 	ctx := c.Request().Context()
-	if _, err := s.deps.Orders.Cancel(ctx, c.Param("id")); err != nil {
+	if _, err := s.openOrder(c); err != nil {
+		return err
+	}
+	if _, err := s.deps.Orders.Cancel(ctx, c.Param("id"), models.CauseCustomer); err != nil {
 		return err
 	}
 	o, err := s.deps.Orders.Get(ctx, c.Param("id"))

@@ -1,6 +1,7 @@
 // Package web is Sekali's HTTP side: the JSON API, the payment callback
-// endpoint, health checks and metrics. It is the only package that knows
-// Echo; everything it does is delegated to the app/ services it is given.
+// endpoint, the admin console (HTML, templ + htmx), health checks and
+// metrics. It is the only package that knows Echo and templ; everything
+// it does is delegated to the app/ services it is given.
 package web
 
 import (
@@ -9,15 +10,20 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/stats"
+	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/models"
 )
 
@@ -26,20 +32,66 @@ type (
 	orderService interface {
 		CreateTx(tx *gorm.DB, req orders.CreateRequest) (*models.Order, error)
 		Get(ctx context.Context, id string) (*models.Order, error)
-		Cancel(ctx context.Context, id string) (*models.Order, error)
+		Open(ctx context.Context, id, token string, admin bool) (*models.Order, error)
+		Cancel(ctx context.Context, id, cause string) (*models.Order, error)
+		List(ctx context.Context, f orders.Filter) ([]models.Order, string, error)
 	}
 	callbackService interface {
 		Receive(ctx context.Context, d payments.Delivery) payments.Outcome
+		Providers() []string
+		ListCallbacks(ctx context.Context, f payments.CallbackFilter) ([]models.PaymentCallback, int64, error)
+		ListDeliveries(ctx context.Context, f payments.DeliveryFilter) ([]models.CallbackDelivery, int64, error)
 	}
 	productService interface {
 		Create(ctx context.Context, p models.Product) (*models.Product, error)
+		CreateTx(tx *gorm.DB, p models.Product) (*models.Product, error)
 		RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error)
+		List(ctx context.Context) ([]models.Product, error)
+		Get(ctx context.Context, sku string) (*models.Product, error)
+		Ledger(ctx context.Context, sku string, before int64, limit int) ([]models.StockMovement, int64, error)
 	}
 	auditor interface {
 		Run(ctx context.Context, drainTimeout time.Duration) (audit.Report, error)
+		Checks() []audit.Check
 	}
 	idempotencyKeys interface {
 		Do(ctx context.Context, scope, key, requestHash string, fn func(tx *gorm.DB) (idempotency.Response, error)) (idempotency.Response, error)
+	}
+	adminService interface {
+		Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error)
+		RetryAfter(ctx context.Context, email, remoteAddr string) (time.Duration, error)
+		RecordFailure(ctx context.Context, email, remoteAddr string) error
+		ClearFailures(ctx context.Context, email string) error
+		Record(ctx context.Context, a models.AdminAction) error
+		ListActions(ctx context.Context, f admins.ActionFilter) ([]models.AdminAction, int64, error)
+	}
+	storyReader interface {
+		Order(ctx context.Context, id string) (*story.Order, error)
+		Callback(ctx context.Context, id int64) (*story.Callback, error)
+		EmailSent(ctx context.Context, orderID string) (bool, error)
+	}
+	// PaymentPage is a hosted payment page the shop sends customers to
+	// (the sandbox gateway, web/sandboxgw). It mounts its own routes.
+	PaymentPage interface {
+		Mount(g *echo.Group)
+		PayURL(orderID, token string) string
+	}
+	statsReader interface {
+		Dashboard(ctx context.Context) (stats.Dashboard, error)
+		DeliveriesSince(ctx context.Context, from time.Time) ([]stats.MinuteCount, error)
+	}
+	// jobConsole is what the console asks of the job queue; jobs.Console
+	// implements it (web does not import the queue's library).
+	jobConsole interface {
+		List(ctx context.Context, f models.JobFilter) ([]models.JobExecution, int64, error)
+		Archived(ctx context.Context, f models.JobFilter) ([]models.QueuedTask, error)
+		ArchivedCount(ctx context.Context) (int, error)
+		TaskState(ctx context.Context, key string) (string, error)
+		Rerun(ctx context.Context, key string) (models.RerunOutcome, error)
+		Rerunnable(ctx context.Context, f models.JobFilter) ([]string, error)
+		RerunAll(ctx context.Context, f models.JobFilter) (map[models.RerunOutcome]int, error)
+		ListOutbox(ctx context.Context, f outbox.Filter) ([]models.OutboxMessage, int64, error)
+		DispatchNow(ctx context.Context, outboxID int64) (models.DispatchOutcome, error)
 	}
 )
 
@@ -54,14 +106,29 @@ type Deps struct {
 	Metrics prometheus.Gatherer
 	// Ready are the checks /readyz runs, by name (database, redis).
 	Ready map[string]func(context.Context) error
+
+	// The admin console.
+	Admins   adminService
+	Sessions *scs.SessionManager // NewSessions
+	Stories  storyReader
+	Stats    statsReader
+	Jobs     jobConsole
+	// Queues is the queue's own web UI, mounted at /admin/queues behind
+	// the console's log-in; nil leaves that page out.
+	Queues http.Handler
+	// PaymentPage is the payment page of the shop; nil: none is mounted.
+	PaymentPage PaymentPage
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Server is the HTTP handler of one Sekali process.
 type Server struct {
-	log  *slog.Logger
-	cfg  config.Config
-	deps Deps
-	echo *echo.Echo
+	log         *slog.Logger
+	cfg         config.Config
+	deps        Deps
+	echo        *echo.Echo
+	crossOrigin *http.CrossOriginProtection
 }
 
 // NewServer builds the handler with every route of routes.go.
@@ -69,7 +136,10 @@ func NewServer(log *slog.Logger, cfg config.Config, deps Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = echo.ExtractIPDirect() // no proxy is trusted unless one is configured
-	s := &Server{log: log, cfg: cfg, deps: deps, echo: e}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	s := &Server{log: log, cfg: cfg, deps: deps, echo: e, crossOrigin: http.NewCrossOriginProtection()}
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s

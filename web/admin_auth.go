@@ -1,0 +1,208 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// sessionAdmin is the session key of the logged-in admin's email.
+const sessionAdmin = "admin_email"
+
+// NewSessions returns the console's session manager on store (the
+// PostgreSQL store in production, so that sessions outlive a restart and
+// are shared by every web process). The cookie holds only a random token;
+// it is HttpOnly, SameSite=Lax and, unless COOKIE_SECURE=false, Secure.
+func NewSessions(store scs.Store, cfg config.Config) *scs.SessionManager {
+	sm := scs.New()
+	sm.Store = store
+	sm.IdleTimeout = cfg.SessionIdle
+	sm.Lifetime = cfg.SessionLifetime
+	sm.Cookie.Name = "sekali_admin"
+	sm.Cookie.Path = "/admin"
+	sm.Cookie.HttpOnly = true
+	sm.Cookie.SameSite = http.SameSiteLaxMode
+	sm.Cookie.Secure = cfg.CookieSecure
+	sm.Cookie.Persist = false  // a session cookie: it ends with the browser, too
+	sm.HashTokenInStore = true // a leaked sessions table does not hand out live tokens
+	return sm
+}
+
+// loadSession loads the console session for the request and saves it
+// with the response.
+func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
+	load := echo.WrapMiddleware(s.deps.Sessions.LoadAndSave)
+	return load(func(c echo.Context) error {
+		c.Set(ctxSession, true)
+		return next(c)
+	})
+}
+
+// requireAdmin lets only a logged-in admin through. Anyone else is sent
+// to the log-in page (an htmx request is told to go there), which brings
+// them back afterwards.
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		email := s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin)
+		if email == "" {
+			login := "/admin/login"
+			if c.Request().Method == http.MethodGet {
+				login += "?next=" + url.QueryEscape(c.Request().URL.RequestURI())
+			}
+			if isHTMX(c) {
+				c.Response().Header().Set("HX-Redirect", login)
+				return c.NoContent(http.StatusUnauthorized)
+			}
+			return c.Redirect(http.StatusSeeOther, login)
+		}
+		c.Set(ctxAdmin, email)
+		return next(c)
+	}
+}
+
+// sameOrigin refuses state-changing requests that a browser sends from
+// another origin — a form on another site (or another port) posting to
+// the console — with Go's CrossOriginProtection (Sec-Fetch-Site, then
+// Origin against Host). Together with the SameSite cookie this is the
+// console's protection against cross-site request forgery; no token is
+// needed in the forms.
+func (s *Server) sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.crossOrigin.Check(c.Request()); err != nil {
+			s.log.WarnContext(c.Request().Context(), "cross-origin request refused", "request_id", requestID(c),
+				"path", c.Request().URL.Path, "origin", c.Request().Header.Get("Origin"),
+				"sec_fetch_site", c.Request().Header.Get("Sec-Fetch-Site"), "remote_addr", c.RealIP())
+			return models.Errorf(models.EForbidden, "cross-origin requests to the admin console are refused")
+		}
+		return next(c)
+	}
+}
+
+// The console's Content-Security-Policy: only its own scripts, styles and
+// images; no inline script or style; never in a frame. The queue UI
+// (asynqmon) is a separate single-page app that needs inline scripts and
+// styles, so it alone gets a looser policy.
+const (
+	consoleCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
+	queuesCSP = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline' https://fonts.googleapis.com; " +
+		"font-src 'self' https://fonts.gstatic.com; img-src 'self' data:; connect-src 'self'; form-action 'self'; " +
+		"base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
+)
+
+// adminHeaders sets the security headers of every /admin answer.
+func (s *Server) adminHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		csp := consoleCSP
+		if strings.HasPrefix(c.Request().URL.Path, "/admin/queues") {
+			csp = queuesCSP
+		}
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		return next(c)
+	}
+}
+
+// loginForm is GET /admin/login.
+func (s *Server) loginForm(c echo.Context) error {
+	if s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin) != "" {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	return s.page(c, http.StatusOK, "Log in", "", views.LoginPage(views.Login{Next: c.QueryParam("next")}))
+}
+
+// login is POST /admin/login: email and password against admin_users.
+// An unknown email and a wrong password get the same answer and cost the
+// same time; after admins.MaxFailures failures for the email or from the
+// client address within admins.FailureWindow, the answer is 429 until the
+// oldest of them has aged out. On success the session gets a new token
+// (no session fixation) and the admin goes where they were going.
+func (s *Server) login(c echo.Context) error {
+	ctx := c.Request().Context()
+	// Text the database cannot store (NUL, invalid UTF-8) is dropped: such
+	// an email names no admin, and is counted like any wrong one.
+	email := strings.ToValidUTF8(strings.ReplaceAll(strings.TrimSpace(c.FormValue("email")), "\x00", ""), "")
+	password := c.FormValue("password")
+	form := views.Login{Email: email, Next: c.FormValue("next")}
+	addr := c.RealIP()
+	wait, err := s.deps.Admins.RetryAfter(ctx, email, addr)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		s.record(c, email, "login", "", models.ActionRefused, "too many failed log-ins")
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second).Seconds())))
+		form.Error = "Too many failed log-ins. Try again in " + views.Duration(wait.Round(time.Second)) + "."
+		return s.page(c, http.StatusTooManyRequests, "Log in", "", views.LoginPage(form))
+	}
+	u, err := s.deps.Admins.Authenticate(ctx, email, password)
+	if errors.Is(err, admins.ErrBadCredentials) {
+		if err := s.deps.Admins.RecordFailure(ctx, email, addr); err != nil {
+			return err
+		}
+		s.record(c, email, "login", "", models.ActionRefused, "wrong email or password")
+		form.Error = "Wrong email or password."
+		return s.page(c, http.StatusUnauthorized, "Log in", "", views.LoginPage(form))
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.deps.Admins.ClearFailures(ctx, u.Email); err != nil {
+		return err
+	}
+	if err := s.deps.Sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	s.deps.Sessions.Put(ctx, sessionAdmin, u.Email)
+	s.record(c, u.Email, "login", "", models.ActionOK, "")
+	return c.Redirect(http.StatusSeeOther, safeNext(form.Next))
+}
+
+// logout is POST /admin/logout: the session is destroyed in the store, so
+// its cookie opens nothing any more, even if it was copied.
+func (s *Server) logout(c echo.Context) error {
+	ctx := c.Request().Context()
+	s.record(c, adminOf(c), "logout", "", models.ActionOK, "")
+	if err := s.deps.Sessions.Destroy(ctx); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/login")
+}
+
+// safeNext keeps a post-log-in redirect inside the console: a path under
+// /admin, never another host.
+func safeNext(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, "/admin") ||
+		strings.HasPrefix(next, "//") || strings.Contains(next, `\`) || strings.HasPrefix(u.Path, "/admin/login") {
+		return "/admin"
+	}
+	return u.RequestURI()
+}
+
+// record writes an entry of the admin action log. A failure to write it
+// is logged, not returned: the action itself has happened.
+func (s *Server) record(c echo.Context, admin, action, target, result, detail string) {
+	err := s.deps.Admins.Record(c.Request().Context(), models.AdminAction{
+		AdminEmail: admin, Action: action, Target: target, Result: result, Detail: detail, RemoteAddr: c.RealIP(),
+	})
+	if err != nil {
+		s.log.ErrorContext(c.Request().Context(), "could not record an admin action", "request_id", requestID(c),
+			"action", action, "target", target, "error", err)
+	}
+}

@@ -1,0 +1,100 @@
+package web
+
+import (
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// callbackResults are the values of the callbacks list's result filter.
+var callbackResults = []string{
+	models.ResultProcessed, models.ResultStale, payments.FilterRejected, payments.FilterConflict,
+	models.ReasonUnknownOrder, models.ReasonAmountMismatch, models.ReasonCurrencyMismatch, models.ReasonReferenceMismatch,
+}
+
+// deliveryOutcomes are the values of the deliveries list's outcome filter.
+var deliveryOutcomes = append([]string{
+	models.OutcomeProcessed, models.OutcomeStale, models.OutcomeDuplicate, models.OutcomeConflict,
+	models.OutcomeRejected, models.OutcomeIgnored, models.OutcomeError, payments.FilterRefused,
+}, payments.RefusedOutcomes...)
+
+// adminCallbacks is GET /admin/callbacks: one row per provider event,
+// newest first, filtered by provider, result, order, key prefix and
+// time window.
+func (s *Server) adminCallbacks(c echo.Context) error {
+	p := newParams(c.QueryParams())
+	f := payments.CallbackFilter{
+		Provider: p.text("provider"), Result: p.oneOf("result", callbackResults...), OrderID: p.text("order"),
+		KeyPrefix: p.text("key"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
+	}
+	if p.err != nil {
+		return p.err
+	}
+	cbs, next, err := s.deps.Callbacks.ListCallbacks(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	v := views.Callbacks{
+		Now: s.deps.Now(), Providers: s.deps.Callbacks.Providers(), Rows: rows(cbs, callbackRow),
+		Filter: views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
+			From: q.Get("from"), To: q.Get("to")},
+		Next: nextURL("/admin/callbacks", q, formatID(next)), Self: selfURL("/admin/callbacks", q),
+	}
+	return s.show(c, "Callbacks", "callbacks", v, views.CallbacksPage(v, firstURL("/admin/callbacks", q), callbackResults))
+}
+
+// adminCallback is GET /admin/callbacks/:id: the event as parsed, its
+// fingerprint, every delivery, and what it caused.
+func (s *Server) adminCallback(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return models.Errorf(models.ENotFound, "no callback %q", c.Param("id"))
+	}
+	ctx := c.Request().Context()
+	st, err := s.deps.Stories.Callback(ctx, id)
+	if err != nil {
+		return err
+	}
+	now := s.deps.Now()
+	v := views.CallbackDetail{
+		Now: now, Callback: callbackRow(st.Callback), Deliveries: rows(st.Deliveries, deliveryRow),
+		Transitions: rows(st.Transitions, transitionRow), Movements: rows(st.Movements, movementRow),
+		Outbox: rows(st.Outbox, outboxRow),
+		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now) }),
+	}
+	if st.Payment != nil {
+		p := paymentRow(*st.Payment)
+		v.Payment = &p
+	}
+	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", v, views.CallbackPage(v))
+}
+
+// adminDeliveries is GET /admin/deliveries: the raw delivery log,
+// refusals included — where a wrong secret or an attacker shows.
+func (s *Server) adminDeliveries(c echo.Context) error {
+	p := newParams(c.QueryParams())
+	f := payments.DeliveryFilter{
+		Provider: p.text("provider"), Outcome: p.oneOf("outcome", deliveryOutcomes...), CallbackID: p.id("callback"),
+		RemoteAddr: p.text("addr"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
+	}
+	if p.err != nil {
+		return p.err
+	}
+	ds, next, err := s.deps.Callbacks.ListDeliveries(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	v := views.Deliveries{
+		Now: s.deps.Now(), Providers: s.deps.Callbacks.Providers(), Rows: rows(ds, deliveryRow),
+		Filter: views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
+			Addr: f.RemoteAddr, From: q.Get("from"), To: q.Get("to")},
+		Next: nextURL("/admin/deliveries", q, formatID(next)), Self: selfURL("/admin/deliveries", q),
+	}
+	return s.show(c, "Deliveries", "deliveries", v, views.DeliveriesPage(v, firstURL("/admin/deliveries", q), deliveryOutcomes))
+}

@@ -1,0 +1,219 @@
+package web
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+var (
+	jobStatuses = []string{string(models.JobProcessing), models.JobStuck, string(models.JobFailed), string(models.JobSucceeded)}
+	jobTypes    = []string{models.TaskInvoiceGenerate, models.TaskEmailSend, models.TaskOrderExpire}
+)
+
+// jobFilter reads the jobs list's filter.
+func jobFilter(q url.Values) (models.JobFilter, error) {
+	p := newParams(q)
+	f := models.JobFilter{
+		Status: p.oneOf("status", jobStatuses...), Type: p.oneOf("type", jobTypes...), Key: p.text("key"),
+		Before: p.id("before"), Limit: int(p.id("limit")),
+	}
+	return f, p.err
+}
+
+func jobFilterQuery(f models.JobFilter) string {
+	return strings.TrimPrefix(views.Query("", "status", f.Status, "type", f.Type, "key", f.Key), "?")
+}
+
+// adminJobs is GET /admin/jobs: the job_executions rows (key, type,
+// business key, status, attempts, fence, worker, lease, last error) and
+// the queue's archived tasks — the jobs that gave up.
+func (s *Server) adminJobs(c echo.Context) error {
+	f, err := jobFilter(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	js, next, err := s.deps.Jobs.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	now := s.deps.Now()
+	q := c.QueryParams()
+	v := views.Jobs{
+		Now: now, Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key},
+		Rows: rows(js, func(j models.JobExecution) views.JobRow { return jobRow(j, now) }),
+		Next: nextURL("/admin/jobs", q, formatID(next)), Self: selfURL("/admin/jobs", q), Query: jobFilterQuery(f),
+		Archived: []views.TaskRow{},
+	}
+	archived, err := s.deps.Jobs.Archived(ctx, f)
+	if err != nil {
+		// The rows above come from PostgreSQL; the queue being away
+		// must not hide them.
+		v.ArchivedError = "The queue could not be asked for its archived tasks: " + models.ErrorMessage(err)
+		s.log.WarnContext(ctx, "archived tasks unavailable", "request_id", requestID(c), "error", err)
+	}
+	v.Archived = append(v.Archived, rows(archived, taskRow)...)
+	return s.show(c, "Jobs", "jobs", v, views.JobsPage(v, firstURL("/admin/jobs", q), jobStatuses, jobTypes))
+}
+
+// rerunText says what a re-run did, for people.
+var rerunText = map[models.RerunOutcome]string{
+	models.RerunAlreadyDone:  "already done: it succeeded before, nothing changed",
+	models.RerunQueued:       "queued: the queue runs it now, through the guard",
+	models.RerunRedispatched: "handed to the queue again from the outbox; it runs through the guard",
+	models.RerunInFlight:     "already pending, running or scheduled in the queue",
+}
+
+// adminRerunJob is POST /admin/jobs/rerun with the job's key: the job
+// runs again through the guard, so a job that already succeeded answers
+// "already done" and changes nothing.
+func (s *Server) adminRerunJob(c echo.Context) error {
+	key := strings.TrimSpace(c.FormValue("key"))
+	if key == "" || len(key) > maxFilterLength || !models.CleanText(key) {
+		return models.Errorf(models.EInvalid, "key names no job")
+	}
+	out, err := s.deps.Jobs.Rerun(c.Request().Context(), key)
+	if err != nil {
+		s.record(c, adminOf(c), "re-run job", key, resultOf(err), err.Error())
+		if models.ErrorCode(err) == models.ENotFound {
+			s.flash(c, "bad", models.ErrorMessage(err))
+			return seeOther(c, views.Query("/admin/jobs", "key", key))
+		}
+		return err
+	}
+	result := models.ActionOK
+	if out == models.RerunAlreadyDone || out == models.RerunInFlight {
+		result = models.ActionNoop
+	}
+	s.record(c, adminOf(c), "re-run job", key, result, string(out))
+	tone := "ok"
+	if result == models.ActionNoop {
+		tone = "warn"
+	}
+	s.flash(c, tone, "Job "+key+": "+rerunText[out]+".")
+	return seeOther(c, views.Query("/admin/jobs", "key", key))
+}
+
+// resultOf is the action-log result of a failed action: refused when the
+// request itself was wrong, error when a retry may help.
+func resultOf(err error) string {
+	if models.HTTPStatus(models.ErrorCode(err)) < 500 {
+		return models.ActionRefused
+	}
+	return models.ActionError
+}
+
+// adminRerunConfirm is GET /admin/jobs/rerun-matching?<filter>: how many
+// failed or archived jobs match, and a button to re-run them all.
+func (s *Server) adminRerunConfirm(c echo.Context) error {
+	f, err := jobFilter(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	keys, err := s.deps.Jobs.Rerunnable(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	v := views.RerunConfirm{Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key}, Keys: keys}
+	return s.page(c, 200, "Re-run jobs", "jobs", views.RerunConfirmPage(v))
+}
+
+// adminRerunMatching is POST /admin/jobs/rerun-matching: re-run every
+// failed or archived job that matches the filter, each through the guard.
+func (s *Server) adminRerunMatching(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return models.Errorf(models.EInvalid, "the form could not be read")
+	}
+	f, err := jobFilter(form)
+	if err != nil {
+		return err
+	}
+	f.Before, f.Limit = 0, 0
+	counts, err := s.deps.Jobs.RerunAll(c.Request().Context(), f)
+	summary := rerunSummary(counts)
+	target := jobFilterQuery(f)
+	if target == "" {
+		target = "(every failed or archived job)"
+	}
+	if err != nil {
+		s.record(c, adminOf(c), "bulk re-run", target, models.ActionError, summary+"; "+err.Error())
+		s.flash(c, "bad", "Re-run: "+summary+". Some failed: "+models.ErrorMessage(err))
+	} else {
+		s.record(c, adminOf(c), "bulk re-run", target, models.ActionOK, summary)
+		s.flash(c, "ok", "Re-run: "+summary+".")
+	}
+	return seeOther(c, views.Query("/admin/jobs", "status", f.Status, "type", f.Type, "key", f.Key))
+}
+
+func rerunSummary(counts map[models.RerunOutcome]int) string {
+	var parts []string
+	for out, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, out))
+	}
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		return "nothing matched"
+	}
+	return strings.Join(parts, ", ")
+}
+
+var outboxStatuses = []string{string(models.OutboxPending), string(models.OutboxDispatched)}
+
+// adminOutbox is GET /admin/outbox: pending and dispatched rows with
+// their age and attempts, and "dispatch now".
+func (s *Server) adminOutbox(c echo.Context) error {
+	p := newParams(c.QueryParams())
+	f := outbox.Filter{
+		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", jobTypes...),
+		TaskID: p.text("task_id"), Before: p.id("before"), Limit: int(p.id("limit")),
+	}
+	if p.err != nil {
+		return p.err
+	}
+	ms, next, err := s.deps.Jobs.ListOutbox(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	v := views.Outbox{
+		Now: s.deps.Now(), Rows: rows(ms, outboxRow),
+		Filter: views.OutboxFilter{Status: string(f.Status), Type: f.Type, TaskID: f.TaskID},
+		Next:   nextURL("/admin/outbox", q, formatID(next)), Self: selfURL("/admin/outbox", q),
+	}
+	return s.show(c, "Outbox", "outbox", v, views.OutboxPage(v, firstURL("/admin/outbox", q), outboxStatuses, jobTypes))
+}
+
+// adminDispatch is POST /admin/outbox/:id/dispatch: hand the row's task
+// to the queue now (it keeps its due time), pending or not — after Redis
+// lost its data, a dispatched row can be handed over again.
+func (s *Server) adminDispatch(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return models.Errorf(models.ENotFound, "no outbox row %q", c.Param("id"))
+	}
+	target := "outbox " + c.Param("id")
+	out, err := s.deps.Jobs.DispatchNow(c.Request().Context(), id)
+	if err != nil {
+		s.record(c, adminOf(c), "dispatch", target, resultOf(err), err.Error())
+		return err
+	}
+	switch out {
+	case models.DispatchAlreadyQueued:
+		s.record(c, adminOf(c), "dispatch", target, models.ActionNoop, string(out))
+		s.flash(c, "warn", "The queue already had this task; the row is marked dispatched.")
+	default:
+		s.record(c, adminOf(c), "dispatch", target, models.ActionOK, string(out))
+		s.flash(c, "ok", "Handed to the queue.")
+	}
+	return seeOther(c, "/admin/outbox")
+}

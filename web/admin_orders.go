@@ -1,0 +1,95 @@
+package web
+
+import (
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// orderStatuses are the values of the orders list's status filter.
+var orderStatuses = []string{
+	string(models.OrderPending), string(models.OrderPaid), string(models.OrderFailed), string(models.OrderExpired),
+	string(models.OrderCancelled), string(models.OrderRefundRequired), string(models.OrderRefunded),
+}
+
+// adminOrders is GET /admin/orders: newest first, filtered by status,
+// customer email, id prefix and creation window.
+func (s *Server) adminOrders(c echo.Context) error {
+	p := newParams(c.QueryParams())
+	f := orders.Filter{
+		Status: models.OrderStatus(p.oneOf("status", orderStatuses...)), Email: p.text("email"), IDPrefix: p.text("id"),
+		From: p.time("from"), To: p.time("to"), Before: p.text("before"), Limit: int(p.id("limit")),
+	}
+	if p.err != nil {
+		return p.err
+	}
+	os, next, err := s.deps.Orders.List(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	v := views.Orders{
+		Now: s.deps.Now(), Rows: rows(os, orderRow),
+		Filter: views.OrderFilter{Status: string(f.Status), Email: f.Email, ID: f.IDPrefix, From: q.Get("from"), To: q.Get("to")},
+		Next:   nextURL("/admin/orders", q, next), Self: selfURL("/admin/orders", q),
+	}
+	return s.show(c, "Orders", "orders", v, views.OrdersPage(v, firstURL("/admin/orders", q), orderStatuses))
+}
+
+// adminOrder is GET /admin/orders/:id: the order's whole story on one
+// timeline, and the actions its status allows.
+func (s *Server) adminOrder(c echo.Context) error {
+	ctx := c.Request().Context()
+	st, err := s.deps.Stories.Order(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	now := s.deps.Now()
+	o := st.Order
+	v := views.OrderDetail{
+		Now: now, Order: orderRow(o), Payments: rows(o.Payments, paymentRow),
+		Items: rows(o.Items, func(i models.OrderItem) views.ItemRow {
+			return views.ItemRow{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
+		}),
+		Callbacks: rows(st.Callbacks, callbackRow), Transitions: rows(st.Transitions, transitionRow),
+		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
+		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
+			r := jobRow(j, now)
+			if s.deps.Jobs != nil && j.Status != models.JobSucceeded {
+				r.QueueState, _ = s.deps.Jobs.TaskState(ctx, j.IdempotencyKey) // best effort: the page shows without it
+			}
+			return r
+		}),
+		CanCancel: o.Status == models.OrderPending,
+	}
+	for _, e := range st.Timeline {
+		v.Timeline = append(v.Timeline, views.Event{At: e.At, What: e.What, Detail: e.Detail, Tone: e.Tone, URL: views.RefURL(e.Ref)})
+	}
+	if inv := o.Invoice; inv != nil {
+		v.Invoice = &views.InvoiceRow{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt}
+	}
+	return s.show(c, "Order "+o.ID, "orders", v, views.OrderPage(v))
+}
+
+// adminCancelOrder is POST /admin/orders/:id/cancel: the same cancel as
+// the API's (pending → cancelled, stock released, once).
+func (s *Server) adminCancelOrder(c echo.Context) error {
+	id := c.Param("id")
+	_, err := s.deps.Orders.Cancel(c.Request().Context(), id, models.CauseAdmin)
+	switch code := models.ErrorCode(err); {
+	case err == nil:
+		s.record(c, adminOf(c), "cancel order", id, models.ActionOK, "")
+		s.flash(c, "ok", "Order "+id+" is cancelled and its stock released.")
+	case code == models.EInvalidTransition || code == models.ENotFound:
+		s.record(c, adminOf(c), "cancel order", id, models.ActionRefused, models.ErrorMessage(err))
+		s.flash(c, "bad", models.ErrorMessage(err))
+	default:
+		s.record(c, adminOf(c), "cancel order", id, models.ActionError, err.Error())
+		return err
+	}
+	return seeOther(c, "/admin/orders/"+url.PathEscape(id))
+}

@@ -1,0 +1,163 @@
+package web
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+const scopeProductsCreate = "products.create"
+
+// adminProducts is GET /admin/products: every product and its stock, and
+// the form for a new one.
+func (s *Server) adminProducts(c echo.Context) error {
+	return s.productsPage(c, 200, views.ProductForm{Key: newFormKey(), Values: map[string]string{"currency": models.DefaultCurrency}})
+}
+
+func (s *Server) productsPage(c echo.Context, status int, form views.ProductForm) error {
+	ps, err := s.deps.Products.List(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	v := views.Products{Rows: rows(ps, productRow), Form: form}
+	if isAdminAPI(c) {
+		return c.JSON(200, v)
+	}
+	return s.page(c, status, "Products", "products", views.ProductsPage(v))
+}
+
+// adminCreateProduct is POST /admin/products: a product and its initial
+// stock (an adjust movement), through the same catalog service as the
+// API, once per form (its Idempotency-Key).
+func (s *Server) adminCreateProduct(c echo.Context) error {
+	values := map[string]string{}
+	for _, f := range []string{"sku", "name", "price", "currency", "stock"} {
+		values[f] = strings.TrimSpace(c.FormValue(f))
+	}
+	// A form shown again gets a new key: the old one may have stored
+	// this refusal, and the corrected form is another request.
+	form := views.ProductForm{Key: newFormKey(), Values: values, Errors: map[string]string{}}
+	price, perr := strconv.ParseInt(values["price"], 10, 64)
+	if perr != nil {
+		form.Errors["price"] = "a whole number of minor units (IDR has none: 150000 is Rp 150.000)"
+	}
+	stock, serr := strconv.ParseInt(values["stock"], 10, 64)
+	if serr != nil {
+		form.Errors["stock"] = "a whole number"
+	}
+	if len(form.Errors) > 0 {
+		return s.productsPage(c, 422, form)
+	}
+	p := models.Product{SKU: values["sku"], Name: values["name"], Price: price, Currency: values["currency"], Stock: stock}
+	resp, err := s.runForm(c, scopeProductsCreate, "", func(tx *gorm.DB) (int, any, error) {
+		created, err := s.deps.Products.CreateTx(tx, p)
+		if err != nil {
+			return 0, nil, err
+		}
+		return 201, newProductJSON(created), nil
+	})
+	if err == nil {
+		err = storedError(resp)
+	}
+	if err != nil {
+		if models.HTTPStatus(models.ErrorCode(err)) >= 500 {
+			return err
+		}
+		s.record(c, adminOf(c), "create product", p.SKU, models.ActionRefused, models.ErrorMessage(err))
+		form.Errors[fieldOf(models.ErrorMessage(err))] = models.ErrorMessage(err)
+		return s.productsPage(c, models.HTTPStatus(models.ErrorCode(err)), form)
+	}
+	if !resp.Replayed {
+		s.record(c, adminOf(c), "create product", p.SKU, models.ActionOK, "stock "+values["stock"])
+		s.flash(c, "ok", "Product "+p.SKU+" created.")
+	}
+	return seeOther(c, "/admin/products/"+url.PathEscape(p.SKU))
+}
+
+// fieldOf guesses which form field a validation message is about: the
+// catalog's messages start with the field's name.
+func fieldOf(msg string) string {
+	first, _, _ := strings.Cut(msg, " ")
+	switch first {
+	case "sku", "name", "price", "currency", "stock":
+		return first
+	case "product": // "product X exists"
+		return "sku"
+	}
+	return ""
+}
+
+// adminProduct is GET /admin/products/:sku: the product, its stock ledger
+// (every movement, newest first) and the restock form.
+func (s *Server) adminProduct(c echo.Context) error {
+	return s.productPage(c, 200, views.RestockForm{Key: newFormKey()})
+}
+
+func (s *Server) productPage(c echo.Context, status int, restock views.RestockForm) error {
+	ctx := c.Request().Context()
+	sku := c.Param("sku")
+	p := newParams(c.QueryParams())
+	before := p.id("before")
+	if p.err != nil {
+		return p.err
+	}
+	prod, err := s.deps.Products.Get(ctx, sku)
+	if err != nil {
+		return err
+	}
+	ledger, next, err := s.deps.Products.Ledger(ctx, sku, before, int(p.id("limit")))
+	if err != nil {
+		return err
+	}
+	path := "/admin/products/" + url.PathEscape(sku)
+	v := views.ProductDetail{
+		Product: productRow(*prod), Ledger: rows(ledger, movementRow), Restock: restock,
+		Next: nextURL(path, c.QueryParams(), formatID(next)),
+	}
+	if isAdminAPI(c) {
+		return c.JSON(200, v)
+	}
+	return s.page(c, status, "Product "+sku, "products", views.ProductPage(v, firstURL(path, c.QueryParams())))
+}
+
+// adminRestock is POST /admin/products/:sku/restock: adds qty units with
+// an adjust movement, through the same idempotent service as the API's
+// restock, once per form.
+func (s *Server) adminRestock(c echo.Context) error {
+	sku := c.Param("sku")
+	form := views.RestockForm{Key: newFormKey(), Qty: strings.TrimSpace(c.FormValue("qty"))}
+	qty, err := strconv.ParseInt(form.Qty, 10, 64)
+	if err != nil {
+		form.Error = "qty must be a whole number of units"
+		return s.productPage(c, 422, form)
+	}
+	resp, err := s.runForm(c, scopeProductsRestock, sku, func(tx *gorm.DB) (int, any, error) {
+		p, err := s.deps.Products.RestockTx(tx, sku, qty)
+		if err != nil {
+			return 0, nil, err
+		}
+		return 200, newProductJSON(p), nil
+	})
+	if err == nil {
+		err = storedError(resp)
+	}
+	if err != nil {
+		if models.HTTPStatus(models.ErrorCode(err)) >= 500 {
+			return err
+		}
+		s.record(c, adminOf(c), "restock", sku, models.ActionRefused, models.ErrorMessage(err))
+		form.Error = models.ErrorMessage(err)
+		return s.productPage(c, models.HTTPStatus(models.ErrorCode(err)), form)
+	}
+	if !resp.Replayed {
+		s.record(c, adminOf(c), "restock", sku, models.ActionOK, "+"+form.Qty)
+		s.flash(c, "ok", "Added "+form.Qty+" to "+sku+".")
+	}
+	return seeOther(c, "/admin/products/"+url.PathEscape(sku))
+}

@@ -1,0 +1,246 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/alexedwards/scs/postgresstore"
+	"github.com/hibiken/asynq"
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/stats"
+	"github.com/sekali/sekali/app/story"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+// Test admin credentials and API token.
+const (
+	adminEmail    = "admin@example.com"
+	adminPassword = "correct horse battery"
+	apiToken      = "test-admin-token"
+)
+
+// console is the whole web server, as serve wires it, on a fresh database
+// and a private Redis, behind a real HTTP listener; client keeps the
+// session cookie like a browser and never follows redirects, so tests see
+// them.
+type console struct {
+	t        *testing.T
+	URL      string
+	db       *gorm.DB
+	orders   *orders.Service
+	payments *payments.Service
+	client   *http.Client
+}
+
+// midtransKey is the console's Midtrans server key: Midtrans is
+// configured beside the sandbox, so the payment page can speak its format.
+const midtransKey = "SB-Mid-server-CONSOLE0123456789"
+
+func newConsole(t *testing.T, configure ...func(*config.Config)) *console {
+	t.Helper()
+	return newConsoleWithDB(t, testenv.NewDB(t), configure...)
+}
+
+// newConsoleWithDB is newConsole on the database db: two of them on one
+// database are two web processes.
+func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Config)) *console {
+	t.Helper()
+	rdb := testenv.NewRedis(t)
+	log := testenv.Logger(t)
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
+	cfg.AdminAPIToken = apiToken
+	cfg.CookieSecure = false // the test server speaks plain HTTP on 127.0.0.1
+	for _, f := range configure {
+		f(&cfg)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orderService := orders.NewService(db, log, time.Now, time.Hour)
+	midtrans, err := payments.NewMidtrans(midtransKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys), midtrans)
+	t.Cleanup(callbacks.Close)
+	queue := asynq.NewClientFromRedisClient(rdb)
+	// The listener first: the sandbox gateway sends its callbacks to it.
+	var handler http.Handler
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://"+hs.Listener.Addr().String(), log)
+	gateway.Retries = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}
+	midtransFormat, err := payments.NewSender(payments.MidtransName, midtransKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway.Speak(midtransFormat) // the QA panel can send Midtrans's format too
+	t.Cleanup(gateway.Close)
+	srv := web.NewServer(log, cfg, web.Deps{
+		Orders:      orderService,
+		Callbacks:   callbacks,
+		Keys:        idempotency.New(db, time.Now, cfg.RequestTimeout),
+		Products:    catalog.NewService(db),
+		Audit:       audit.New(db),
+		Admins:      admins.NewService(db, time.Now),
+		Sessions:    web.NewSessions(postgresstore.NewWithCleanupInterval(sqlDB, 0), cfg),
+		Stories:     story.New(db),
+		Stats:       stats.NewReader(db, time.Now),
+		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour),
+		PaymentPage: gateway,
+	})
+	handler = srv
+	hs.Start()
+	t.Cleanup(hs.Close)
+	ensureAdmin(t, db)
+	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: callbacks}
+	c.client = c.newClient()
+	return c
+}
+
+// ensureAdmin creates the test admin, hashed at bcrypt's lowest cost:
+// the race detector makes the production cost take a second per log-in.
+func ensureAdmin(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(adminPassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Clauses(clause.OnConflict{DoNothing: true}).Create(&models.AdminUser{Email: adminEmail, PasswordHash: string(hash)}).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newClient is a browser-like client: a cookie jar, redirects not followed.
+func (c *console) newClient() *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return &http.Client{
+		Jar:           jar,
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// page is an answer with its body read.
+type page struct {
+	*http.Response
+	Body string
+}
+
+// Doc parses the body as HTML.
+func (p page) Doc(t *testing.T) *goquery.Document {
+	t.Helper()
+	doc, err := goquery.NewDocumentFromReader(strings.NewReader(p.Body))
+	if err != nil {
+		t.Fatalf("parse HTML: %v", err)
+	}
+	return doc
+}
+
+// do sends a request as a browser on the same origin would.
+func (c *console) do(client *http.Client, method, path string, body io.Reader, header http.Header) page {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.URL+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return page{Response: resp, Body: string(b)}
+}
+
+func (c *console) get(path string) page { return c.do(c.client, "GET", path, nil, nil) }
+
+// post sends a form from the console's own pages.
+func (c *console) post(path string, form url.Values) page {
+	return c.do(c.client, "POST", path, strings.NewReader(form.Encode()), http.Header{
+		"Content-Type":   {"application/x-www-form-urlencoded"},
+		"Sec-Fetch-Site": {"same-origin"},
+		"Origin":         {c.URL},
+	})
+}
+
+// login logs the console's client in.
+func (c *console) login() {
+	c.t.Helper()
+	p := c.post("/admin/login", url.Values{"email": {adminEmail}, "password": {adminPassword}})
+	if p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin" {
+		c.t.Fatalf("log-in: %d Location=%q\n%s", p.StatusCode, p.Header.Get("Location"), p.Body)
+	}
+}
+
+// api sends a request to the JSON twin with the admin token.
+func (c *console) api(path string) page {
+	return c.do(http.DefaultClient, "GET", path, nil, http.Header{"Authorization": {"Bearer " + apiToken}, "Accept": {"application/json"}})
+}
+
+// newOrder creates a pending order of one DEMO item.
+func (c *console) newOrder(sku string, qty int64) *models.Order {
+	c.t.Helper()
+	o, err := c.orders.Create(context.Background(), orders.CreateRequest{
+		CustomerEmail: "buyer@example.com", Items: []orders.ItemRequest{{SKU: sku, Qty: qty}},
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return o
+}
+
+// deliver sends one signed sandbox delivery and returns the answer's result.
+func (c *console) deliver(eventID string, body []byte) int {
+	c.t.Helper()
+	req, err := http.NewRequest("POST", c.URL+"/callbacks/sandbox", bytes.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header = testenv.SandboxHeaders(eventID, body, time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -1,0 +1,421 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/sekali/sekali/app/stats"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// texts returns the trimmed text of every match.
+func texts(s *goquery.Selection) []string {
+	var out []string
+	s.Each(func(_ int, e *goquery.Selection) { out = append(out, strings.Join(strings.Fields(e.Text()), " ")) })
+	return out
+}
+
+// A callback's page shows the event as parsed, its fingerprint, every
+// delivery (the conflicting one marked), and what it caused: the status
+// change, the payment, and the tasks it wrote.
+func TestCallbackPageShowsDeliveriesAndEffect(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "CB-PAGE", 50000, 10)
+	o := c.newOrder("CB-PAGE", 2)
+	body := testenv.SandboxBody(o.ID, "tx-page", models.EventPaid, o.TotalAmount)
+	for i, want := range []int{200, 200, 200} {
+		if got := c.deliver("evt_page", body); got != want {
+			t.Fatalf("delivery %d: %d", i, got)
+		}
+	}
+	if got := c.deliver("evt_page", testenv.SandboxBody(o.ID, "tx-page", models.EventPaid, 1)); got != http.StatusConflict {
+		t.Fatalf("conflicting delivery: %d", got)
+	}
+	var cb models.PaymentCallback
+	c.db.Take(&cb, "idempotency_key = 'evt_page'")
+	// The rows of deliveries that applied nothing are written just after
+	// their response.
+	testenv.Eventually(t, 10*time.Second, "four delivery rows", func() bool {
+		var n int64
+		c.db.Model(&models.CallbackDelivery{}).Where("callback_id = ?", cb.ID).Count(&n)
+		return n == 4
+	})
+	doc := c.get(fmt.Sprintf("/admin/callbacks/%d", cb.ID)).Doc(t)
+	fields := strings.Join(texts(doc.Find("dl.fields dd")), " | ")
+	for _, want := range []string{"evt_page", o.ID, "tx-page", "paid", cb.PayloadHash} {
+		if !strings.Contains(fields, want) {
+			t.Errorf("the event's fields %q lack %q", fields, want)
+		}
+	}
+	outcomes := texts(doc.Find("h2:contains('Deliveries') + .table-wrap tbody td .badge"))
+	if strings.Join(outcomes, ",") != "processed,duplicate,duplicate,conflict" {
+		t.Errorf("deliveries' outcomes = %v, want processed, 2 duplicates, conflict", outcomes)
+	}
+	if n := doc.Find("h2:contains('Deliveries') + .table-wrap tr.marked").Length(); n != 1 {
+		t.Errorf("%d marked delivery rows, want the conflicting one", n)
+	}
+	effect := doc.Find("h2:contains('What it caused') + .table-wrap").Text()
+	if !strings.Contains(effect, "pending") || !strings.Contains(effect, "paid") || !strings.Contains(effect, "callback") {
+		t.Errorf("the effect table %q does not show pending → paid by the callback", effect)
+	}
+	tasks := strings.Join(texts(doc.Find("h3:contains('outbox') + .table-wrap td a.mono")), " ")
+	for _, want := range []string{"invoice:generate:" + o.ID, "email:send:order_paid:" + o.ID} {
+		if !strings.Contains(tasks, want) {
+			t.Errorf("tasks %q lack %s", tasks, want)
+		}
+	}
+	if !strings.Contains(doc.Find("h3:contains('Payment') + .table-wrap").Text(), "succeeded") {
+		t.Error("the payment is not shown as succeeded")
+	}
+	// The list shows the callback with its counts, conflicts marked.
+	list := c.get("/admin/callbacks?result=conflict").Doc(t)
+	row := list.Find("#list tbody tr.marked")
+	if row.Length() != 1 || !strings.Contains(row.Text(), "evt_page") {
+		t.Errorf("the conflict filter shows %q", list.Find("#list tbody").Text())
+	}
+}
+
+// An order's page tells its story in time order, from creation to the
+// status change its callback made, and offers cancel only while pending.
+func TestOrderPageTellsTheStory(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "STORY", 1000, 10)
+	paid := c.newOrder("STORY", 1)
+	c.deliver("evt_story", testenv.SandboxBody(paid.ID, "tx-story", models.EventPaid, paid.TotalAmount))
+	doc := c.get("/admin/orders/" + paid.ID).Doc(t)
+	timeline := texts(doc.Find("ol.timeline li .what"))
+	wantInOrder := []string{"order created", "stock reserve: STORY × 1", "task written: order:expire:" + paid.ID,
+		`callback sandbox "evt_story": processed`, "status pending → paid"}
+	at := 0
+	for _, line := range timeline {
+		if at < len(wantInOrder) && line == wantInOrder[at] {
+			at++
+		}
+	}
+	if at != len(wantInOrder) {
+		t.Errorf("timeline %q lacks, in order, %q", timeline, wantInOrder[at:])
+	}
+	if doc.Find("form[action$='/cancel']").Length() != 0 {
+		t.Error("a paid order offers to be cancelled")
+	}
+	pending := c.newOrder("STORY", 1)
+	if c.get("/admin/orders/"+pending.ID).Doc(t).Find("form[action$='/cancel']").Length() != 1 {
+		t.Error("a pending order offers no cancel")
+	}
+	// The JSON twin carries the same story.
+	var v struct {
+		Order    struct{ Status string }
+		Timeline []struct{ What string }
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin/orders/"+paid.ID).Body), &v); err != nil || v.Order.Status != "paid" || len(v.Timeline) != len(timeline) {
+		t.Errorf("JSON twin: %+v, %v", v, err)
+	}
+}
+
+// Cancelling from the console is the API's cancel: once, logged; a paid
+// order refuses, and the refusal is logged too.
+func TestConsoleCancel(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "CANCEL", 1000, 10)
+	o := c.newOrder("CANCEL", 3)
+	p := c.post("/admin/orders/"+o.ID+"/cancel", nil)
+	if p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin/orders/"+o.ID {
+		t.Fatalf("cancel: %d %q", p.StatusCode, p.Header.Get("Location"))
+	}
+	flash := c.get("/admin/orders/" + o.ID).Doc(t).Find("#flash .flash.ok").Text()
+	if !strings.Contains(flash, "cancelled") {
+		t.Errorf("flash after cancel: %q", flash)
+	}
+	var stock int64
+	c.db.Model(&models.Product{}).Where("sku = 'CANCEL'").Pluck("stock", &stock)
+	var tr models.OrderTransition
+	c.db.Take(&tr, "order_id = ?", o.ID)
+	if stock != 10 || tr.ToStatus != models.OrderCancelled || tr.Cause != models.CauseAdmin {
+		t.Errorf("after cancel: stock %d, transition %+v", stock, tr)
+	}
+	// Twice is fine (cancelled → cancelled); a paid order is refused.
+	c.post("/admin/orders/"+o.ID+"/cancel", nil)
+	paid := c.newOrder("CANCEL", 1)
+	c.deliver("evt_cancel", testenv.SandboxBody(paid.ID, "tx-c", models.EventPaid, paid.TotalAmount))
+	c.post("/admin/orders/"+paid.ID+"/cancel", nil)
+	flash = c.get("/admin/orders/" + paid.ID).Doc(t).Find("#flash .flash.bad").Text()
+	if !strings.Contains(flash, "can no longer be cancelled") {
+		t.Errorf("flash after cancelling a paid order: %q", flash)
+	}
+	var results []string
+	c.db.Model(&models.AdminAction{}).Where("action = 'cancel order'").Order("id").Pluck("result", &results)
+	if strings.Join(results, ",") != "ok,ok,refused" {
+		t.Errorf("cancel actions logged: %v, want ok, ok, refused", results)
+	}
+}
+
+// A form posted twice with its Idempotency-Key (a double click) restocks
+// once; the key with other values is refused.
+func TestRestockFormRunsOnce(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "RESTOCK", 1000, 5)
+	doc := c.get("/admin/products/RESTOCK").Doc(t)
+	key, ok := doc.Find("input[name=idempotency_key]").Attr("value")
+	if !ok || key == "" {
+		t.Fatal("the restock form has no idempotency key")
+	}
+	form := url.Values{"idempotency_key": {key}, "qty": {"7"}}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	codes := make([]int, 5)
+	for i := range codes {
+		wg.Go(func() {
+			<-start
+			codes[i] = c.post("/admin/products/RESTOCK/restock", form).StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	var p models.Product
+	c.db.Take(&p, "sku = 'RESTOCK'")
+	var moves int64
+	c.db.Model(&models.StockMovement{}).Where("sku = 'RESTOCK' AND kind = 'adjust' AND qty = 7").Count(&moves)
+	if p.Stock != 12 || moves != 1 {
+		t.Errorf("after 5 posts of one form: stock %d, %d adjust movements; want 12 and 1 (statuses %v)", p.Stock, moves, codes)
+	}
+	form.Set("qty", "9")
+	page := c.post("/admin/products/RESTOCK/restock", form)
+	if page.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page.Doc(t).Find(".field-error").Text(), "different request") {
+		t.Errorf("the same key with another qty: %d %q", page.StatusCode, page.Doc(t).Find(".field-error").Text())
+	}
+	c.db.Take(&p, "sku = 'RESTOCK'")
+	if p.Stock != 12 {
+		t.Errorf("stock %d after a refused form, want 12", p.Stock)
+	}
+}
+
+// The new-product form shows a bad value next to its field and creates
+// the product with its initial stock once.
+func TestCreateProductForm(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	key, _ := c.get("/admin/products").Doc(t).Find("form[action='/admin/products'] input[name=idempotency_key]").Attr("value")
+	bad := c.post("/admin/products", url.Values{"idempotency_key": {key}, "sku": {"NEW 1"}, "name": {"New"}, "price": {"100"}, "currency": {"IDR"}, "stock": {"4"}})
+	if bad.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("a bad sku: status %d", bad.StatusCode)
+	}
+	if msg := bad.Doc(t).Find("input[name=sku] + .field-error").Text(); !strings.Contains(msg, "sku") {
+		t.Errorf("the sku field's error: %q", msg)
+	}
+	key2, _ := bad.Doc(t).Find("input[name=idempotency_key]").Attr("value")
+	if key2 == key {
+		t.Error("a form shown again reuses the key whose refusal is stored")
+	}
+	good := url.Values{"idempotency_key": {key2}, "sku": {"NEW-1"}, "name": {"New"}, "price": {"100"}, "currency": {"IDR"}, "stock": {"4"}}
+	for range 2 {
+		if p := c.post("/admin/products", good); p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin/products/NEW-1" {
+			t.Fatalf("create: %d %q\n%s", p.StatusCode, p.Header.Get("Location"), p.Body)
+		}
+	}
+	var adjust int64
+	c.db.Model(&models.StockMovement{}).Where("sku = 'NEW-1' AND kind = 'adjust' AND qty = 4").Count(&adjust)
+	if adjust != 1 {
+		t.Errorf("%d initial adjust movements, want 1", adjust)
+	}
+	if got := c.get("/admin/products/NEW-1").Doc(t).Find(".stat .value").First().Text(); got != "4" {
+		t.Errorf("stock shown %q, want 4", got)
+	}
+}
+
+// Lists are keyset-paginated: following "Older" walks every row once.
+func TestListsPageByKeyset(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "PAGE", 1000, 100)
+	var ids []string
+	for range 5 {
+		ids = append(ids, c.newOrder("PAGE", 1).ID)
+	}
+	var seen []string
+	next := "/admin/orders?limit=2"
+	for pages := 0; next != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("the pages do not end")
+		}
+		doc := c.get(next).Doc(t)
+		seen = append(seen, texts(doc.Find("#list tbody td:first-child a"))...)
+		next, _ = doc.Find("a[rel=next]").Attr("href")
+	}
+	if len(seen) != 5 || seen[0] != ids[4] || seen[4] != ids[0] {
+		t.Errorf("pages showed %v, want %v newest first, each once", seen, ids)
+	}
+}
+
+// Errors answer in the form asked for: problem+json on the API, an HTML
+// page to a browser, a fragment for #flash to htmx; a bad filter names
+// its parameter.
+func TestErrorsNegotiate(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	api := c.do(http.DefaultClient, "GET", "/api/orders/ORD-none", nil, http.Header{"Accept": {"text/html"}})
+	if api.StatusCode != 404 || api.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("API 404: %d %s", api.StatusCode, api.Header.Get("Content-Type"))
+	}
+	html := c.get("/admin/orders/ORD-none")
+	if html.StatusCode != 404 || !strings.HasPrefix(html.Header.Get("Content-Type"), "text/html") ||
+		html.Doc(t).Find("h1").Text() != "Not found" || html.Doc(t).Find("nav").Length() != 1 {
+		t.Errorf("browser 404: %d %s %q", html.StatusCode, html.Header.Get("Content-Type"), html.Doc(t).Find("h1").Text())
+	}
+	frag := c.do(c.client, "GET", "/admin/orders?status=lost", nil, http.Header{"HX-Request": {"true"}})
+	if frag.StatusCode != 422 || frag.Header.Get("HX-Retarget") != "#flash" || strings.Contains(frag.Body, "<html") ||
+		!strings.Contains(frag.Body, "status must be one of") {
+		t.Errorf("htmx 422: %d retarget=%q %s", frag.StatusCode, frag.Header.Get("HX-Retarget"), frag.Body)
+	}
+	m := c.do(http.DefaultClient, "DELETE", "/callbacks/sandbox", nil, http.Header{"Accept": {"application/json"}})
+	if m.StatusCode != 405 || !strings.Contains(m.Body, `"code":"method_not_allowed"`) {
+		t.Errorf("405: %d %s", m.StatusCode, m.Body)
+	}
+	unknown := c.do(http.DefaultClient, "GET", "/nowhere", nil, http.Header{"Accept": {"text/html"}})
+	if unknown.StatusCode != 404 || !strings.Contains(unknown.Body, "<html") {
+		t.Errorf("a browser's unknown page: %d", unknown.StatusCode)
+	}
+}
+
+// A re-run of a job that succeeded answers "already done" and changes
+// nothing; the action is logged.
+func TestRerunOfASucceededJobChangesNothing(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	now := time.Now().UTC()
+	job := models.JobExecution{IdempotencyKey: "invoice:generate:ORD-RERUN", QueueName: models.QueueCritical, ExternalJobID: "invoice:generate:ORD-RERUN",
+		BusinessKey: "ORD-RERUN", Status: models.JobSucceeded, Attempts: 1, Fence: 1, WorkerID: "w1", StartedAt: now, FinishedAt: &now}
+	if err := c.db.Create(&job).Error; err != nil {
+		t.Fatal(err)
+	}
+	p := c.post("/admin/jobs/rerun", url.Values{"key": {job.IdempotencyKey}})
+	if p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("re-run: %d %s", p.StatusCode, p.Body)
+	}
+	flash := c.get(p.Header.Get("Location")).Doc(t).Find("#flash").Text()
+	if !strings.Contains(flash, "already done") {
+		t.Errorf("flash %q, want already done", flash)
+	}
+	var after models.JobExecution
+	c.db.Take(&after, "id = ?", job.ID)
+	if after.Attempts != 1 || after.Fence != 1 || after.Status != models.JobSucceeded {
+		t.Errorf("the job changed: %+v", after)
+	}
+	var n int64
+	c.db.Model(&models.OutboxMessage{}).Count(&n)
+	var action models.AdminAction
+	c.db.Take(&action, "action = 're-run job'")
+	if n != 0 || action.Result != models.ActionNoop || action.Target != job.IdempotencyKey {
+		t.Errorf("outbox rows %d, action %+v", n, action)
+	}
+	// The bulk re-run asks first, with the count.
+	confirm := c.get("/admin/jobs/rerun-matching?type=invoice:generate").Doc(t)
+	if got := confirm.Find("h1").Text(); got != "Re-run 0 job(s)?" {
+		t.Errorf("confirmation: %q", got)
+	}
+}
+
+// The live audit runs from the page, shows each invariant's verdict with
+// the offending rows linked, in the order and with the numbers of `sekali
+// verify`, and its verdict reaches the dashboard.
+func TestAuditPageAndDashboardVerdict(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	if got := c.get("/admin").Doc(t).Find(".stat:contains('Last audit') .value").Text(); got != "never run" {
+		t.Errorf("dashboard before any audit: %q", got)
+	}
+	testenv.MustCreateProduct(t, c.db, "AUDIT", 1000, 10)
+	c.db.Exec("UPDATE products SET stock = 11 WHERE sku = 'AUDIT'") // a bug: stock without a movement
+	doc := c.post("/admin/audit", url.Values{"drain_timeout": {"0s"}}).Doc(t)
+	if !strings.Contains(doc.Find("#audit .flash.bad").Text(), "RED") {
+		t.Errorf("audit verdict: %q", doc.Find("#audit .flash").Text())
+	}
+	link, _ := doc.Find("#audit li a").Attr("href")
+	if link != "/admin/products/AUDIT" {
+		t.Errorf("the violation links to %q, want the product", link)
+	}
+	// The invariants are numbered and ordered as `sekali verify` prints them.
+	var rows []string
+	doc.Find("#audit tbody tr").Each(func(_ int, tr *goquery.Selection) {
+		rows = append(rows, strings.TrimSpace(tr.Find("td").First().Text())+". "+tr.Find("td strong").Text())
+	})
+	want := []string{"1. stock", "2. reservations", "3. payments", "4. callbacks", "5. invoices", "6. emails", "7. jobs"}
+	if strings.Join(rows, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the audit page lists %q, want %q", rows, want)
+	}
+	if got := c.get("/admin").Doc(t).Find(".stat:contains('Last audit') .value").Text(); got != "RED" {
+		t.Errorf("dashboard after a RED audit: %q", got)
+	}
+	if p := c.post("/admin/audit", url.Values{"drain_timeout": {"1h"}}); p.StatusCode != 422 {
+		t.Errorf("a drain beyond the limit: %d", p.StatusCode)
+	}
+}
+
+// The dashboard counts deliveries from the per-minute rollup plus the
+// minutes it has not reached, by result, with the duplicate share.
+func TestDashboardCountsDeliveries(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	now := time.Now().UTC()
+	var rows []models.CallbackDelivery
+	add := func(at time.Time, outcome string, n int) {
+		for range n {
+			rows = append(rows, models.CallbackDelivery{Provider: "sandbox", ReceivedAt: at, Outcome: outcome, ResponseCode: 200})
+		}
+	}
+	add(now.Add(-30*time.Minute), models.OutcomeProcessed, 2)
+	add(now.Add(-30*time.Minute), models.OutcomeDuplicate, 6)
+	add(now.Add(-5*time.Hour), models.OutcomeDuplicate, 10)
+	add(now.Add(-30*time.Second), models.OutcomeInvalidSignature, 2) // not rolled up yet
+	add(now.Add(-30*time.Hour), models.OutcomeProcessed, 100)        // outside both windows
+	if err := c.db.Create(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stats.Rollup(context.Background(), c.db, now); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Deliveries []struct {
+			Label          string
+			Total          int64
+			DuplicateShare string `json:"duplicate_share"`
+		}
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin").Body), &v); err != nil || len(v.Deliveries) != 2 {
+		t.Fatalf("dashboard JSON: %+v %v", v, err)
+	}
+	if h, d := v.Deliveries[0], v.Deliveries[1]; h.Total != 10 || h.DuplicateShare != "60.0%" || d.Total != 20 || d.DuplicateShare != "80.0%" {
+		t.Errorf("windows: %+v, want the hour 10 (60%% duplicates) and the day 20 (80%%)", v.Deliveries)
+	}
+	bars := c.get("/admin").Doc(t).Find(".chart svg rect.seg")
+	if bars.Length() < 3 {
+		t.Errorf("%d chart segments, want the 30-minute-old and the current minutes' stacks", bars.Length())
+	}
+	if _, err := strconv.Atoi(strings.ReplaceAll(c.get("/admin").Doc(t).Find(".stat .value").First().Text(), ",", "")); err != nil {
+		t.Errorf("the first figure is not a number: %v", err)
+	}
+}

@@ -1,0 +1,77 @@
+package web_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Every error reaches the client as the one error handler shapes it:
+// problem details (application/problem+json, with the status, a code and
+// a title) on /api and /callbacks and for any client that does not ask
+// for HTML; an HTML page for a browser; the status the code maps to.
+func TestErrorsAreProblemDetails(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	huge := bytes.Repeat([]byte("x"), 2<<20)
+	for _, tt := range []struct {
+		name, method, path, contentType string
+		body                            []byte
+		status                          int
+		code                            string
+	}{
+		{"unknown route", "GET", "/api/nothing-here", "", nil, 404, "not_found"},
+		{"unknown order", "GET", "/api/orders/ORD-01JZZZZZZZZZZZZZZZZZZZZZZZ", "", nil, 404, "not_found"},
+		{"method not allowed", "DELETE", "/api/orders", "", nil, 405, "method_not_allowed"},
+		{"method not allowed, admin API", "POST", "/api/admin/orders", "application/json", []byte(`{}`), 405, "method_not_allowed"},
+		{"body over the API's 1 MB", "POST", "/api/orders", "application/json", huge, 413, "too_large"},
+		{"not JSON", "POST", "/api/orders", "text/plain", []byte("hello"), 415, "unsupported_media_type"},
+		{"malformed JSON", "POST", "/api/orders", "application/json", []byte(`{"items":`), 400, "invalid_payload"},
+		{"unknown provider", "POST", "/callbacks/paypal", "application/json", []byte(`{}`), 404, "not_found"},
+	} {
+		req, err := http.NewRequest(tt.method, c.URL+tt.path, bytes.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.contentType != "" {
+			req.Header.Set("Content-Type", tt.contentType)
+		}
+		req.Header.Set("Idempotency-Key", "errors-test-"+strings.ReplaceAll(tt.name, " ", "-"))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var p struct {
+			Status int    `json:"status"`
+			Code   string `json:"code"`
+			Title  string `json:"title"`
+			Type   string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Errorf("%s: not JSON: %s", tt.name, b)
+			continue
+		}
+		if res.StatusCode != tt.status || p.Status != tt.status || p.Code != tt.code || p.Title == "" || p.Type != "/problems/"+tt.code ||
+			!strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
+			t.Errorf("%s: %d %q %s, want %d %s as problem+json", tt.name, res.StatusCode, res.Header.Get("Content-Type"), b, tt.status, tt.code)
+		}
+	}
+
+	// The same miss from a browser is a page, in the shop's layout.
+	req, _ := http.NewRequest("GET", c.URL+"/no-such-page", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 404 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(b), "<html") {
+		t.Errorf("a browser's 404: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
