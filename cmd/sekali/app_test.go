@@ -11,8 +11,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,11 +33,65 @@ type testApp struct {
 	DatabaseURL string
 	env         map[string]string
 	client      *http.Client
+	tokens      sync.Map // order id → its access token, from the creation's answer
 }
 
 // startApp runs `sekali serve` with the test environment plus env, and
 // stops it when the test ends.
 func startApp(t *testing.T, env map[string]string) *testApp {
+	t.Helper()
+	a := newTestApp(t, env)
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"sekali", "serve"}, a.getenv, outW, logOutput())
+		outW.Close()
+	}()
+	a.URL = servingURL(t, outR, func() error { cancel(); return <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sekali serve: %v", err)
+		}
+		a.client.CloseIdleConnections()
+	})
+	return a
+}
+
+// startAppProcess is startApp with `sekali serve` as a process of its
+// own: what lives per process — the metrics, the caches — is its alone,
+// not shared with the other tests' apps.
+func startAppProcess(t *testing.T, env map[string]string) *testApp {
+	t.Helper()
+	a := newTestApp(t, env)
+	cmd := exec.Command(sekaliBinary(t), "serve")
+	cmd.Env = os.Environ()
+	for k, v := range a.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logOutput()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.URL = servingURL(t, out, func() error { cmd.Process.Kill(); return cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("sekali serve: %v", err)
+		}
+		a.client.CloseIdleConnections()
+	})
+	return a
+}
+
+// newTestApp prepares the environment of a test app: its own Redis and
+// database unless env names them.
+func newTestApp(t *testing.T, env map[string]string) *testApp {
 	t.Helper()
 	a := &testApp{env: map[string]string{
 		"HTTP_ADDR":              "127.0.0.1:0",
@@ -53,48 +109,48 @@ func startApp(t *testing.T, env map[string]string) *testApp {
 		a.env["DATABASE_URL"] = testenv.NewDatabaseURL(t)
 	}
 	a.DatabaseURL = a.env["DATABASE_URL"]
-	a.DB = testenv.OpenDB(t, a.DatabaseURL)
+	// The test reads the database directly, also when the app reaches it
+	// through PgBouncer (DATABASE_LISTEN_URL is then the direct URL).
+	direct := a.env["DATABASE_LISTEN_URL"]
+	if direct == "" {
+		direct = a.DatabaseURL
+	}
+	a.DB = testenv.OpenDB(t, direct)
 	a.client = &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256},
 	}
+	return a
+}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"sekali", "serve"}, a.getenv, outW, logOutput())
-		outW.Close()
-	}()
+// servingURL reads serve's output until it says where it serves; stop
+// ends the server when it does not within 30 s.
+func servingURL(t *testing.T, out io.Reader, stop func() error) string {
+	t.Helper()
 	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(outR)
+	go func() { // reads to the end, so that serve never blocks on its output
+		sc := bufio.NewScanner(out)
+		found := false
 		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
+			if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok && !found {
 				urls <- u
+				found = true
 			}
 		}
-		close(urls)
+		if !found {
+			close(urls)
+		}
 	}()
 	select {
 	case u, ok := <-urls:
 		if !ok {
-			cancel()
-			t.Fatalf("sekali serve stopped before serving: %v", <-done)
+			t.Fatalf("sekali serve stopped before serving: %v", stop())
 		}
-		a.URL = u
+		return u
 	case <-time.After(30 * time.Second):
-		cancel()
-		t.Fatal("sekali serve did not start within 30s")
+		t.Fatalf("sekali serve did not start within 30s: %v", stop())
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sekali serve: %v", err)
-		}
-		a.client.CloseIdleConnections()
-	})
-	return a
+	return ""
 }
 
 func (a *testApp) getenv(k string) string { return a.env[k] }
@@ -144,7 +200,24 @@ func (a *testApp) postOrder(t *testing.T, key string, body string) response {
 	if key != "" {
 		h.Set("Idempotency-Key", key)
 	}
-	return a.do(t, "POST", "/api/orders", h, []byte(body))
+	r := a.do(t, "POST", "/api/orders", h, []byte(body))
+	if r.Status == http.StatusCreated {
+		a.tokens.Store(r.str("id"), r.str("access_token"))
+	}
+	return r
+}
+
+// orderURL is the API path of order id with its access token, as the
+// customer who created it would use it.
+func (a *testApp) orderURL(id string) string {
+	token, _ := a.tokens.Load(id)
+	return "/api/orders/" + id + "?t=" + fmt.Sprint(token)
+}
+
+// orderAction is orderURL for an action on the order ("cancel").
+func (a *testApp) orderAction(id, action string) string {
+	token, _ := a.tokens.Load(id)
+	return "/api/orders/" + id + "/" + action + "?t=" + fmt.Sprint(token)
 }
 
 // createOrder creates an order of the given sku:qty items and returns its id.
@@ -197,20 +270,12 @@ func (a *testApp) count(t *testing.T, query string, args ...any) int64 {
 
 // eventually waits until query counts want, for rows written after the
 // response (the audit rows of deliveries that changed nothing), and fails
-// the test with the last count if that takes more than 10 seconds.
+// the test if that takes more than 10 seconds.
 func (a *testApp) eventually(t *testing.T, want int64, query string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := a.count(t, query, args...)
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %d, want %d (waited 10s)", query, n, want)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not sleeping for one
-	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%s = %d", query, want), func() bool {
+		return a.count(t, query, args...) == want
+	})
 }
 
 // verify runs `sekali verify` against the app's database and fails the

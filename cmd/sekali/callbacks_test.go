@@ -50,7 +50,7 @@ func TestDuplicateStormAppliesOnce(t *testing.T) {
 		t.Fatalf("outbox invoice+email rows = %d, want 2", n)
 	}
 	a.verify(t) // drains: the invoice and email jobs have run
-	r := a.do(t, "GET", "/api/orders/"+id, nil, nil)
+	r := a.do(t, "GET", a.orderURL(id), nil, nil)
 	if inv, _ := r.JSON["invoice"].(map[string]any); inv == nil || !strings.HasPrefix(fmt.Sprint(inv["number"]), "INV-") {
 		t.Fatalf("order after the jobs ran: %s; want an invoice", r.Body)
 	}
@@ -135,7 +135,7 @@ func TestConcurrentEventsForOneOrder(t *testing.T) {
 		var bad []string
 		concurrently(len(deliveries)*4+1, func(i int) {
 			if i == len(deliveries)*4 {
-				r := a.do(t, "POST", "/api/orders/"+id+"/cancel", nil, nil)
+				r := a.do(t, "POST", a.orderAction(id, "cancel"), nil, nil)
 				if r.Status != 200 && r.Status != 409 {
 					mu.Lock()
 					bad = append(bad, fmt.Sprintf("cancel: %d %s", r.Status, r.Body))

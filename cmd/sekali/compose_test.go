@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"maps"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +23,19 @@ import (
 // credentials must agree with config's defaults, or a stock local run and
 // the compose stack quietly stop talking to the same services.
 const composeFile = "../../docker-compose.yml"
+
+// hostPortsFile is the opt-in override that publishes PostgreSQL and Redis
+// on the host.
+const hostPortsFile = "../../docker-compose.host-ports.yml"
+
+// The image built from this repository, and where its Dockerfile puts the
+// binary and the health probe.
+const (
+	dockerfile   = "../../Dockerfile"
+	localImage   = "sekali:local"
+	healthProbe  = "/usr/local/bin/healthcheck"
+	repoServices = "app migrate seed worker" // the services that run localImage
+)
 
 func TestComposeAgreesWithConfigDefaults(t *testing.T) {
 	t.Parallel()
@@ -37,8 +54,30 @@ func TestComposeAgreesWithConfigDefaults(t *testing.T) {
 	t.Run("published ports", func(t *testing.T) {
 		t.Parallel()
 		assertPublishes(t, app, httpPort)
-		assertPublishes(t, postgres, dbURL.Port())
-		assertPublishes(t, redis, redisURL.Port())
+		// By default PostgreSQL and Redis stay on the compose network: on
+		// the host they would clash with a local server on the same port.
+		for _, s := range []types.ServiceConfig{postgres, redis} {
+			if len(s.Ports) > 0 {
+				t.Errorf("%s publishes %+v on the host; leave that to %s", s.Name, s.Ports, hostPortsFile)
+			}
+		}
+	})
+
+	t.Run("host ports, opted in", func(t *testing.T) {
+		t.Parallel()
+		p := loadCompose(t, composeFile, hostPortsFile)
+		for _, c := range []struct {
+			service string
+			port    string
+		}{{"postgres", dbURL.Port()}, {"redis", redisURL.Port()}} {
+			s := composeService(t, p, c.service)
+			assertPublishes(t, s, c.port)
+			for _, port := range s.Ports {
+				if port.HostIP != "127.0.0.1" {
+					t.Errorf("%s publishes %s on %q, want 127.0.0.1 only (the credentials are public)", c.service, port.Published, port.HostIP)
+				}
+			}
+		}
 	})
 
 	t.Run("postgres credentials", func(t *testing.T) {
@@ -59,20 +98,25 @@ func TestComposeAgreesWithConfigDefaults(t *testing.T) {
 
 	t.Run("sekali environment", func(t *testing.T) {
 		t.Parallel()
-		// Every service built from this repository runs the sekali binary.
-		var names []string
-		for name, s := range p.Services {
-			if s.Build != nil {
-				names = append(names, name)
-			}
-		}
-		slices.Sort(names)
-		if want := []string{"app", "migrate", "seed", "worker"}; !slices.Equal(names, want) {
-			t.Fatalf("services built from the repository = %v, want %v", names, want)
+		// Every service that runs the image built from this repository runs
+		// the sekali binary.
+		names := repoImageServices(p)
+		if want := strings.Fields(repoServices); !slices.Equal(names, want) {
+			t.Fatalf("services running %s = %v, want %v", localImage, names, want)
 		}
 		appEnv := composeEnv(t, app)
 		for _, name := range names {
 			env := composeEnv(t, composeService(t, p, name))
+			// seed alone gets the admin's password, from .env or the shell:
+			// loaded here without either, it must be empty (no password is
+			// committed), and it is the only difference.
+			if name == "seed" {
+				if pw, ok := env["ADMIN_PASSWORD"]; !ok || pw != "" {
+					t.Errorf("seed ADMIN_PASSWORD = %q (set: %v), want it from ${ADMIN_PASSWORD:-}, empty here", pw, ok)
+				}
+				env = maps.Clone(env)
+				delete(env, "ADMIN_PASSWORD")
+			}
 			// migrate and seed must reach the same database the app serves from.
 			if !maps.Equal(env, appEnv) {
 				t.Errorf("%s environment = %v, want the app's %v", name, env, appEnv)
@@ -140,17 +184,272 @@ func checkSekaliEnv(t *testing.T, service string, env, want map[string]string) {
 	}
 }
 
-func loadCompose(t *testing.T) *types.Project {
+// The image is built once, by one service, and run by name by the others:
+// four builds of the same Dockerfile would be four images to keep in step.
+func TestComposeBuildsTheImageOnce(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	var built []string
+	for _, name := range repoImageServices(p) {
+		s := composeService(t, p, name)
+		if s.Image != localImage {
+			t.Errorf("%s image = %q, want %q", name, s.Image, localImage)
+		}
+		if s.Build != nil {
+			built = append(built, name)
+			if s.Build.Context != filepath.Dir(mustAbs(t, composeFile)) || (s.Build.Dockerfile != "" && s.Build.Dockerfile != "Dockerfile") {
+				t.Errorf("%s builds %s/%s, want the repository's Dockerfile", name, s.Build.Context, s.Build.Dockerfile)
+			}
+		}
+	}
+	if len(built) != 1 {
+		t.Errorf("services that build %s = %v, want exactly one", localImage, built)
+	}
+}
+
+// Every image that is pulled names a version: no tag (latest) or :latest
+// changes under you on the next pull.
+func TestComposeImagesArePinned(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t, composeFile, hostPortsFile)
+	images := map[string]string{}
+	for name, s := range p.Services {
+		if s.Image != localImage {
+			images["service "+name] = s.Image
+		}
+	}
+	for _, from := range dockerfileFrom(t) {
+		images["Dockerfile FROM "+from] = from
+	}
+	for where, image := range images {
+		assertPinned(t, where, image)
+	}
+}
+
+func assertPinned(t *testing.T, where, image string) {
 	t.Helper()
-	// No OS environment and no .env file: the test sees the file as written,
+	if _, _, ok := strings.Cut(image, "@sha256:"); ok {
+		return
+	}
+	name := image[strings.LastIndex(image, "/")+1:]
+	_, tag, ok := strings.Cut(name, ":")
+	if !ok || tag == "" || tag == "latest" {
+		t.Errorf("%s: image %q is not pinned to a version", where, image)
+	}
+}
+
+// The app and the worker report their health, through the probe the
+// Dockerfile installs (the image has no shell, curl or wget), on the ports
+// and paths the binary serves /healthz on.
+func TestComposeHealthchecksAndRestarts(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	_, httpPort, _ := net.SplitHostPort(config.DefaultHTTPAddr)
+	_, metricsPort, _ := net.SplitHostPort(config.DefaultMetricsAddr)
+	for service, port := range map[string]string{"app": httpPort, "worker": metricsPort} {
+		s := composeService(t, p, service)
+		hc := s.HealthCheck
+		if hc == nil || hc.Disable || len(hc.Test) == 0 {
+			t.Errorf("%s has no healthcheck", service)
+			continue
+		}
+		want := []string{"CMD", healthProbe, "http://127.0.0.1:" + port + "/healthz"}
+		if !slices.Equal([]string(hc.Test), want) {
+			t.Errorf("%s healthcheck test = %q, want %q (exec form: the image has no shell)", service, hc.Test, want)
+		}
+		if hc.Interval == nil || hc.Retries == nil || hc.StartPeriod == nil {
+			t.Errorf("%s healthcheck: set interval, retries and start_period: %+v", service, hc)
+		}
+		// serve exits when PostgreSQL is out of reach at start: Docker must
+		// start it again, or a database restart leaves the shop down.
+		if s.Restart != "unless-stopped" && s.Restart != "always" {
+			t.Errorf("%s restart = %q, want unless-stopped", service, s.Restart)
+		}
+	}
+	// The probe is in the image, built from a package of this repository.
+	var copied, built bool
+	for _, in := range dockerfileInstructions(t) {
+		f := strings.Fields(in)
+		switch {
+		case f[0] == "COPY" && f[len(f)-1] == healthProbe:
+			copied = true
+		case f[0] == "RUN" && strings.Contains(in, "go build") && strings.Contains(in, "./tools/healthcheck"):
+			built = true
+		}
+	}
+	if !copied || !built {
+		t.Errorf("the Dockerfile does not build ./tools/healthcheck (%v) and copy it to %s (%v)", built, healthProbe, copied)
+	}
+	if _, err := os.Stat("../../tools/healthcheck/main.go"); err != nil {
+		t.Error(err)
+	}
+}
+
+// The Dockerfile builds with go.mod's Go version: its GO_VERSION default
+// is go.mod's go line, and the build stage uses it.
+func TestComposeImageGoVersionIsGoMods(t *testing.T) {
+	t.Parallel()
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go\s+(\S+)\s*$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	goVersion := string(m[1])
+	var arg string
+	var usesArg bool
+	for _, in := range dockerfileInstructions(t) {
+		f := strings.Fields(in)
+		if f[0] == "ARG" {
+			if v, ok := strings.CutPrefix(f[1], "GO_VERSION="); ok {
+				arg = v
+			}
+		}
+		if f[0] == "FROM" && strings.HasPrefix(f[1], "golang:") {
+			if f[1] != "golang:${GO_VERSION}" {
+				t.Errorf("Dockerfile: FROM %s, want golang:${GO_VERSION}", f[1])
+			}
+			usesArg = true
+		}
+	}
+	if arg != goVersion {
+		t.Errorf("Dockerfile ARG GO_VERSION=%s, want go.mod's %s", arg, goVersion)
+	}
+	if !usesArg {
+		t.Error("the Dockerfile has no FROM golang:${GO_VERSION} stage")
+	}
+}
+
+// .env.example documents the variables compose reads from .env, and .env
+// itself is never committed nor sent to the image build.
+func TestComposeDotEnv(t *testing.T) {
+	t.Parallel()
+	compose, err := os.ReadFile(composeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	variable := regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+	var names []string
+	for _, line := range strings.Split(string(example), "\n") {
+		// Set (NAME=…) or suggested in a comment (# NAME=…).
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "#"))
+		if name, _, ok := strings.Cut(line, "="); ok && variable.MatchString(name) {
+			names = append(names, name)
+			if name != "COMPOSE_FILE" && !strings.Contains(string(compose), "${"+name) {
+				t.Errorf(".env.example sets %s, which docker-compose.yml does not read", name)
+			}
+		}
+	}
+	if !slices.Contains(names, "ADMIN_PASSWORD") {
+		t.Errorf(".env.example does not mention ADMIN_PASSWORD: %v", names)
+	}
+	for _, file := range []string{"../../.gitignore", "../../.dockerignore"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Fields(string(b)); !slices.Contains(lines, ".env") && !slices.Contains(lines, "/.env") {
+			t.Errorf("%s does not exclude .env", file)
+		}
+	}
+}
+
+// repoImageServices lists, sorted, the services that run the image built
+// from this repository.
+func repoImageServices(p *types.Project) []string {
+	var names []string
+	for name, s := range p.Services {
+		if s.Build != nil || s.Image == localImage {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// dockerfileInstructions returns the Dockerfile's instructions, one string
+// each, continuation lines joined and comments dropped.
+func dockerfileInstructions(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open(dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	var cur strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if l, ok := strings.CutSuffix(line, "\\"); ok {
+			cur.WriteString(l + " ")
+			continue
+		}
+		cur.WriteString(line)
+		out = append(out, cur.String())
+		cur.Reset()
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dockerfileFrom returns the images of the FROM lines, build arguments
+// replaced by their defaults.
+func dockerfileFrom(t *testing.T) []string {
+	t.Helper()
+	args := map[string]string{}
+	var images []string
+	for _, in := range dockerfileInstructions(t) {
+		f := strings.Fields(in)
+		switch f[0] {
+		case "ARG":
+			if name, v, ok := strings.Cut(f[1], "="); ok {
+				args[name] = v
+			}
+		case "FROM":
+			images = append(images, os.Expand(f[1], func(name string) string { return args[name] }))
+		}
+	}
+	if len(images) == 0 {
+		t.Fatal("the Dockerfile has no FROM")
+	}
+	return images
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+func loadCompose(t *testing.T, files ...string) *types.Project {
+	t.Helper()
+	if len(files) == 0 {
+		files = []string{composeFile}
+	}
+	// No OS environment and no .env file: the test sees the files as written,
 	// whatever the developer has exported.
-	opts, err := cli.NewProjectOptions([]string{composeFile})
+	opts, err := cli.NewProjectOptions(files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := opts.LoadProject(t.Context())
 	if err != nil {
-		t.Fatalf("load %s: %v", composeFile, err)
+		t.Fatalf("load %v: %v", files, err)
 	}
 	return p
 }

@@ -15,18 +15,6 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// jobsEventually waits until cond holds, failing the test after timeout.
-func jobsEventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not sleeping for one
-	}
-}
-
 // jobsPay delivers a paid callback for the whole amount of order id.
 func (a *testApp) jobsPay(t *testing.T, id string, amount int64) {
 	t.Helper()
@@ -60,7 +48,7 @@ func TestRedisOutageDelaysJobsNeverLosesThem(t *testing.T) {
 		t.Fatalf("paid callbacks with Redis down: results %v, statuses %v; want %d processed, all 200", got.counts, got.status, n)
 	}
 	const jobRows = "task_type IN ('invoice:generate', 'email:send')"
-	jobsEventually(t, 10*time.Second, "the relay to fail to hand a row to Redis", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the relay to fail to hand a row to Redis", func() bool {
 		return a.count(t, "SELECT count(*) FROM outbox_messages WHERE "+jobRows+" AND last_error <> ''") > 0
 	})
 	if p := a.count(t, "SELECT count(*) FROM outbox_messages WHERE "+jobRows+" AND status = 'pending'"); p != 2*n {
@@ -72,7 +60,7 @@ func TestRedisOutageDelaysJobsNeverLosesThem(t *testing.T) {
 
 	rs.Start()
 	start := time.Now()
-	jobsEventually(t, 60*time.Second, "an invoice and a sent email for every paid order", func() bool {
+	testenv.Eventually(t, 60*time.Second, "an invoice and a sent email for every paid order", func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices") == n &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent'") == n
 	})
@@ -118,7 +106,7 @@ func TestPaidOrderGetsInvoiceAndEmailWithinSeconds(t *testing.T) {
 	id := a.createOrder(t, map[string]int{sku: 1})
 	a.jobsPay(t, id, 120000)
 	start := time.Now()
-	jobsEventually(t, 5*time.Second, "the invoice and the sent email of "+id, func() bool {
+	testenv.Eventually(t, 5*time.Second, "the invoice and the sent email of "+id, func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices WHERE order_id = ?", id) == 1 &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", models.EmailKey(models.EmailOrderPaid, id)) == 1
 	})
@@ -128,7 +116,7 @@ func TestPaidOrderGetsInvoiceAndEmailWithinSeconds(t *testing.T) {
 	if err := a.DB.Raw("SELECT number FROM invoices WHERE order_id = ?", id).Scan(&number).Error; err != nil {
 		t.Fatal(err)
 	}
-	r := a.do(t, "GET", "/api/orders/"+id, nil, nil)
+	r := a.do(t, "GET", a.orderURL(id), nil, nil)
 	inv, _ := r.JSON["invoice"].(map[string]any)
 	if r.Status != 200 || inv == nil || inv["number"] != number {
 		t.Fatalf("GET /api/orders/%s: %d, invoice %v; want invoice %s", id, r.Status, r.JSON["invoice"], number)
@@ -167,7 +155,7 @@ func TestOperatorRequeueOfDoneInvoiceJobIsIgnored(t *testing.T) {
 	}
 	waitCompleted := func(what string) {
 		t.Helper()
-		jobsEventually(t, 15*time.Second, what+" to complete", func() bool { return taskState() == "completed" })
+		testenv.Eventually(t, 15*time.Second, what+" to complete", func() bool { return taskState() == "completed" })
 	}
 	var job models.JobExecution
 	readJob := func() models.JobExecution {

@@ -8,10 +8,12 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// TestMetrics: /metrics serves the SPEC §8 series once there was traffic.
+// TestMetrics: /metrics serves the series of docs/api.md#get-metrics once
+// there was traffic, counting exactly that traffic. The app is a process
+// of its own, so no other test's traffic is in its series.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, nil)
+	a := startAppProcess(t, nil)
 	sku := a.newProduct(t, 1000, 5)
 	id := a.createOrder(t, map[string]int{sku: 1})
 	body := testenv.SandboxBody(id, "tx-m", models.EventPaid, 1000)
@@ -25,11 +27,14 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("/metrics: %d", r.Status)
 	}
 	for _, series := range []string{
-		`sekali_callbacks_total{provider="sandbox",result="processed"}`,
-		`sekali_callback_duplicates_total{provider="sandbox"}`,
-		`sekali_callback_conflicts_total{provider="sandbox"}`,
+		`sekali_callbacks_total{provider="sandbox",result="processed"} 1`,
+		`sekali_callbacks_total{provider="sandbox",result="duplicate"} 1`,
+		`sekali_callbacks_total{provider="sandbox",result="conflict"} 1`,
+		`sekali_callback_duplicates_total{provider="sandbox"} 1`,
+		`sekali_callback_conflicts_total{provider="sandbox"} 1`,
+		`sekali_job_runs_total{outcome="succeeded",type="email:send"} 1`,
 		`sekali_callback_duration_seconds_bucket`,
-		`sekali_job_runs_total{outcome="succeeded",type="invoice:generate"}`,
+		`sekali_job_runs_total{outcome="succeeded",type="invoice:generate"} 1`,
 		`sekali_job_duration_seconds_bucket`,
 		`sekali_outbox_dispatched_total`,
 		`sekali_outbox_backlog `,

@@ -9,7 +9,10 @@ import (
 )
 
 // migrate is `sekali migrate up|down|status`. up first creates the
-// database named in DATABASE_URL when it does not exist.
+// database when it does not exist. It connects to DATABASE_LISTEN_URL
+// (default DATABASE_URL), the direct connection: goose's advisory lock
+// is held by a session, which PgBouncer's transaction pooling would hand
+// to someone else after each statement.
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: sekali migrate up|down|status") }
@@ -26,7 +29,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	command := fs.Arg(0)
 	if command == "up" {
-		created, err := store.CreateDatabase(ctx, cfg.DatabaseURL)
+		created, err := store.CreateDatabase(ctx, cfg.DatabaseListenURL)
 		if err != nil {
 			return err
 		}
@@ -34,5 +37,5 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintln(stdout, "migrate: created the database")
 		}
 	}
-	return store.Migrate(ctx, cfg.DatabaseURL, command, stdout)
+	return store.Migrate(ctx, cfg.DatabaseListenURL, command, stdout)
 }

@@ -39,6 +39,64 @@ func TestOversellIsImpossible(t *testing.T) {
 	a.verify(t)
 }
 
+// An order opens only with its access token (returned once, at creation)
+// or the admin token: its id alone — however it was learnt — gives a 404,
+// as for an order that does not exist; neither reading nor cancelling.
+func TestOrderNeedsItsAccessToken(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"ADMIN_API_TOKEN": "admin-secret"})
+	sku := a.newProduct(t, 1000, 10)
+	key := randomKey()
+	body := fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":1}]}`, sku)
+	created := a.postOrder(t, key, body)
+	id, token := created.str("id"), created.str("access_token")
+	if len(token) < 22 { // 128 bits in base64url
+		t.Fatalf("access_token %q is shorter than 128 bits", token)
+	}
+	if replay := a.postOrder(t, key, body); replay.str("access_token") != token {
+		t.Errorf("the replayed creation answers token %q, want the same %q", replay.str("access_token"), token)
+	}
+	other := a.createOrder(t, map[string]int{sku: 1})
+	otherToken, _ := a.tokens.Load(other)
+	var stored string
+	a.DB.Raw("SELECT access_token_hash FROM orders WHERE id = ?", id).Scan(&stored)
+	if stored == "" || stored == token || strings.Contains(stored, token) {
+		t.Errorf("orders.access_token_hash = %q: the token must be stored only as a hash", stored)
+	}
+
+	refused := map[string]http.Header{
+		"no token":              nil,
+		"another order's":       {"Authorization": {"Bearer " + fmt.Sprint(otherToken)}},
+		"a wrong token":         {"Authorization": {"Bearer " + token + "x"}},
+		"the token, not Bearer": {"Authorization": {"Basic " + token}},
+	}
+	for name, h := range refused {
+		if r := a.do(t, "GET", "/api/orders/"+id, h, nil); r.Status != 404 || r.str("code") != "not_found" {
+			t.Errorf("GET with %s: %d %s; want 404", name, r.Status, r.Body)
+		}
+		if r := a.do(t, "POST", "/api/orders/"+id+"/cancel", h, nil); r.Status != 404 {
+			t.Errorf("cancel with %s: %d %s; want 404", name, r.Status, r.Body)
+		}
+	}
+	if r := a.do(t, "GET", "/api/orders/"+id+"?t="+fmt.Sprint(otherToken), nil, nil); r.Status != 404 {
+		t.Errorf("GET with another order's ?t=: %d", r.Status)
+	}
+	if o := a.order(t, id); o.Status != models.OrderPending {
+		t.Fatalf("a refused cancel changed the order to %s", o.Status)
+	}
+	for name, h := range map[string]http.Header{
+		"its token":       {"Authorization": {"Bearer " + token}},
+		"the admin token": {"Authorization": {"Bearer admin-secret"}},
+	} {
+		if r := a.do(t, "GET", "/api/orders/"+id, h, nil); r.Status != 200 || r.str("id") != id {
+			t.Errorf("GET with %s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	if r := a.do(t, "POST", "/api/orders/"+id+"/cancel?t="+token, nil, nil); r.Status != 200 || r.str("status") != "cancelled" {
+		t.Errorf("cancel with ?t=: %d %s", r.Status, r.Body)
+	}
+}
+
 func TestOrderIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	a := startApp(t, nil)
@@ -57,7 +115,8 @@ func TestOrderIsAllOrNothing(t *testing.T) {
 
 func TestOrderIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	a := startApp(t, nil)
+	a := startApp(t, map[string]string{"ORDER_MAX_UNITS": "10000"}) // room for an order beyond the stock
+
 	sku := a.newProduct(t, 75000, 100)
 	body := fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":2}]}`, sku)
 
@@ -170,9 +229,12 @@ func TestGetAndCancelOrder(t *testing.T) {
 	sku := a.newProduct(t, 1000, 10)
 	id := a.createOrder(t, map[string]int{sku: 3})
 
-	r := a.do(t, "GET", "/api/orders/"+id, nil, nil)
+	r := a.do(t, "GET", a.orderURL(id), nil, nil)
 	if r.Status != 200 || r.str("status") != "pending" || r.JSON["total_amount"] != float64(3000) || r.JSON["invoice"] != nil {
 		t.Fatalf("get: %d %s", r.Status, r.Body)
+	}
+	if _, hasToken := r.JSON["access_token"]; hasToken {
+		t.Errorf("a read answers the access token again: %s", r.Body)
 	}
 	for _, missing := range []string{models.NewOrderID(time.Now()), "ORD-nope", "%20", "x"} {
 		if r := a.do(t, "GET", "/api/orders/"+missing, nil, nil); r.Status != 404 || r.str("code") != "not_found" {
@@ -181,7 +243,7 @@ func TestGetAndCancelOrder(t *testing.T) {
 	}
 
 	for range 2 { // cancelling a cancelled order answers 200 again
-		if r := a.do(t, "POST", "/api/orders/"+id+"/cancel", nil, nil); r.Status != 200 || r.str("status") != "cancelled" {
+		if r := a.do(t, "POST", a.orderAction(id, "cancel"), nil, nil); r.Status != 200 || r.str("status") != "cancelled" {
 			t.Fatalf("cancel: %d %s; want 200 cancelled", r.Status, r.Body)
 		}
 	}
@@ -191,7 +253,7 @@ func TestGetAndCancelOrder(t *testing.T) {
 
 	paid := a.createOrder(t, map[string]int{sku: 1})
 	a.callback(t, "evt_paid_"+paid, testenv.SandboxBody(paid, "tx-"+paid, models.EventPaid, 1000))
-	if r := a.do(t, "POST", "/api/orders/"+paid+"/cancel", nil, nil); r.Status != 409 || r.str("code") != "invalid_transition" {
+	if r := a.do(t, "POST", a.orderAction(paid, "cancel"), nil, nil); r.Status != 409 || r.str("code") != "invalid_transition" {
 		t.Fatalf("cancel paid: %d %s; want 409 invalid_transition", r.Status, r.Body)
 	}
 	if r := a.do(t, "POST", "/api/orders/ORD-unknown/cancel", nil, nil); r.Status != 404 {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/stdwebhooks"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -211,11 +212,13 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 	a.callback(t, "evt_v", testenv.SandboxBody(id, "tx-v", models.EventPaid, 150000))
 	a.verify(t)
 
+	// Each report names the broken check by its number and name, on the
+	// line it prints for it.
 	breakages := []struct{ check, sql string }{
-		{"stock", "UPDATE products SET stock = stock + 1 WHERE sku = '" + sku + "'"},
-		{"payments", "UPDATE payments SET amount = amount - 1"},
-		{"reservations", "DELETE FROM stock_movements WHERE kind = 'reserve'"},
-		{"callbacks", "DELETE FROM callback_deliveries WHERE outcome = 'processed'"},
+		{"1. stock", "UPDATE products SET stock = stock + 1 WHERE sku = '" + sku + "'"},
+		{"3. payments", "UPDATE payments SET amount = amount - 1"},
+		{"2. reservations", "DELETE FROM stock_movements WHERE kind = 'reserve'"},
+		{"4. callbacks", "DELETE FROM callback_deliveries WHERE outcome = 'processed'"},
 	}
 	for _, b := range breakages {
 		if err := a.DB.Exec(b.sql).Error; err != nil {
@@ -223,7 +226,8 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		}
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"sekali", "verify"}, a.getenv, &out, io.Discard)
-		if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL") || !strings.Contains(out.String(), b.check) {
+		if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL  "+b.check+" ") ||
+			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(7 checks, ") {
 			t.Fatalf("after breaking %s: exit %d, report:\n%s", b.check, exitCode(err), out.String())
 		}
 	}
@@ -258,4 +262,25 @@ func TestFullPoolAnswers503(t *testing.T) {
 		}
 	}
 	a.verify(t)
+}
+
+// A server with neither a sandbox secret of its own nor the sandbox
+// gateway has no sandbox provider: the public development secret must not
+// pay orders in production. The same server with the gateway on accepts
+// callbacks signed with it.
+func TestSandboxProviderNeedsASecretOrTheGateway(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		gateway string
+		want    int
+	}{{"off", 404}, {"on", 422}} { // 422: an unknown order, so the signature was accepted
+		a := startApp(t, map[string]string{"SANDBOX_WEBHOOK_SECRET": "", "SANDBOX_GATEWAY": tt.gateway})
+		body := []byte(`{"order_id":"ORD-01JZZZZZZZZZZZZZZZZZZZZZZZ","transaction_id":"tx-dev","payment_status":"paid","paid_amount":1,"currency":"IDR"}`)
+		key, _ := stdwebhooks.DecodeSecret(config.DevSandboxSecret)
+		h := stdwebhooks.Headers(key, "evt_dev_secret", time.Now(), body)
+		h.Set("Content-Type", "application/json")
+		if r := a.do(t, "POST", "/callbacks/sandbox", h, body); r.Status != tt.want {
+			t.Errorf("SANDBOX_GATEWAY=%s, signed with the development secret: %d %s, want %d", tt.gateway, r.Status, r.Body, tt.want)
+		}
+	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/loadtest"
 )
 
@@ -22,14 +24,15 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 		names = append(names, s.Name)
 	}
 	scenario := fs.String("scenario", "all", "scenario to run: all, "+strings.Join(names, ", "))
-	target := fs.String("target", "http://localhost:8080", "base URL of the server")
+	target := fs.String("target", localURL(getenv("HTTP_ADDR")), "base URL of the server (default: this machine at HTTP_ADDR)")
 	events := fs.Int("events", d.Events, "events (orders) per scenario")
 	copies := fs.Int("copies", d.Copies, "deliveries of each event")
 	concurrency := fs.Int("concurrency", d.Concurrency, "requests in flight at once")
 	duration := fs.Duration("duration", d.Duration, "length of the steady scenario")
 	rate := fs.Int("rate", d.Rate, "requests per second of the steady scenario")
 	drain := fs.Duration("drain-timeout", d.DrainTimeout, "how long the audit may wait for the jobs to finish")
-	secret := fs.String("secret", firstSecret(getenv), "the server's sandbox secret (whsec_…); default SANDBOX_WEBHOOK_SECRET or the development secret")
+	provider := fs.String("provider", payments.SandboxName, "the gateway whose callbacks are replayed: "+strings.Join(payments.SenderProviders, ", "))
+	secret := fs.String("secret", "", "the secret the server checks that gateway's callbacks with; default its variable (SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN, STRIPE_WEBHOOK_SECRET) or, for sandbox, the development secret")
 	token := fs.String("token", getenv("ADMIN_API_TOKEN"), "the server's ADMIN_API_TOKEN; default the variable")
 	jsonPath := fs.String("json", "", "also write the reports to this file as JSON")
 	fs.Usage = func() {
@@ -43,6 +46,11 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *secret == "" {
+		if *secret = defaultSecret(*provider, getenv); *secret == "" {
+			return &exitError{code: 2, msg: fmt.Sprintf("replay needs -secret or %s for %s", signSecrets[*provider], *provider)}
+		}
+	}
 	if *token == "" {
 		return &exitError{code: 2, msg: "replay needs the server's admin token: -token or ADMIN_API_TOKEN"}
 	}
@@ -50,7 +58,7 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 		return &exitError{code: 2, msg: "-events, -copies, -concurrency and -rate must be at least 1"}
 	}
 	reports, err := loadtest.Run(ctx, loadtest.Config{
-		Target: *target, Secret: *secret, Token: *token,
+		Target: *target, Provider: *provider, Secret: *secret, Token: *token,
 		Events: *events, Copies: *copies, Concurrency: *concurrency,
 		Duration: *duration, Rate: *rate, DrainTimeout: *drain,
 		Progress: stderr, TTY: isTerminal(stderr),
@@ -70,6 +78,22 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 	}
 	return err
+}
+
+// localURL is the URL of a server on this machine listening on addr
+// (HTTP_ADDR; ":8080" when unset).
+func localURL(addr string) string {
+	if addr == "" {
+		addr = config.DefaultHTTPAddr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://localhost:8080"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // firstSecret is the first SANDBOX_WEBHOOK_SECRET, or the development one.

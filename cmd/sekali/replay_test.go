@@ -64,3 +64,41 @@ func TestReplayFailsOnAWrongSecret(t *testing.T) {
 		t.Fatalf("replay with the wrong secret: exit %d\n%s", exitCode(err), out.String())
 	}
 }
+
+// TestReplayEachGatewayFormat: every scenario, in Midtrans's, Xendit's and
+// Stripe's own formats, against a server configured with their secrets —
+// only expected answers, and a green audit.
+func TestReplayEachGatewayFormat(t *testing.T) {
+	t.Parallel()
+	const token = "replay-token"
+	env := map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15",
+		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-REPLAY0123456789",
+		"XENDIT_CALLBACK_TOKEN": "xnd-callback-token-replay-0123",
+		"STRIPE_WEBHOOK_SECRET": "whsec_replay_0123456789abcdef"}
+	a := startApp(t, env)
+	for _, provider := range []string{"midtrans", "xendit", "stripe"} {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "all", "-provider", provider,
+			"-events", "6", "-copies", "4", "-concurrency", "16", "-duration", "1s", "-rate", "50", "-token", token},
+			func(k string) string { return env[k] }, &out, logOutput())
+		if err != nil || !strings.Contains(out.String(), "PASS") {
+			t.Errorf("replay -provider %s: %v\n%s", provider, err, out.String())
+		}
+	}
+}
+
+// replay's default target is this machine at HTTP_ADDR, as `serve` listens.
+func TestReplayTargetFollowsHTTPAddr(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]string{
+		"":               "http://localhost:8080",
+		":9000":          "http://localhost:9000",
+		"0.0.0.0:9001":   "http://localhost:9001",
+		"127.0.0.1:9002": "http://127.0.0.1:9002",
+		"[::1]:9003":     "http://[::1]:9003",
+	} {
+		if got := localURL(addr); got != want {
+			t.Errorf("HTTP_ADDR=%q: target %q, want %q", addr, got, want)
+		}
+	}
+}

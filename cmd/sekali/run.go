@@ -19,12 +19,12 @@ import (
 const usage = `usage: sekali <command> [flags]
 
 commands:
-  serve     run the web server (and, with --roles, the background parts)
+  serve     run Sekali: every role (web, worker, relay, scheduler) in one process, or --roles=… for some
   migrate   up | down | status: apply the embedded SQL migrations
   seed      create the demo products and the admin user (idempotent)
   verify    run the integrity audit; exit status 1 on any violation
   replay    replay QA's duplicate and concurrent callback scenarios against a server
-  sign      sign a sandbox callback body, for curl and manual tests
+  sign      sign a callback body as its gateway does (--provider sandbox|midtrans|xendit|stripe), for curl
 
 Configuration comes from the environment; see README.md.
 `
@@ -101,7 +101,7 @@ func openDatabase(ctx context.Context, getenv func(string) string) (config.Confi
 	if err != nil {
 		return cfg, nil, err
 	}
-	db, err := store.Open(ctx, cfg.DatabaseURL, 2, nil)
+	db, err := store.Open(ctx, cfg.PoolURL(), 2, nil)
 	return cfg, db, err
 }
 

@@ -8,16 +8,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/alexedwards/scs/postgresstore"
 	"github.com/hibiken/asynq"
+	"github.com/hibiken/asynqmon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
@@ -26,9 +29,13 @@ import (
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/redisconn"
+	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/web"
+	"github.com/sekali/sekali/web/sandboxgw"
 )
 
 // knownRoles are the parts `serve` can run; by default all of them, in
@@ -55,26 +62,35 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	redisconn.LogTo(log)
 	log.Info("starting", "roles", roles, "config", cfg)
-	if cfg.SandboxSecretIsDefault {
+	if cfg.SandboxSecretIsDefault && slices.Contains(roles, "web") { // only the web role checks callbacks
 		log.Warn("SANDBOX_WEBHOOK_SECRET is unset: using the public development secret; never use it in production")
 		fmt.Fprintf(stdout, "WARNING: sandbox callbacks are checked with the development secret %s\n", config.DevSandboxSecret)
 	}
 
-	db, err := store.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns, log)
+	db, err := store.Open(ctx, cfg.PoolURL(), cfg.DBMaxConns, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close(db)
-	redisOpts, err := redis.ParseURL(cfg.RedisURL)
+	// One client for everything in this process that talks to Redis: the
+	// queue, the worker, the inspector, the job locks, /readyz. Behind
+	// Sentinel it follows the primary through a failover.
+	redisConn, err := redisconn.Parse(cfg.RedisURL)
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	rdb := redis.NewClient(redisOpts)
+	rdb := redisConn.NewClient()
 	defer rdb.Close()
 
 	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL)
-	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys))
+	orderService.MaxUnits = int64(cfg.OrderMaxUnits)
+	providers, err := newProviders(cfg)
+	if err != nil {
+		return err
+	}
+	callbacks := payments.NewService(db, log, time.Now, providers...)
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
@@ -84,8 +100,23 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	local.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(asynq.NewInspectorFromRedisClient(rdb)))
 
 	g, ctx := errgroup.WithContext(ctx)
+	sandboxURL := cfg.SandboxCallbackURL // where this deployment's sandbox gateway answers, if anywhere
 	if slices.Contains(roles, "web") {
-		srv := web.NewServer(log, cfg, web.Deps{
+		sqlDB, err := db.DB()
+		if err != nil {
+			return err
+		}
+		sessionStore := postgresstore.NewWithCleanupInterval(sqlDB, 5*time.Minute)
+		defer sessionStore.StopCleanup()
+		// asynqmon builds (and closes) clients of its own from the same URL.
+		queuesUI := asynqmon.New(asynqmon.Options{RootPath: "/admin/queues", RedisConnOpt: redisConn})
+		defer queuesUI.Close()
+		inspector := asynq.NewInspectorFromRedisClient(rdb)
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("HTTP_ADDR: %w", err)
+		}
+		deps := web.Deps{
 			Orders:    orderService,
 			Callbacks: callbacks,
 			Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
@@ -96,19 +127,41 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 			},
-		})
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("HTTP_ADDR: %w", err)
+			Admins:   admins.NewService(db, time.Now),
+			Sessions: web.NewSessions(sessionStore, cfg),
+			Stories:  story.New(db),
+			Stats:    stats.NewReader(db, time.Now),
+			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention),
+			Queues:   queuesUI,
 		}
+		if cfg.SandboxGateway { // the pretend gateway, for development and QA only
+			sandboxURL = callbackURL(cfg, ln.Addr())
+			gateway := sandboxgw.New(orderService, cfg.SandboxKeys[0], sandboxURL, log)
+			for provider, secret := range map[string]string{payments.MidtransName: cfg.MidtransServerKey,
+				payments.XenditName: cfg.XenditCallbackToken, payments.StripeName: cfg.StripeWebhookSecret} {
+				if sender, err := payments.NewSender(provider, secret); err == nil { // set and valid (newProviders checked)
+					gateway.Speak(sender)
+				}
+			}
+			defer gateway.Close()
+			deps.PaymentPage = gateway
+			log.Warn("SANDBOX_GATEWAY is on: /sandbox/pay pays orders without money; never turn it on in production")
+		}
+		srv := web.NewServer(log, cfg, deps)
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))
 		g.Go(func() error { return serveHTTP(ctx, srv, ln, log) })
 	}
-	if !slices.Contains(roles, "web") {
-		// Without the web role nothing serves /metrics: serve it alone.
+	if !slices.Contains(roles, "web") || !cfg.MetricsPublic {
+		// Without the web role nothing serves /metrics, and with
+		// METRICS_PUBLIC=false the web role does not: serve it alone.
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, local}, promhttp.HandlerOpts{}))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"status":"ok"}`) })
+		// The profiler, here only: never on the public port (HTTP_ADDR).
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		ln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			return fmt.Errorf("METRICS_ADDR: %w", err)
@@ -121,19 +174,28 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return err
 		}
+		statusClients, err := newStatusClients(cfg, sandboxURL)
+		if err != nil {
+			return err
+		}
 		g.Go(func() error {
 			return jobs.RunWorker(ctx, db, rdb, log, orderService, sender, jobs.WorkerConfig{
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
+				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
+				PollPayments: func(ctx context.Context) (int, error) {
+					return callbacks.Poll(ctx, statusClients, cfg.PollWithin)
+				},
 			})
 		})
 	}
 	if slices.Contains(roles, "relay") {
-		relay := jobs.NewRelay(db, queue, log, cfg.TaskRetention, cfg.DatabaseURL)
+		// LISTEN needs a session of its own: the direct URL, never PgBouncer's.
+		relay := jobs.NewRelay(db, queue, log, cfg.TaskRetention, cfg.DatabaseListenURL)
 		g.Go(func() error { return relay.Run(ctx) })
 	}
 	if slices.Contains(roles, "scheduler") {
-		g.Go(func() error { return jobs.NewScheduler(queue, log, jobs.DefaultPeriodic).Run(ctx) })
+		g.Go(func() error { return jobs.NewScheduler(queue, log, jobs.Schedule(cfg.ReconcileAfter)).Run(ctx) })
 	}
 	err = g.Wait()
 	log.Info("stopped", "error", err)
@@ -190,6 +252,82 @@ func parseRoles(s string) ([]string, error) {
 		roles = append(roles, r)
 	}
 	return roles, nil
+}
+
+// newProviders builds the payment gateways whose secrets are set: the
+// sandbox with SANDBOX_WEBHOOK_SECRET (or the development secret, when
+// the sandbox gateway runs), Midtrans, Xendit and Stripe when configured. A secret
+// of the wrong form stops start-up with a message that names it (never
+// its value).
+func newProviders(cfg config.Config) ([]payments.Provider, error) {
+	var providers []payments.Provider
+	if len(cfg.SandboxKeys) > 0 { // a secret of its own, or the sandbox gateway's development secret
+		providers = append(providers, payments.NewSandbox(cfg.SandboxKeys))
+	}
+	for _, p := range []struct {
+		variable, secret string
+		build            func(string) (payments.Provider, error)
+	}{
+		{"MIDTRANS_SERVER_KEY", cfg.MidtransServerKey, func(s string) (payments.Provider, error) { return payments.NewMidtrans(s) }},
+		{"XENDIT_CALLBACK_TOKEN", cfg.XenditCallbackToken, func(s string) (payments.Provider, error) { return payments.NewXendit(s) }},
+		{"STRIPE_WEBHOOK_SECRET", cfg.StripeWebhookSecret, func(s string) (payments.Provider, error) { return payments.NewStripe(s) }},
+	} {
+		if p.secret == "" {
+			continue
+		}
+		provider, err := p.build(p.secret)
+		if err != nil {
+			return nil, fmt.Errorf("configuration:\n  %s: %v", p.variable, err)
+		}
+		providers = append(providers, provider)
+	}
+	return providers, nil
+}
+
+// newStatusClients returns a status client for each gateway that can be
+// asked: Midtrans with its server key, Xendit and Stripe with their
+// secret API keys, and the sandbox gateway when it is on and this process
+// knows where it answers (the web role here, or SANDBOX_CALLBACK_URL).
+func newStatusClients(cfg config.Config, sandboxURL string) ([]payments.StatusClient, error) {
+	var clients []payments.StatusClient
+	if cfg.MidtransServerKey != "" {
+		c, err := payments.NewMidtransStatus(cfg.MidtransServerKey, cfg.MidtransAPIURL)
+		if err != nil {
+			return nil, fmt.Errorf("configuration:\n  MIDTRANS_SERVER_KEY: %v", err)
+		}
+		clients = append(clients, c)
+	}
+	if cfg.XenditSecretKey != "" {
+		c, err := payments.NewXenditStatus(cfg.XenditSecretKey, cfg.XenditAPIURL)
+		if err != nil {
+			return nil, fmt.Errorf("configuration:\n  XENDIT_SECRET_KEY: %v", err)
+		}
+		clients = append(clients, c)
+	}
+	if cfg.StripeSecretKey != "" {
+		c, err := payments.NewStripeStatus(cfg.StripeSecretKey, cfg.StripeAPIURL)
+		if err != nil {
+			return nil, fmt.Errorf("configuration:\n  STRIPE_SECRET_KEY: %v", err)
+		}
+		clients = append(clients, c)
+	}
+	if cfg.SandboxGateway && sandboxURL != "" {
+		clients = append(clients, &payments.SandboxStatus{BaseURL: strings.TrimSuffix(sandboxURL, "/")})
+	}
+	return clients, nil
+}
+
+// callbackURL is where the sandbox gateway sends its callbacks:
+// SANDBOX_CALLBACK_URL, or this server's own listener.
+func callbackURL(cfg config.Config, a net.Addr) string {
+	if cfg.SandboxCallbackURL != "" {
+		return strings.TrimSuffix(cfg.SandboxCallbackURL, "/")
+	}
+	host, port, _ := net.SplitHostPort(a.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // displayURL turns a listen address into a URL a person can open.

@@ -4,27 +4,53 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/app/payments"
 )
 
-// sign is `sekali sign`: it prints the Standard Webhooks headers for a
-// sandbox callback body, signed with the first SANDBOX_WEBHOOK_SECRET (or
-// --secret), so a callback can be sent by hand with curl.
+// signSecrets is where sign finds each gateway's secret by default: the
+// variable the server checks its callbacks with.
+var signSecrets = map[string]string{
+	payments.SandboxName:  "SANDBOX_WEBHOOK_SECRET",
+	payments.MidtransName: "MIDTRANS_SERVER_KEY",
+	payments.XenditName:   "XENDIT_CALLBACK_TOKEN",
+	payments.StripeName:   "STRIPE_WEBHOOK_SECRET",
+}
+
+// defaultSecret is the first secret of the variable the server checks
+// provider's callbacks with; for the sandbox, the development secret when
+// the variable is unset.
+func defaultSecret(provider string, getenv func(string) string) string {
+	if provider == payments.SandboxName {
+		return firstSecret(getenv)
+	}
+	return strings.TrimSpace(strings.Split(getenv(signSecrets[provider]), ",")[0])
+}
+
+// sign is `sekali sign`: it signs a callback body the way its gateway
+// does, so a callback can be sent by hand with curl. It prints the
+// headers to send; for Midtrans, whose signature is inside the body, it
+// prints the body with its signature_key.
 func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("sign", stderr)
-	id := fs.String("id", "", "event id (webhook-id), the idempotency key")
+	provider := fs.String("provider", payments.SandboxName, "the gateway's format: "+strings.Join(payments.SenderProviders, ", "))
+	id := fs.String("id", "", "event id: webhook-id for sandbox (required) and Xendit (optional); Midtrans and Stripe take theirs from the body")
 	body := fs.String("body", "", "the exact body to sign; - reads it from standard input")
-	secret := fs.String("secret", "", "whsec_… secret (default: the first SANDBOX_WEBHOOK_SECRET)")
+	secret := fs.String("secret", "", "the secret (default: the variable the server reads — SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN or STRIPE_WEBHOOK_SECRET — or, for sandbox, the development secret)")
 	ts := fs.Int64("timestamp", 0, "unix seconds (default: now)")
 	curl := fs.Bool("curl", false, "print curl -H arguments instead of header lines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *id == "" || *body == "" {
+	if !slices.Contains(payments.SenderProviders, *provider) {
+		return &exitError{code: 2, msg: fmt.Sprintf("sign: --provider must be one of %s", strings.Join(payments.SenderProviders, ", "))}
+	}
+	if *body == "" || (*provider == payments.SandboxName && *id == "") {
 		fs.Usage()
-		return &exitError{code: 2, msg: "sign needs --id and --body"}
+		return &exitError{code: 2, msg: "sign needs --body (and --id for sandbox)"}
 	}
 	if *body == "-" {
 		b, err := io.ReadAll(os.Stdin)
@@ -33,30 +59,39 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 		}
 		*body = string(b)
 	}
-	var key []byte
-	if *secret != "" {
-		k, err := stdwebhooks.DecodeSecret(*secret)
-		if err != nil {
-			return fmt.Errorf("--secret: %w", err)
+	if *secret == "" {
+		if *secret = defaultSecret(*provider, getenv); *secret == "" {
+			return &exitError{code: 2, msg: fmt.Sprintf("sign: --secret or %s is needed for %s", signSecrets[*provider], *provider)}
 		}
-		key = k
-	} else {
-		cfg, err := loadConfig(getenv)
-		if err != nil {
-			return err
-		}
-		key = cfg.SandboxKeys[0]
+	}
+	sender, err := payments.NewSender(*provider, *secret)
+	if err != nil {
+		return fmt.Errorf("--secret: %w", err)
 	}
 	at := time.Now()
 	if *ts != 0 {
 		at = time.Unix(*ts, 0)
 	}
-	h := stdwebhooks.Headers(key, *id, at, []byte(*body))
-	for _, name := range []string{stdwebhooks.HeaderID, stdwebhooks.HeaderTimestamp, stdwebhooks.HeaderSignature} {
+	h, signed, err := sender.Sign([]byte(*body), *id, at)
+	if err != nil {
+		return err
+	}
+	if *provider == payments.MidtransName {
+		fmt.Fprintf(stdout, "%s\n", signed)
+		return nil
+	}
+	var names []string
+	for name := range h {
+		if name != "Content-Type" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		if *curl {
-			fmt.Fprintf(stdout, "-H %s:%s ", name, h.Get(name))
+			fmt.Fprintf(stdout, "-H %s:%s ", strings.ToLower(name), h.Get(name))
 		} else {
-			fmt.Fprintf(stdout, "%s: %s\n", name, h.Get(name))
+			fmt.Fprintf(stdout, "%s: %s\n", strings.ToLower(name), h.Get(name))
 		}
 	}
 	if *curl {

@@ -9,12 +9,14 @@ import (
 	"github.com/sekali/sekali/app/store"
 )
 
-// verify is `sekali verify`: the integrity audit of SPEC §7. Exit status 1
-// means at least one invariant is broken.
+// verify is `sekali verify`: the integrity audit, one line per invariant
+// in the order of their numbers (docs/README.md#the-integrity-audit).
+// Exit status 1 means at least one invariant is broken.
 func verify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("verify", stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	drainTimeout := fs.Duration("drain-timeout", audit.DefaultDrainTimeout, "how long to wait for the outbox and the jobs of paid orders to finish")
+	drainTimeout := fs.Duration("drain-timeout", audit.DefaultDrainTimeout,
+		"how long to wait for the outbox and the jobs of paid orders to finish; 0 for a live run that leaves out orders paid in the last minute")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

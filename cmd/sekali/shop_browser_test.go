@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sekali/sekali/app/catalog"
+)
+
+// TestBrowserShopBuyAndPay is the whole flow a person sees, without a
+// terminal: the shop, an order placed with a double click (one order),
+// the sandbox gateway's page sending ten copies of the payment at once
+// over HTTP, and the order page turning paid and showing its invoice and
+// email on its own. Then a second order paid in conflict mode shows the
+// 409s. The database has one payment, one reservation per item, one
+// invoice, and the audit is green.
+func TestBrowserShopBuyAndPay(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"SANDBOX_GATEWAY": "on"})
+	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, a)
+
+	if st := b.open("/"); st != http.StatusOK {
+		t.Fatalf("the shop: %d", st)
+	}
+	if price := b.text("#product-DEMO-MUG .price"); price != "Rp 75.000" {
+		t.Fatalf("the mug's price: %q", price)
+	}
+	b.screenshot("shop")
+	b.do("fill in the mug's order form",
+		chromedp.SetValue(chromedp.CSS(`#product-DEMO-MUG input[name="qty"]`), "2"),
+		chromedp.SendKeys(chromedp.CSS(`#product-DEMO-MUG input[name="email"]`), "ayu@example.com"))
+	st := b.follow("double-click Place order", chromedp.DoubleClick(chromedp.CSS(`#product-DEMO-MUG button[type="submit"]`)))
+	if st != http.StatusOK || !strings.HasPrefix(b.location(), "/orders/ORD-") {
+		t.Fatalf("after Place order: %d at %s", st, b.location())
+	}
+	if n := a.count(t, "SELECT count(*) FROM orders"); n != 1 {
+		t.Fatalf("a double click made %d orders, want 1", n)
+	}
+	orderPage := b.location()
+	id := strings.TrimPrefix(strings.SplitN(orderPage, "?", 2)[0], "/orders/")
+	if s := b.text(".stat .badge"); s != "pending" {
+		t.Fatalf("the new order's status: %q", s)
+	}
+	b.screenshot("shop-order")
+
+	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`a.button`)))
+	if !strings.HasPrefix(b.location(), "/sandbox/pay/"+id) {
+		t.Fatalf("Pay now went to %s", b.location())
+	}
+	b.do("ask for ten copies at once",
+		chromedp.SetValue(chromedp.CSS(`input[name="copies"]`), "10"),
+		chromedp.SetValue(chromedp.CSS(`select[name="mode"]`), "concurrent"))
+	b.follow("send the callbacks", chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	b.markPage()
+	b.waitFor("ten deliveries, one processed and nine duplicates",
+		`document.querySelectorAll("#deliveries tbody .badge.ok").length === 1 && document.querySelectorAll("#deliveries tbody .badge.info").length === 9`,
+		`document.querySelector("#deliveries").innerText`)
+	b.assertNotReloaded()
+	b.screenshot("sandbox")
+
+	b.open(orderPage)
+	b.markPage()
+	b.waitFor("the order paid, with its invoice and email",
+		`document.querySelector("#order-status .badge") && document.querySelector("#order-status .badge").innerText === "paid" &&
+		 /INV-\d{4}-\d{6}/.test(document.querySelector("#order-status").innerText) &&
+		 document.querySelector("#order-status").innerText.includes("sent")`,
+		`document.querySelector("#order-status").innerText`)
+	b.assertNotReloaded()
+	b.screenshot("shop-paid")
+
+	for _, check := range []struct {
+		what  string
+		query string
+		want  int64
+	}{
+		{"payments", "SELECT count(*) FROM payments WHERE order_id = ?", 1},
+		{"succeeded payments", "SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'", 1},
+		{"reservations of the mug", "SELECT count(*) FROM stock_movements WHERE order_id = ? AND kind = 'reserve'", 1},
+		{"invoices", "SELECT count(*) FROM invoices WHERE order_id = ?", 1},
+		{"sent emails", "SELECT count(*) FROM outbound_emails WHERE key = 'order_paid:' || ? AND status = 'sent'", 1},
+	} {
+		if n := a.count(t, check.query, id); n != check.want {
+			t.Errorf("%s: %d, want %d", check.what, n, check.want)
+		}
+	}
+	if a.stock(t, "DEMO-MUG") != 48 {
+		t.Errorf("the mug's stock: %d, want 48", a.stock(t, "DEMO-MUG"))
+	}
+
+	// A second order, paid in conflict mode: the 409s are listed.
+	b.open("/")
+	b.do("fill in the T-shirt's order form",
+		chromedp.SendKeys(chromedp.CSS(`#product-DEMO-TSHIRT input[name="email"]`), "budi@example.com"))
+	b.follow("Place order", chromedp.Click(chromedp.CSS(`#product-DEMO-TSHIRT button[type="submit"]`)))
+	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`a.button`)))
+	b.do("ask for conflicting copies",
+		chromedp.SetValue(chromedp.CSS(`input[name="copies"]`), "3"),
+		chromedp.SetValue(chromedp.CSS(`select[name="mode"]`), "conflict"))
+	b.follow("send the callbacks", chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+	b.waitFor("the conflicting deliveries answered 409",
+		`[...document.querySelectorAll("#deliveries tbody tr.marked")].some(r => r.innerText.includes("409"))`,
+		`document.querySelector("#deliveries").innerText`)
+	a.verify(t)
+}
