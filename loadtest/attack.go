@@ -19,9 +19,10 @@ type shot struct {
 	path   string
 	body   []byte
 	header http.Header
-	// event, when set, makes this a sandbox callback signed at the moment
-	// it is fired (the signature carries a timestamp).
-	event string
+	// notification makes this a gateway's callback, signed at the moment
+	// it is fired (a signature may carry a timestamp); event is its event id.
+	notification bool
+	event        string
 	// tag groups answers for the scenario's own checks (an event, an order).
 	tag string
 	// allowed are the statuses this request may get; anything else is
@@ -60,8 +61,11 @@ func (r *runner) fire(ctx context.Context, phase string, workers int, pacer vege
 		t.Method, t.Body = s.method, s.body
 		t.URL = r.c.base + s.path + "?shot=" + strconv.Itoa(id)
 		t.Header = s.header.Clone() // vegeta adds headers to the request's map
-		if s.event != "" {
-			t.Header = r.c.signed(s.event, s.body)
+		if s.notification {
+			var err error
+			if t.Header, t.Body, err = r.c.send.Sign(s.body, s.event, time.Now()); err != nil {
+				return err
+			}
 		} else if t.Header == nil {
 			t.Header = http.Header{"Content-Type": {"application/json"}}
 		}

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/app/payments"
 )
 
 // client speaks Sekali's API for set-up and verdicts.
 type client struct {
 	base  string
 	token string
-	key   []byte // sandbox signing key
+	send  payments.Sender // writes and signs the gateway's notifications
 	http  *http.Client
 }
 
@@ -103,17 +103,20 @@ func (c *client) audit(ctx context.Context, drain time.Duration) (AuditReport, e
 	return r, err
 }
 
-// callbackBody is a sandbox event.
-func callbackBody(orderID, transactionID, status string, amount int64) []byte {
-	return []byte(fmt.Sprintf(`{"order_id":%q,"transaction_id":%q,"payment_status":%q,"paid_amount":%d,"currency":"IDR"}`,
-		orderID, transactionID, status, amount))
-}
-
-// signed returns the headers of a sandbox delivery, signed now.
-func (c *client) signed(eventID string, body []byte) http.Header {
-	h := stdwebhooks.Headers(c.key, eventID, time.Now(), body)
-	h.Set("Content-Type", "application/json")
-	return h
+// notification is a callback shot of the fact, in the gateway's format,
+// or nil when the gateway has no notification of its status.
+func (c *client) notification(f payments.Fact, allowed ...int) *shot {
+	f.Currency = "IDR"
+	body, err := c.send.Body(f)
+	if err != nil {
+		return nil
+	}
+	tag := f.EventID
+	if c.send.Provider() == payments.MidtransName {
+		f.EventID = "" // Midtrans has none: its key is the transaction and its status
+	}
+	return &shot{method: "POST", path: "/callbacks/" + c.send.Provider(), event: f.EventID, notification: true,
+		tag: tag, allowed: allowed, body: body}
 }
 
 func randomHex(n int) string {

@@ -1,33 +1,30 @@
-// Command bench measures Sekali's callback path as ratios against two
-// ceilings measured in the same run, on the same machine, against one
-// server: the framework ceiling (GET /healthz) and the database ceiling
-// (pgbench running exactly the SQL of one new-event callback). It prints
-// a table and writes JSON, Markdown and an SVG latency histogram to
-// loadtest/results/. `make bench` runs it.
+// Command bench measures Sekali's callback path as ratios against
+// ceilings measured in the same run, on the same machine: the framework
+// ceiling (GET /healthz) and the database ceiling (pgbench running
+// exactly the SQL of one new-event callback, at several client counts,
+// the best of them). It also sweeps the connection pool's size, measures
+// the whole pipeline (paid callback → invoice → email) at 80% load, and
+// judges every goal of docs/performance.md. It prints a table and writes
+// JSON, Markdown and an SVG latency histogram to loadtest/results/.
+// `make bench` runs it.
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"math"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/stdwebhooks"
 )
 
@@ -49,104 +46,262 @@ type measurement struct {
 	P50        float64   `json:"p50_ms"`
 	P99        float64   `json:"p99_ms"`
 	Max        float64   `json:"max_ms"`
+	Load       float64   `json:"load_average"` // 1-minute, when it started
+	CPU        *cpuUse   `json:"cpu_per_request,omitempty"`
 	latencies  []float64 // ms, for the histogram
 }
 
+// poolRun is the new-event throughput of a server with one pool size.
+type poolRun struct {
+	MaxConns int          `json:"db_max_conns"`
+	Default  bool         `json:"default"`
+	Run      *measurement `json:"new_event"`
+}
+
 type results struct {
-	Machine      string                  `json:"machine"`
-	Cores        int                     `json:"cores"`
-	Concurrency  int                     `json:"concurrency"`
-	Duration     string                  `json:"duration"`
-	Runs         map[string]*measurement `json:"runs"`
-	PgbenchTPS   float64                 `json:"pgbench_tps"`
-	Ratios       map[string]float64      `json:"ratios"`
-	WritesPerDup float64                 `json:"write_transactions_per_duplicate"`
-	WALPerDup    float64                 `json:"wal_bytes_per_duplicate"`
-	MaxRSSMB     float64                 `json:"server_max_rss_mb"`
-	At80         map[string]*measurement `json:"at_80_percent"`
+	Machine         string                  `json:"machine"`
+	Cores           int                     `json:"cores"`
+	Concurrency     int                     `json:"concurrency"`
+	Duration        string                  `json:"duration"`
+	DefaultMaxConns int                     `json:"default_db_max_conns"`
+	Runs            map[string]*measurement `json:"runs"`
+	Pgbench         []pgbenchRun            `json:"pgbench"`
+	Ceiling         pgbenchRun              `json:"pgbench_ceiling"`           // the best one-round-trip-per-statement run
+	PipelinedBest   pgbenchRun              `json:"pgbench_pipelined_ceiling"` // the best pipelined run
+	Pools           []poolRun               `json:"pool_sweep"`
+	At80            map[string]*measurement `json:"at_80_percent"`
+	E2E             *e2eResult              `json:"pipeline"`
+	WritesPerDup    float64                 `json:"write_transactions_per_duplicate"`
+	WALPerDup       float64                 `json:"wal_bytes_per_duplicate"`
+	PeakRSSMB       float64                 `json:"server_peak_rss_mb"` // the largest of RSSMB
+	RSSMB           map[string]float64      `json:"server_rss_mb"`      // each server's peak over its life
+	Ratios          map[string]float64      `json:"ratios"`
+	Goals           []goal                  `json:"goals"`
+	Met             bool                    `json:"all_goals_met"`
+	LoadStart       float64                 `json:"load_average_start"`
+	LoadEnd         float64                 `json:"load_average_end"`
+}
+
+// runOptions are the flags of the callbacks section.
+type runOptions struct {
+	bin, pgURL, redisURL, out string
+	conc                      int
+	dur                       time.Duration
+	clients, pools            []int
+	profile                   bool
 }
 
 func run() error {
-	bin := flag.String("bin", "bin/sekali", "the sekali binary")
-	adminURL := flag.String("pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database URL")
-	redisURL := flag.String("redis", "redis://127.0.0.1:6379/15", "Redis URL for the server")
-	conc := flag.Int("c", 32, "concurrency (HTTP workers and pgbench clients)")
-	dur := flag.Duration("d", 10*time.Second, "duration of each measurement")
-	out := flag.String("out", "loadtest/results", "where to write the results")
+	o := runOptions{}
+	flag.StringVar(&o.bin, "bin", "bin/sekali", "the sekali binary")
+	flag.StringVar(&o.pgURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database URL")
+	flag.StringVar(&o.redisURL, "redis", "", "Redis URL for the servers (default: a redis-server of the bench's own)")
+	flag.IntVar(&o.conc, "c", 32, "concurrency of the HTTP load")
+	flag.DurationVar(&o.dur, "d", 10*time.Second, "duration of each measurement")
+	flag.StringVar(&o.out, "out", "loadtest/results", "where to write the results")
+	clients := flag.String("clients", "4,8,16,32", "pgbench client counts; the best is the ceiling")
+	pools := flag.String("pools", "4,8,16,32", "DB_MAX_CONNS values of the pool sweep")
+	flag.BoolVar(&o.profile, "profile", false, "save CPU profiles of the new-event and duplicate runs next to the results (from /debug/pprof on METRICS_ADDR)")
+	only := flag.String("only", "", "run one section: callbacks or admin (default: both), or pipeline (its latency alone)")
+	admin := adminOptions{}
+	flag.IntVar(&admin.orders, "admin-orders", 200_000, "admin section: orders in its database (sekali seed --bulk-orders)")
+	flag.IntVar(&admin.requests, "admin-requests", 200, "admin section: measured requests per page, one at a time")
+	flag.IntVar(&admin.warmup, "admin-warmup", 20, "admin section: warm-up requests per page")
+	flag.StringVar(&admin.dbName, "admin-db", "sekali_bench_admin", "admin section: its database, kept between runs")
+	flag.BoolVar(&admin.reseed, "admin-reseed", false, "admin section: seed its database again even if it holds the data")
+	flag.DurationVar(&admin.maxAge, "admin-max-age", 24*time.Hour, "admin section: seed again when the data is older")
 	flag.Parse()
+	var err error
+	if o.clients, err = ints(*clients); err != nil {
+		return fmt.Errorf("-clients: %w", err)
+	}
+	if o.pools, err = ints(*pools); err != nil {
+		return fmt.Errorf("-pools: %w", err)
+	}
 	ctx := context.Background()
+	if o.redisURL == "" {
+		url, stop, err := startRedis()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.redisURL = url
+	}
+	admin.bin, admin.pgURL, admin.redisURL, admin.out = o.bin, o.pgURL, o.redisURL, o.out
+	switch *only {
+	case "", "callbacks":
+	case "admin":
+		return runAdmin(ctx, admin)
+	case "pipeline": // the pipeline's latency alone, printed, not written
+		_, err := runE2E(ctx, o, benchKey())
+		return err
+	default:
+		return fmt.Errorf("-only must be callbacks, admin or pipeline, not %q", *only)
+	}
+	if err := runCallbacks(ctx, o); err != nil || *only == "callbacks" {
+		return err
+	}
+	return runAdmin(ctx, admin)
+}
 
-	dbName := fmt.Sprintf("sekali_bench_%d", time.Now().Unix())
-	dbURL := withDB(*adminURL, dbName)
-	defer dropDB(*adminURL, dbName)
-	srv, err := startServer(*bin, dbURL, *redisURL, *conc)
+// runCallbacks is the callbacks section: ceilings, the callback paths,
+// the pool sweep and the pipeline, then the goals.
+func runCallbacks(ctx context.Context, o runOptions) error {
+	defaults, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		return err
+	}
+	r := &results{Machine: runtime.GOOS + "/" + runtime.GOARCH, Cores: runtime.NumCPU(), Concurrency: o.conc,
+		Duration: o.dur.String(), DefaultMaxConns: defaults.DBMaxConns, Runs: map[string]*measurement{},
+		Ratios: map[string]float64{}, At80: map[string]*measurement{}, RSSMB: map[string]float64{}, LoadStart: loadAverage()}
+	stamp := time.Now().UTC().Format("20060102-150405")
+	dbName := "sekali_bench_" + strings.ReplaceAll(stamp, "-", "_")
+	dbURL := withDB(o.pgURL, dbName)
+	defer dropDB(o.pgURL, dbName)
+	srv, err := startServer(o.bin, dbURL, o.redisURL, serverOptions{roles: "web"})
 	if err != nil {
 		return err
 	}
 	defer srv.stop()
-	fmt.Printf("server on %s, database %s, %d cores, concurrency %d, %s per run\n", srv.url, dbName, runtime.NumCPU(), *conc, *dur)
+	fmt.Printf("server on %s, database %s, %d cores, concurrency %d, %s per run, default DB_MAX_CONNS %d, load average %.2f\n",
+		srv.url, dbName, runtime.NumCPU(), o.conc, o.dur, r.DefaultMaxConns, r.LoadStart)
 
 	db, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close(ctx)
-	key, _ := stdwebhooks.DecodeSecret(benchSecret)
-	r := &results{Machine: runtime.GOOS + "/" + runtime.GOARCH, Cores: runtime.NumCPU(), Concurrency: *conc,
-		Duration: dur.String(), Runs: map[string]*measurement{}, Ratios: map[string]float64{}, At80: map[string]*measurement{}}
-
-	// 1. The framework ceiling.
-	r.Runs["healthz"] = attack("healthz", *conc, 0, *dur, func(int) vegeta.Target {
-		return vegeta.Target{Method: "GET", URL: srv.url + "/healthz"}
-	})
-
-	// 2. The database ceiling: the SQL of one new-event callback, in pgbench.
-	if r.PgbenchTPS, err = pgbench(ctx, db, dbURL, *conc, *dur); err != nil {
-		return err
-	}
-
-	// 3. New-event callbacks: each pays its own pending order.
-	orders, err := pendingOrders(ctx, db, 400_000)
+	orders, err := pendingOrders(ctx, db, "BENCH", 400_000)
 	if err != nil {
 		return err
 	}
-	var next atomic.Int64
-	newEvent := func(int) vegeta.Target {
-		i := int(next.Add(1)) - 1
-		body := callback(orders[i%len(orders)])
-		return signed(key, srv.url, fmt.Sprintf("evt-new-%d", i), body)
+	if err := pgbenchSetup(ctx, db, 400_000); err != nil {
+		return err
 	}
-	r.Runs["new_event"] = attack("new_event", *conc, 0, *dur, newEvent)
+	if _, err := db.Exec(ctx, "ANALYZE"); err != nil {
+		return err
+	}
+	checkpoint(ctx, db) // the set-up's writes are not the measured runs' to flush
+	key := benchKey()
+
+	// 1. The framework ceiling.
+	healthz := func(int) vegeta.Target { return vegeta.Target{Method: "GET", URL: srv.url + "/healthz"} }
+	r.Runs["healthz"] = attack("healthz", o.conc, 0, o.dur, healthz)
+	// Its latency at 80% is the baseline of the callbacks' at 80%: what
+	// the machine's own scheduling costs at that load, with no work.
+	r.At80["healthz"] = attackAt("healthz@80%", o.conc, int(0.8*r.Runs["healthz"].Throughput), o.dur, healthz)
+
+	// 2. The database ceiling: the SQL of one new-event callback at each
+	// client count, one round trip per statement and pipelined.
+	if r.Pgbench, err = pgbenchSweep(ctx, dbURL, o.clients, o.dur); err != nil {
+		return err
+	}
+	r.Ceiling, r.PipelinedBest = best(r.Pgbench, false), best(r.Pgbench, true)
+	checkpoint(ctx, db) // pgbench's writes are not the callbacks' to flush
+
+	// 3. New-event callbacks, each paying its own pending order, on the
+	// default pool.
+	var next atomic.Int64
+	newEvent := func(base string) func(int) vegeta.Target {
+		return func(int) vegeta.Target {
+			i := int(next.Add(1)) - 1
+			id := orders[i%len(orders)]
+			return signed(key, base, "evt-"+id, callback(id))
+		}
+	}
+	r.Runs["new_event"] = profiled(srv, o, "new_event", stamp, func() *measurement {
+		return attack("new_event", o.conc, 0, o.dur, newEvent(srv.url))
+	})
 
 	// 4. Duplicates of one processed event, with the database's write
-	// transactions and WAL measured around them.
+	// transactions and WAL measured around them. The gateway's signature
+	// is made once per run: signing is the load generator's work, and
+	// here it would take the server's CPU.
 	dupBody := callback(orders[len(orders)-1])
-	dup := func(int) vegeta.Target { return signed(key, srv.url, "evt-dup", dupBody) }
-	attack("warm-up", 1, 0, 0, func(i int) vegeta.Target { return dup(i) }, 1)
+	dupTarget := func() func(int) vegeta.Target {
+		t := signed(key, srv.url, "evt-dup", dupBody)
+		return func(int) vegeta.Target { return t }
+	}
+	attack("warm-up", 1, 0, 0, dupTarget(), 1)
 	time.Sleep(time.Second) // let the delivery log flush before counting
 	xid0, lsn0 := xactAndWAL(ctx, db)
-	r.Runs["duplicate"] = attack("duplicate", *conc, 0, *dur, dup)
+	r.Runs["duplicate"] = profiled(srv, o, "duplicate", stamp, func() *measurement {
+		return attack("duplicate", o.conc, 0, o.dur, dupTarget())
+	})
 	time.Sleep(time.Second) // the last batch of audit rows belongs to these duplicates
 	xid1, lsn1 := xactAndWAL(ctx, db)
 	n := float64(r.Runs["duplicate"].Requests)
 	r.WritesPerDup = float64(xid1-xid0-1) / n // -1: the measuring call takes an xid itself
 	r.WALPerDup = float64(lsn1-lsn0) / n
 
-	// 5. At 80% of each measured maximum: latency, and the server's memory.
-	rss := srv.watchRSS()
-	r.At80["new_event"] = attack("new_event@80%", *conc, int(0.8*r.Runs["new_event"].Throughput), *dur, newEvent)
-	r.At80["duplicate"] = attack("duplicate@80%", *conc, int(0.8*r.Runs["duplicate"].Throughput), *dur, dup)
-	r.MaxRSSMB = rss()
+	// 5. At 80% of each measured maximum: latency.
+	checkpoint(ctx, db)
+	r.At80["new_event"] = attackAt("new_event@80%", o.conc, int(0.8*r.Runs["new_event"].Throughput), o.dur, newEvent(srv.url))
+	r.At80["duplicate"] = attackAt("duplicate@80%", o.conc, int(0.8*r.Runs["duplicate"].Throughput), o.dur, dupTarget())
+	srv.stop()
+	r.RSSMB["web"] = srv.peakMB
 
-	r.Ratios["new_event / pgbench"] = r.Runs["new_event"].Throughput / r.PgbenchTPS
-	r.Ratios["duplicate / healthz"] = r.Runs["duplicate"].Throughput / r.Runs["healthz"].Throughput
-	r.Ratios["duplicate / new_event"] = r.Runs["duplicate"].Throughput / r.Runs["new_event"].Throughput
-	return write(r, *out)
+	// 6. The pool sweep: new-event throughput of a server per DB_MAX_CONNS.
+	for _, p := range o.pools {
+		s, err := startServer(o.bin, dbURL, o.redisURL, serverOptions{roles: "web", maxConns: p})
+		if err != nil {
+			return err
+		}
+		m := attack(fmt.Sprintf("new_event pool=%d", p), o.conc, 0, o.dur, newEvent(s.url))
+		s.stop()
+		r.Pools = append(r.Pools, poolRun{MaxConns: p, Default: p == r.DefaultMaxConns, Run: m})
+		r.RSSMB[fmt.Sprintf("web, pool %d", p)] = s.peakMB
+	}
+
+	// 7. The pipeline at 80% load, on a server with the worker and relay.
+	r.E2E, err = runE2E(ctx, o, key)
+	if err != nil {
+		return err
+	}
+	r.RSSMB["web+worker+relay"] = r.E2E.peakMB
+	r.LoadEnd = loadAverage()
+	judge(r)
+	return write(r, o.out, stamp)
 }
 
-// attack runs one load: as fast as `workers` go (rate 0) or at `rate`
+// profiled runs measure; with -profile it saves the server's CPU profile
+// of the run's middle part.
+func profiled(s *server, o runOptions, name, stamp string, measure func() *measurement) *measurement {
+	if !o.profile {
+		return measure()
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		fmt.Printf("  (no profile of %s: %v)\n", name, err)
+		return measure()
+	}
+	path := filepath.Join(o.out, fmt.Sprintf("bench-%s-%s.cpu.pprof", stamp, name))
+	errc := make(chan error, 1)
+	go func() {
+		time.Sleep(o.dur / 5)
+		errc <- s.profile(path, o.dur*3/5)
+	}()
+	m := measure()
+	if err := <-errc; err != nil {
+		fmt.Printf("  (no profile of %s: %v)\n", name, err)
+	} else {
+		fmt.Printf("  (profile: go tool pprof -top %s)\n", path)
+	}
+	return m
+}
+
+// attack runs one load as fast as `workers` go (rate 0) or at `rate`
 // per second, for `d` (0: `limit` requests).
 func attack(name string, workers, rate int, d time.Duration, target func(int) vegeta.Target, limit ...int) *measurement {
+	return load(name, workers, workers, rate, d, target, limit...)
+}
+
+// attackAt runs an open-loop load at rate: requests start on time even
+// when earlier ones are slow, up to four times the workers.
+func attackAt(name string, workers, rate int, d time.Duration, target func(int) vegeta.Target) *measurement {
+	return load(name, workers, 4*workers, max(rate, 1), d, target)
+}
+
+func load(name string, workers, maxWorkers, rate int, d time.Duration, target func(int) vegeta.Target, limit ...int) *measurement {
 	var i atomic.Int64
 	targeter := func(t *vegeta.Target) error {
 		n := int(i.Add(1)) - 1
@@ -156,10 +311,11 @@ func attack(name string, workers, rate int, d time.Duration, target func(int) ve
 		*t = target(n)
 		return nil
 	}
-	a := vegeta.NewAttacker(vegeta.Workers(uint64(workers)), vegeta.MaxWorkers(uint64(workers)),
-		vegeta.Connections(workers), vegeta.KeepAlive(true), vegeta.Timeout(30*time.Second))
-	m := &measurement{Name: name}
+	a := vegeta.NewAttacker(vegeta.Workers(uint64(workers)), vegeta.MaxWorkers(uint64(maxWorkers)),
+		vegeta.Connections(maxWorkers), vegeta.KeepAlive(true), vegeta.Timeout(30*time.Second))
+	m := &measurement{Name: name, Load: loadAverage()}
 	var metrics vegeta.Metrics
+	cpu0 := sampleCPU()
 	for res := range a.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, d, name) {
 		if res.URL == "" {
 			continue
@@ -171,18 +327,38 @@ func attack(name string, workers, rate int, d time.Duration, target func(int) ve
 		}
 	}
 	metrics.Close()
+	m.CPU = use(cpu0, sampleCPU(), int(metrics.Requests))
 	m.Requests = int(metrics.Requests)
 	m.Throughput = metrics.Throughput
 	m.P50 = ms(metrics.Latencies.P50)
 	m.P99 = ms(metrics.Latencies.P99)
 	m.Max = ms(metrics.Latencies.Max)
 	if name != "warm-up" {
-		fmt.Printf("  %-16s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d\n", name, m.Throughput, m.P50, m.P99, m.Errors)
+		fmt.Printf("  %-24s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  errors %d  (load %.1f)%s\n",
+			name, m.Throughput, m.P50, m.P99, m.Errors, m.Load, m.CPU)
 	}
 	return m
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a list of positive numbers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// benchKey is the sandbox secret the servers check signatures with.
+func benchKey() []byte {
+	k, _ := stdwebhooks.DecodeSecret(benchSecret)
+	return k
+}
 
 func callback(orderID string) []byte {
 	return []byte(fmt.Sprintf(`{"order_id":%q,"transaction_id":"tx-%s","payment_status":"paid","paid_amount":10000,"currency":"IDR"}`, orderID, orderID))
@@ -194,19 +370,19 @@ func signed(key []byte, base, event string, body []byte) vegeta.Target {
 	return vegeta.Target{Method: "POST", URL: base + "/callbacks/sandbox", Body: body, Header: h}
 }
 
-// pendingOrders inserts n pending one-item orders straight into the
-// database (with their reservation, so the stock adds up) and returns
-// their ids.
-func pendingOrders(ctx context.Context, db *pgx.Conn, n int) ([]string, error) {
+// pendingOrders inserts n pending one-item orders ORD-<prefix>-1… straight
+// into the database (with their reservation, so the stock adds up) and
+// returns their ids.
+func pendingOrders(ctx context.Context, db *pgx.Conn, prefix string, n int) ([]string, error) {
 	for _, q := range []string{
-		`INSERT INTO products (sku, name, price, currency, stock) VALUES ('BENCH', 'bench', 10000, 'IDR', 0)`,
+		`INSERT INTO products (sku, name, price, currency, stock) VALUES ('BENCH', 'bench', 10000, 'IDR', 0) ON CONFLICT DO NOTHING`,
 		`INSERT INTO orders (id, customer_email, status, total_amount, currency, expires_at)
-		   SELECT 'ORD-BENCH-' || g, 'bench@example.com', 'pending', 10000, 'IDR', now() + interval '1 day' FROM generate_series(1, $1::int) g`,
-		`INSERT INTO order_items (order_id, sku, qty, unit_price) SELECT 'ORD-BENCH-' || g, 'BENCH', 1, 10000 FROM generate_series(1, $1::int) g`,
+		   SELECT $2 || g, 'bench@example.com', 'pending', 10000, 'IDR', now() + interval '1 day' FROM generate_series(1, $1::int) g`,
+		`INSERT INTO order_items (order_id, sku, qty, unit_price) SELECT $2 || g, 'BENCH', 1, 10000 FROM generate_series(1, $1::int) g`,
 	} {
 		var args []any
 		if strings.Contains(q, "$1") {
-			args = append(args, n)
+			args = append(args, n, "ORD-"+prefix+"-")
 		}
 		if _, err := db.Exec(ctx, q, args...); err != nil {
 			return nil, fmt.Errorf("bench orders: %w", err)
@@ -214,71 +390,18 @@ func pendingOrders(ctx context.Context, db *pgx.Conn, n int) ([]string, error) {
 	}
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("ORD-BENCH-%d", i+1)
+		ids[i] = fmt.Sprintf("ORD-%s-%d", prefix, i+1)
 	}
 	return ids, nil
 }
 
-// pgbenchScript is the SQL of one new-event callback, statement for
-// statement (app/payments/apply.go), each on its own order and key.
-// Colons inside literals are written chr(58): pgbench would read
-// ":generate" as a variable.
-const pgbenchScript = `
-SELECT nextval('pgbench_order_seq') AS n \gset
-BEGIN;
-INSERT INTO payment_callbacks (provider, idempotency_key, payload_hash, order_id, transaction_id, event_status, amount, currency, status, result, conflict_count, response_code, attempts, first_received_at, last_received_at)
-  VALUES ('sandbox', 'pgb-' || :n::bigint, 'ffff', 'ORD-PGB-' || :n::bigint, 'tx-pgb-' || :n::bigint, 'paid', 10000, 'IDR', 'processed', '', 0, 0, 1, now(), now())
-  ON CONFLICT DO NOTHING RETURNING id \gset cb_
-SELECT * FROM orders WHERE id = 'ORD-PGB-' || :n::bigint LIMIT 1 FOR UPDATE;
-SELECT * FROM payments WHERE provider = 'sandbox' AND provider_reference = 'tx-pgb-' || :n::bigint LIMIT 1;
-UPDATE orders SET paid_at = now(), status = 'paid', updated_at = now() WHERE id = 'ORD-PGB-' || :n::bigint AND status IN ('pending');
-INSERT INTO payments (provider, provider_reference, order_id, amount, currency, status, created_at, updated_at)
-  VALUES ('sandbox', 'tx-pgb-' || :n::bigint, 'ORD-PGB-' || :n::bigint, 10000, 'IDR', 'succeeded', now(), now())
-  ON CONFLICT (provider, provider_reference) DO UPDATE SET status = excluded.status, amount = excluded.amount, currency = excluded.currency, updated_at = excluded.updated_at
-  WHERE payments.order_id = excluded.order_id AND payments.status IN ('pending', 'failed', 'expired');
-INSERT INTO outbox_messages (task_type, payload, task_id, queue, process_at, status, attempts, last_error, created_at)
-  VALUES ('invoice' || chr(58) || 'generate', '\x7b7d', 'invoice' || chr(58) || 'generate' || chr(58) || 'ORD-PGB-' || :n::bigint, 'critical', now(), 'pending', 0, '', now()),
-         ('email' || chr(58) || 'send', '\x7b7d', 'email' || chr(58) || 'send' || chr(58) || 'order_paid' || chr(58) || 'ORD-PGB-' || :n::bigint, 'default', now(), 'pending', 0, '', now())
-  ON CONFLICT DO NOTHING;
-WITH done AS (UPDATE payment_callbacks SET status = 'processed', result = 'processed', response_code = 200, processed_at = now() WHERE id = :cb_id RETURNING id)
-INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id)
-  SELECT id, 'sandbox', now(), 'processed', 200, 1, '127.0.0.1', 'pgb' FROM done;
-COMMIT;
-`
-
-// pgbench prepares as many pending orders as pgbench can use and runs
-// the script; it returns the transactions per second.
-func pgbench(ctx context.Context, db *pgx.Conn, dbURL string, clients int, d time.Duration) (float64, error) {
-	const n = 400_000
-	for _, q := range []string{
-		`CREATE SEQUENCE pgbench_order_seq`,
-		`INSERT INTO products (sku, name, price, currency, stock) VALUES ('PGB', 'pgbench', 10000, 'IDR', 0)`,
-		fmt.Sprintf(`INSERT INTO orders (id, customer_email, status, total_amount, currency, expires_at)
-		   SELECT 'ORD-PGB-' || g, 'pgb@example.com', 'pending', 10000, 'IDR', now() + interval '1 day' FROM generate_series(1, %d) g`, n),
-		fmt.Sprintf(`INSERT INTO order_items (order_id, sku, qty, unit_price) SELECT 'ORD-PGB-' || g, 'PGB', 1, 10000 FROM generate_series(1, %d) g`, n),
-		`ANALYZE`,
-	} {
-		if _, err := db.Exec(ctx, q); err != nil {
-			return 0, fmt.Errorf("pgbench set-up: %w", err)
-		}
+// checkpoint writes the dirty buffers now, so that a run does not pay
+// for the writes of the one before (CHECKPOINT needs a superuser or
+// pg_checkpoint; without, measure anyway).
+func checkpoint(ctx context.Context, db *pgx.Conn) {
+	if _, err := db.Exec(ctx, "CHECKPOINT"); err != nil {
+		fmt.Printf("  no CHECKPOINT between runs: %v\n", err)
 	}
-	script := filepath.Join(os.TempDir(), "sekali-new-event.sql")
-	if err := os.WriteFile(script, []byte(pgbenchScript), 0o644); err != nil {
-		return 0, err
-	}
-	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-c", strconv.Itoa(clients),
-		"-j", strconv.Itoa(runtime.NumCPU()), "-T", strconv.Itoa(int(d.Seconds())), "-f", script, dbURL)
-	outb, err := cmd.CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("pgbench: %v\n%s", err, outb)
-	}
-	m := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(outb)
-	if m == nil {
-		return 0, fmt.Errorf("pgbench printed no tps:\n%s", outb)
-	}
-	tps, _ := strconv.ParseFloat(string(m[1]), 64)
-	fmt.Printf("  %-16s %8.0f tx/s   (the SQL of one new-event callback, %d clients)\n", "pgbench", tps, clients)
-	return tps, nil
 }
 
 // xactAndWAL reads the next transaction id and the WAL position.
@@ -286,86 +409,4 @@ func xactAndWAL(ctx context.Context, db *pgx.Conn) (int64, int64) {
 	var xid, lsn int64
 	db.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint, pg_current_wal_lsn() - '0/0'::pg_lsn`).Scan(&xid, &lsn)
 	return xid, lsn
-}
-
-// server is the sekali process under test.
-type server struct {
-	cmd *exec.Cmd
-	url string
-}
-
-func startServer(bin, dbURL, redisURL string, conc int) (*server, error) {
-	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+redisURL, "HTTP_ADDR=127.0.0.1:0",
-		"SANDBOX_WEBHOOK_SECRET="+benchSecret, "LOG_LEVEL=error", "DB_MAX_CONNS="+strconv.Itoa(min(conc, 40)),
-		"ORDER_TTL=24h")
-	migrate := exec.Command(bin, "migrate", "up")
-	migrate.Env = env
-	if out, err := migrate.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("migrate: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "serve", "--roles=web")
-	cmd.Env = env
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
-			go io.Copy(io.Discard, stdout)
-			return &server{cmd: cmd, url: u}, nil
-		}
-	}
-	cmd.Process.Kill()
-	return nil, fmt.Errorf("the server stopped before serving")
-}
-
-func (s *server) stop() { s.cmd.Process.Signal(os.Interrupt); s.cmd.Wait() }
-
-// watchRSS samples the server's resident memory until the returned
-// function is called, which returns the largest sample in MB.
-func (s *server) watchRSS() func() float64 {
-	var mu sync.Mutex
-	peak := 0.0
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-			if err != nil {
-				continue
-			}
-			if m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b); m != nil {
-				kb, _ := strconv.ParseFloat(string(m[1]), 64)
-				mu.Lock()
-				peak = math.Max(peak, kb/1024)
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() float64 { close(done); mu.Lock(); defer mu.Unlock(); return peak }
-}
-
-func withDB(adminURL, name string) string {
-	u, _ := url.Parse(adminURL)
-	u.Path = "/" + name
-	return u.String()
-}
-
-func dropDB(adminURL, name string) {
-	ctx := context.Background()
-	if c, err := pgx.Connect(ctx, adminURL); err == nil {
-		c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-		c.Close(ctx)
-	}
 }

@@ -11,13 +11,81 @@ import (
 	"time"
 )
 
-// write prints the ratio table and saves JSON, Markdown and the SVG
-// histogram under dir.
-func write(r *results, dir string) error {
+// goal is one goal of docs/performance.md, judged on one run.
+type goal struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"` // "" for a ratio
+	Goal  string  `json:"goal"`
+	// Ratio is the value as a ratio: the value itself for a ratio goal,
+	// value ÷ limit for a bound (below 1 is met).
+	Ratio float64 `json:"ratio"`
+	Met   bool    `json:"met"`
+}
+
+// judge computes the ratios and the goals.
+func judge(r *results) {
+	ceiling := r.Ceiling.TPS
+	r.Ratios["new_event / pgbench ceiling"] = r.Runs["new_event"].Throughput / ceiling
+	r.Ratios["new_event / pgbench pipelined ceiling"] = r.Runs["new_event"].Throughput / r.PipelinedBest.TPS
+	r.Ratios["pgbench at 32 clients / ceiling"] = tpsAt(r.Pgbench, 32) / ceiling
+	r.Ratios["duplicate / healthz"] = r.Runs["duplicate"].Throughput / r.Runs["healthz"].Throughput
+	r.Ratios["duplicate / new_event"] = r.Runs["duplicate"].Throughput / r.Runs["new_event"].Throughput
+	r.Ratios["duplicate p99 at 80% / healthz p99 at 80%"] = r.At80["duplicate"].P99 / r.At80["healthz"].P99
+	for _, mb := range r.RSSMB {
+		r.PeakRSSMB = math.Max(r.PeakRSSMB, mb)
+	}
+	atLeast := func(name string, v, min float64) goal {
+		return goal{Name: name, Value: v, Goal: fmt.Sprintf("≥ %.2f", min), Ratio: v, Met: v >= min}
+	}
+	below := func(name string, v, limit float64, unit string) goal {
+		return goal{Name: name, Value: v, Unit: unit, Goal: fmt.Sprintf("< %g %s", limit, unit), Ratio: v / limit, Met: v < limit}
+	}
+	r.Goals = []goal{
+		atLeast("new events ÷ best pgbench ceiling", r.Ratios["new_event / pgbench ceiling"], 0.70),
+		atLeast("duplicates ÷ /healthz", r.Ratios["duplicate / healthz"], 0.60),
+		below("write transactions per duplicate", r.WritesPerDup, 0.05, "tx"),
+		below("duplicate p99 at 80% of its max", r.At80["duplicate"].P99, 10, "ms"),
+		below("new-event p99 at 80% of its max", r.At80["new_event"].P99, 50, "ms"),
+		below("paid → invoice → email p50 at 80% load", r.E2E.EmailP50, 150, "ms"),
+		below("paid → invoice → email p99 at 80% load", r.E2E.EmailP99, 1000, "ms"),
+		below("server peak RSS", r.PeakRSSMB, 150, "MB"),
+	}
+	r.Met = true
+	for _, g := range r.Goals {
+		r.Met = r.Met && g.Met
+	}
+	// A run with errors proves nothing.
+	for _, m := range append(mapValues(r.Runs), mapValues(r.At80)...) {
+		if m.Errors > 0 {
+			r.Met = false
+		}
+	}
+}
+
+func tpsAt(runs []pgbenchRun, clients int) float64 {
+	for _, p := range runs {
+		if p.Clients == clients && !p.Pipelined {
+			return p.TPS
+		}
+	}
+	return 0
+}
+
+func mapValues(m map[string]*measurement) []*measurement {
+	var out []*measurement
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// write prints the tables and saves JSON, Markdown and the SVG histogram
+// under dir.
+func write(r *results, dir, stamp string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	stamp := time.Now().UTC().Format("20060102-150405")
 	md := markdown(r, "bench-"+stamp+".svg")
 	fmt.Println()
 	fmt.Print(md)
@@ -42,36 +110,145 @@ func write(r *results, dir string) error {
 func markdown(r *results, svg string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Sekali benchmark, %s\n\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "%s, %d cores; one server (`serve --roles=web`), load from the same machine; concurrency %d, %s per run.\n\n",
-		r.Machine, r.Cores, r.Concurrency, r.Duration)
-	b.WriteString("| run | req/s | p50 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "%s, %d cores; PostgreSQL, Redis, the server and the load on the same machine; HTTP concurrency %d, %s per run; "+
+		"default `DB_MAX_CONNS` %d. Load average (1 min) %.2f at the start, %.2f at the end.\n\n",
+		r.Machine, r.Cores, r.Concurrency, r.Duration, r.DefaultMaxConns, r.LoadStart, r.LoadEnd)
+
+	verdict := "**Every goal is met.**"
+	if !r.Met {
+		n := 0
+		for _, g := range r.Goals {
+			if g.Met {
+				n++
+			}
+		}
+		verdict = fmt.Sprintf("**%d of %d goals met.**", n, len(r.Goals))
+	}
+	b.WriteString("## Goals\n\n" + verdict + "\n\n| goal | measured | bound | ratio | met |\n|---|---:|---|---:|---|\n")
+	for _, g := range r.Goals {
+		v := fmt.Sprintf("%.2f", g.Value)
+		if g.Unit != "" {
+			v = fmt.Sprintf("%.2f %s", g.Value, g.Unit)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s |\n", g.Name, v, g.Goal, g.Ratio, yes(g.Met))
+	}
+
+	b.WriteString("\n## The database ceiling: pgbench, the SQL of one new event\n\n")
+	b.WriteString("| clients | tx/s, a round trip per statement | avg ms | tx/s, pipelined (one round trip) | avg ms | load |\n|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range clientCounts(r.Pgbench) {
+		var plain, piped pgbenchRun
+		for _, p := range r.Pgbench {
+			if p.Clients == c && p.Pipelined {
+				piped = p
+			} else if p.Clients == c {
+				plain = p
+			}
+		}
+		fmt.Fprintf(&b, "| %d | %.0f%s | %.2f | %.0f%s | %.2f | %.1f |\n", c, plain.TPS, mark(plain == r.Ceiling),
+			plain.LatencyMS, piped.TPS, mark(piped == r.PipelinedBest), piped.LatencyMS, plain.Load)
+	}
+	fmt.Fprintf(&b, "\nCeiling (best, **bold**): %.0f tx/s at %d clients; pipelined %.0f tx/s at %d clients. "+
+		"32 clients reach %.2f of the ceiling.\n", r.Ceiling.TPS, r.Ceiling.Clients, r.PipelinedBest.TPS, r.PipelinedBest.Clients,
+		r.Ratios["pgbench at 32 clients / ceiling"])
+
+	b.WriteString("\n## The callback paths (one server, `serve --roles=web`, default pool)\n\n")
+	b.WriteString("| run | req/s | p50 ms | p99 ms | max ms | errors | CPU µs per request: server / load generator / PostgreSQL and the rest | idle | load |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	row := func(label string, m *measurement) {
+		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.2f | %.2f | %d | %s | %s | %.1f |\n", label, m.Throughput, m.P50, m.P99, m.Max, m.Errors,
+			cpuCells(m.CPU), idle(m.CPU), m.Load)
+	}
 	for _, name := range []string{"healthz", "new_event", "duplicate"} {
-		m := r.Runs[name]
-		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.2f | %d |\n", name, m.Throughput, m.P50, m.P99, m.Errors)
+		row(name, r.Runs[name])
 	}
-	fmt.Fprintf(&b, "| pgbench (SQL of one new event) | %.0f tx/s | | | |\n", r.PgbenchTPS)
-	for _, name := range []string{"new_event", "duplicate"} {
-		m := r.At80[name]
-		fmt.Fprintf(&b, "| %s at 80%% of its max | %.0f | %.2f | %.2f | %d |\n", name, m.Throughput, m.P50, m.P99, m.Errors)
+	row("healthz at 80% of its max", r.At80["healthz"])
+	row("new_event at 80% of its max", r.At80["new_event"])
+	row("duplicate at 80% of its max", r.At80["duplicate"])
+	fmt.Fprintf(&b, "\nNew events ÷ pipelined ceiling %.2f; duplicates ÷ new events %.1f; WAL bytes per duplicate %.0f; "+
+		"duplicate p99 at 80%% ÷ /healthz p99 at 80%% %.2f.\n",
+		r.Ratios["new_event / pgbench pipelined ceiling"], r.Ratios["duplicate / new_event"], r.WALPerDup,
+		r.Ratios["duplicate p99 at 80% / healthz p99 at 80%"])
+
+	b.WriteString("\n## Pool sweep: new events per `DB_MAX_CONNS`\n\n| DB_MAX_CONNS | req/s | ÷ ceiling | p50 ms | p99 ms | errors | CPU µs per request: server / load generator / PostgreSQL and the rest | idle | load |\n" +
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range r.Pools {
+		label := fmt.Sprint(p.MaxConns)
+		if p.Default {
+			label += " (default)"
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.2f | %.2f | %d | %s | %s | %.1f |\n", label, p.Run.Throughput, p.Run.Throughput/r.Ceiling.TPS,
+			p.Run.P50, p.Run.P99, p.Run.Errors, cpuCells(p.Run.CPU), idle(p.Run.CPU), p.Run.Load)
 	}
-	b.WriteString("\n| ratio | value | goal |\n|---|---:|---|\n")
-	fmt.Fprintf(&b, "| new-event ÷ pgbench ceiling | %.2f | ≥ 0.70 |\n", r.Ratios["new_event / pgbench"])
-	fmt.Fprintf(&b, "| duplicate ÷ /healthz ceiling | %.2f | ≥ 0.60 |\n", r.Ratios["duplicate / healthz"])
-	fmt.Fprintf(&b, "| duplicate ÷ new-event | %.1f | |\n", r.Ratios["duplicate / new_event"])
-	fmt.Fprintf(&b, "| write transactions per duplicate | %.4f | 0 on the hot path (audit rows are batched) |\n", r.WritesPerDup)
-	fmt.Fprintf(&b, "| WAL bytes per duplicate | %.0f | |\n", r.WALPerDup)
-	fmt.Fprintf(&b, "| p99 at 80%%: duplicate / new event | %.2f ms / %.2f ms | < 10 ms / < 50 ms |\n", r.At80["duplicate"].P99, r.At80["new_event"].P99)
-	fmt.Fprintf(&b, "| server peak RSS at 80%% | %.0f MB | < 150 MB |\n", r.MaxRSSMB)
+
+	e := r.E2E
+	b.WriteString("\n## The pipeline: paid callback → invoice → email (`serve --roles=web,worker,relay`, an SMTP server)\n\n")
+	fmt.Fprintf(&b, "Sustained: %d orders paid as fast as the callbacks went, the last email sent %.1f s after the first callback: %.0f orders/s. "+
+		"At 80%% of that, %d orders/s for %s: %d of %d orders had their email.\n\n",
+		e.MaxOrders, e.MaxSeconds, e.MaxRate, e.Rate, r.Duration, e.Completed, e.Orders)
+	b.WriteString("| from the callback to | p50 ms | p99 ms |\n|---|---:|---:|\n")
+	fmt.Fprintf(&b, "| the callback's answer | %.2f | %.2f |\n", e.Callbacks.P50, e.Callbacks.P99)
+	fmt.Fprintf(&b, "| the invoice issued | %.1f | %.1f |\n", e.InvoiceP50, e.InvoiceP99)
+	fmt.Fprintf(&b, "| the email sent | %.1f | %.1f |\n", e.EmailP50, e.EmailP99)
+
+	b.WriteString("\n## Server memory (peak RSS over each server's life)\n\n| server | MB |\n|---|---:|\n")
+	names := make([]string, 0, len(r.RSSMB))
+	for n := range r.RSSMB {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s | %.0f |\n", n, r.RSSMB[n])
+	}
 	fmt.Fprintf(&b, "\n![latency histograms](%s)\n", svg)
 	return b.String()
+}
+
+func cpuCells(c *cpuUse) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.0f / %.0f / %.0f", c.ServerUS, c.ClientUS, c.OtherUS)
+}
+
+func idle(c *cpuUse) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.0f%%", 100*c.Idle)
+}
+
+func clientCounts(runs []pgbenchRun) []int {
+	var out []int
+	for _, p := range runs {
+		if !slices.Contains(out, p.Clients) {
+			out = append(out, p.Clients)
+		}
+	}
+	return out
+}
+
+func mark(best bool) string {
+	if best {
+		return " **best**"
+	}
+	return ""
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
 }
 
 // histograms draws one latency histogram per run, on log-spaced buckets
 // from 0.1 ms to 1 s, bar height the share of requests in the bucket.
 func histograms(r *results) string {
-	names := []string{"healthz", "new_event", "duplicate"}
 	runs := []*measurement{r.Runs["healthz"], r.Runs["new_event"], r.Runs["duplicate"], r.At80["new_event"], r.At80["duplicate"]}
-	labels := append(names, "new_event at 80%", "duplicate at 80%")
+	labels := []string{"healthz", "new_event", "duplicate", "new_event at 80%", "duplicate at 80%"}
+	if r.E2E != nil && r.E2E.Callbacks != nil {
+		runs, labels = append(runs, r.E2E.Callbacks), append(labels, "callbacks of the pipeline at 80%")
+	}
 	const (
 		buckets        = 40
 		w, h, top, pad = 640, 120, 24, 40

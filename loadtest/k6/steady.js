@@ -9,6 +9,7 @@ import {
   createProduct,
   envInt,
   envString,
+  eventBody,
   latency,
   orderOf,
   postOrder,
@@ -16,7 +17,6 @@ import {
   recordAnswer,
   recordCallback,
   runId,
-  sandboxBody,
   sendCallback,
   summaryOutputs,
   withDefaults,
@@ -91,7 +91,7 @@ export default function (data) {
   const order = unpaid.shift();
   if (order) {
     const id = `evt-${data.run}-${n}`;
-    const body = sandboxBody({
+    const body = eventBody(id, {
       order_id: order.id,
       transaction_id: `tx-${data.run}-${n}`,
       payment_status: 'paid',

@@ -2,7 +2,7 @@
 // Webhooks signing of sandbox callbacks, set-up through the admin API,
 // result accounting, the audit verdict and the end-of-test summary.
 import { check } from 'k6';
-import { hmac } from 'k6/crypto';
+import { hmac, sha512 } from 'k6/crypto';
 import { b64decode } from 'k6/encoding';
 import exec from 'k6/execution';
 import http from 'k6/http';
@@ -61,13 +61,32 @@ if (ADMIN_TOKEN === '') {
   throw new Error('ADMIN_API_TOKEN is required: pass the token the server runs with (k6 run -e ADMIN_API_TOKEN=...)');
 }
 
+/**
+ * The gateway whose format the callbacks are written in, and the secret
+ * the server checks them with (the same variable the server reads).
+ * @type {'sandbox' | 'midtrans' | 'xendit' | 'stripe'}
+ */
+export const PROVIDER = /** @type {any} */ (envString('PROVIDER', 'sandbox'));
+/** @type {Record<string, string>} */
+const SECRET_VARIABLES = {
+  sandbox: 'SANDBOX_WEBHOOK_SECRET',
+  midtrans: 'MIDTRANS_SERVER_KEY',
+  xendit: 'XENDIT_CALLBACK_TOKEN',
+  stripe: 'STRIPE_WEBHOOK_SECRET',
+};
+if (!(PROVIDER in SECRET_VARIABLES)) {
+  throw new Error(`PROVIDER=${PROVIDER}: want one of ${Object.keys(SECRET_VARIABLES).join(', ')}`);
+}
 // The server accepts a comma-separated list (rotation); signing needs one.
-const SECRET = envString('SANDBOX_WEBHOOK_SECRET', DEV_SECRET).split(',')[0].trim();
-if (SECRET.indexOf('whsec_') !== 0) {
+const SECRET = envString(SECRET_VARIABLES[PROVIDER], PROVIDER === 'sandbox' ? DEV_SECRET : '').split(',')[0].trim();
+if (PROVIDER === 'sandbox' && SECRET.indexOf('whsec_') !== 0) {
   throw new Error('SANDBOX_WEBHOOK_SECRET must look like whsec_<base64>');
 }
+if (SECRET === '') {
+  throw new Error(`PROVIDER=${PROVIDER} needs ${SECRET_VARIABLES[PROVIDER]}: the secret the server checks its callbacks with`);
+}
 // Standard Webhooks: the HMAC key is the base64-decoded part, not the text.
-const KEY = b64decode(SECRET.slice('whsec_'.length), 'std');
+const KEY = PROVIDER === 'sandbox' ? b64decode(SECRET.slice('whsec_'.length), 'std') : new ArrayBuffer(0);
 
 // ---- signing and callbacks ----
 
@@ -99,8 +118,90 @@ export function sandboxBody(ev) {
 }
 
 /**
+ * Whether the gateway sends a notification of this status (Xendit has no
+ * failed invoice, Stripe no expired PaymentIntent).
+ * @param {PaymentStatus} status
+ * @returns {boolean}
+ */
+export function expressible(status) {
+  return !((PROVIDER === 'xendit' && status === 'failed') || (PROVIDER === 'stripe' && status === 'expired'));
+}
+
+/** Midtrans's transaction_status and status_code of each status. */
+const MIDTRANS_STATUS = {
+  paid: ['settlement', '200'],
+  pending: ['pending', '201'],
+  failed: ['deny', '202'],
+  expired: ['expire', '407'],
+};
+const XENDIT_STATUS = { paid: 'PAID', pending: 'PENDING', expired: 'EXPIRED' };
+
+/**
+ * The body of event `id` in PROVIDER's format (the same as the Go
+ * replayer's payments.Sender writes). Amounts are rupiah: Midtrans writes
+ * "150000.00", Stripe counts IDR in hundredths. Every copy of one event is
+ * byte-identical, as a provider's retry is. Midtrans has no event id: its
+ * key is transaction_id:transaction_status, and its signature is inside
+ * the body.
+ * @param {string} id
+ * @param {SandboxEvent} ev
+ * @returns {string}
+ */
+export function eventBody(id, ev) {
+  if (!expressible(ev.payment_status)) {
+    throw new Error(`${PROVIDER} sends no ${ev.payment_status} notification`);
+  }
+  switch (PROVIDER) {
+    case 'midtrans': {
+      const [status, code] = MIDTRANS_STATUS[ev.payment_status];
+      const gross = `${ev.paid_amount}.00`;
+      return JSON.stringify({
+        currency: ev.currency,
+        gross_amount: gross,
+        order_id: ev.order_id,
+        payment_type: 'bank_transfer',
+        signature_key: sha512(ev.order_id + code + gross + SECRET, 'hex'),
+        status_code: code,
+        transaction_id: ev.transaction_id,
+        transaction_status: status,
+      });
+    }
+    case 'xendit': {
+      /** @type {Record<string, string | number>} */
+      const invoice = {
+        amount: ev.paid_amount,
+        currency: ev.currency,
+        external_id: ev.order_id,
+        id: ev.transaction_id,
+        status: XENDIT_STATUS[/** @type {'paid' | 'pending' | 'expired'} */ (ev.payment_status)],
+      };
+      if (ev.payment_status === 'paid') {
+        invoice.paid_amount = ev.paid_amount;
+      }
+      return JSON.stringify(invoice);
+    }
+    case 'stripe': {
+      const amount = ev.paid_amount * 100; // IDR at Stripe: hundredths
+      const meta = { order_id: ev.order_id };
+      const object =
+        ev.payment_status === 'pending'
+          ? { id: `cs_${ev.transaction_id}`, object: 'checkout.session', client_reference_id: ev.order_id,
+              payment_intent: ev.transaction_id, amount_total: amount, currency: 'idr', payment_status: 'unpaid' }
+          : { id: ev.transaction_id, object: 'payment_intent', amount, currency: 'idr', metadata: meta,
+              amount_received: ev.payment_status === 'paid' ? amount : 0,
+              status: ev.payment_status === 'paid' ? 'succeeded' : 'requires_payment_method' };
+      const type = { paid: 'payment_intent.succeeded', failed: 'payment_intent.payment_failed', pending: 'checkout.session.completed' }[
+        /** @type {'paid' | 'failed' | 'pending'} */ (ev.payment_status)
+      ];
+      return JSON.stringify({ id, object: 'event', type, data: { object } });
+    }
+  }
+  return sandboxBody(ev);
+}
+
+/**
  * Headers and tags of one signed delivery, stamped with the current time
- * (the server allows ±5 minutes).
+ * (the sandbox and Stripe allow ±5 minutes).
  * @param {string} id
  * @param {string} body
  * @param {Record<string, string>} [tags]
@@ -108,14 +209,24 @@ export function sandboxBody(ev) {
  */
 export function callbackParams(id, body, tags) {
   const ts = Math.floor(Date.now() / 1000);
+  /** @type {Record<string, string>} */
+  let headers;
+  switch (PROVIDER) {
+    case 'midtrans': // signed inside the body
+      headers = {};
+      break;
+    case 'xendit':
+      headers = { 'x-callback-token': SECRET, 'webhook-id': id };
+      break;
+    case 'stripe':
+      headers = { 'Stripe-Signature': `t=${ts},v1=${hmac('sha256', SECRET, `${ts}.${body}`, 'hex')}` };
+      break;
+    default:
+      headers = { 'webhook-id': id, 'webhook-timestamp': String(ts), 'webhook-signature': sign(id, ts, body) };
+  }
   return {
-    headers: {
-      'Content-Type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(ts),
-      'webhook-signature': sign(id, ts, body),
-    },
-    tags: Object.assign({ endpoint: 'callback' }, tags),
+    headers: Object.assign({ 'Content-Type': 'application/json' }, headers),
+    tags: Object.assign({ endpoint: 'callback', provider: PROVIDER }, tags),
   };
 }
 
@@ -127,7 +238,7 @@ export function callbackParams(id, body, tags) {
  * @returns {BatchRequest}
  */
 export function callbackRequest(id, body, tags) {
-  return { method: 'POST', url: `${BASE_URL}/callbacks/sandbox`, body, params: callbackParams(id, body, tags) };
+  return { method: 'POST', url: `${BASE_URL}/callbacks/${PROVIDER}`, body, params: callbackParams(id, body, tags) };
 }
 
 /**
@@ -138,13 +249,13 @@ export function callbackRequest(id, body, tags) {
  * @returns {Response}
  */
 export function sendCallback(id, body, tags) {
-  return http.post(`${BASE_URL}/callbacks/sandbox`, body, callbackParams(id, body, tags));
+  return http.post(`${BASE_URL}/callbacks/${PROVIDER}`, body, callbackParams(id, body, tags));
 }
 
 // ---- result accounting ----
 
 /** Every `result` a callback answer can carry (docs/callbacks.md). */
-export const RESULTS = ['processed', 'duplicate', 'stale', 'conflict', 'rejected', 'error'];
+export const RESULTS = ['processed', 'duplicate', 'stale', 'conflict', 'rejected', 'ignored', 'error'];
 
 /** @type {Record<string, Counter>} */
 const resultCounters = {};
@@ -465,7 +576,7 @@ export function paidEvents(run, count, price) {
   return orders.map((o, i) => ({
     id: `evt-${run}-${i}`,
     order: o.id,
-    body: sandboxBody({
+    body: eventBody(`evt-${run}-${i}`, {
       order_id: o.id,
       transaction_id: `tx-${run}-${i}`,
       payment_status: 'paid',
@@ -486,7 +597,8 @@ export function paidOnce(o) {
 }
 
 /**
- * Reads orders (GET /api/orders/{id}), 20 at a time.
+ * Reads orders (GET /api/orders/{id}), 20 at a time, with the admin token:
+ * an order opens only with its own access token or that one.
  * @param {string[]} ids
  * @returns {Order[]}
  */
@@ -497,7 +609,7 @@ export function getOrders(ids) {
     const batch = ids.slice(start, start + 20).map((id) => ({
       method: 'GET',
       url: `${BASE_URL}/api/orders/${encodeURIComponent(id)}`,
-      params: { tags: { endpoint: 'verify' } },
+      params: { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` }, tags: { endpoint: 'verify' } },
     }));
     for (const res of http.batch(batch)) {
       orders.push(res.status === 200 ? orderOf(res) : { id: '', status: `http ${res.status}`, currency: '', total_amount: NaN, payments: [] });

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaos runs the chaos program in-process, three short rounds whose
+// faults are fixed so that every run covers each of them:
+//
+//  1. two web, two worker and two relay processes (and a scheduler) on
+//     one PostgreSQL and one Redis, under a duplicate storm, with one
+//     worker SIGKILLed mid-job: every effect exactly once;
+//  2. Redis restarted without its data mid-storm, while the workers
+//     are paused so that it loses tasks the relay handed over: the
+//     reconciler must dispatch them again;
+//  3. PostgreSQL cut for 3 s, a web process killed during the cut (it
+//     fails to start again until the cut ends) and a relay killed after.
+//
+// Each round ends with `sekali verify` after a drain; the test wants no
+// violation, every fault counted, and as many invoices and emails as
+// orders were paid.
+//
+// What bounds its duration (about 1.5 min): round 1 waits for Asynq's
+// fixed lease on the killed worker's tasks (62 s after the kill, see
+// asynqLease and cmd/sekali/crash_test.go).
+func TestChaos(t *testing.T) {
+	opts := defaultOptions()
+	opts.Bin = sekaliBinary(t)
+	opts.Out = testWriter{t}
+	opts.Verbose = testing.Verbose()
+	opts.Scenarios = []string{"duplicate-storm"}
+	opts.Events, opts.Copies, opts.Concurrency = 10, 5, 6 // modest: make test runs every package at once on 2 cores
+	if os.Getenv("SEKALI_TEST_LOG") != "" {
+		opts.LogLevel = "debug"
+	}
+	const storm = 8 * time.Second
+	opts.Plans = []plan{
+		{Storm: storm, Faults: []fault{{At: 2 * time.Second, Kind: killWorker, Target: 0, MidJob: true}}},
+		{Storm: storm, Faults: []fault{{At: 3 * time.Second, Kind: loseRedis, For: 200 * time.Millisecond, MidJob: true, Freeze: 1500 * time.Millisecond}}},
+		{Storm: storm, Faults: []fault{
+			{At: 1 * time.Second, Kind: cutDatabase, For: 3 * time.Second},
+			{At: 2 * time.Second, Kind: killWeb, Target: 0},
+			{At: 5 * time.Second, Kind: killRelay, Target: 1},
+		}},
+	}
+
+	res, err := run(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rounds) != 3 {
+		t.Fatalf("ran %d rounds, want 3", len(res.Rounds))
+	}
+	for _, r := range res.Rounds {
+		if r.Violations > 0 {
+			t.Fatalf("round %d: %d violation(s):\n%s\ntimeline:\n%s", r.N, r.Violations, r.Verify, strings.Join(r.Timeline, "\n"))
+		}
+		if r.Deliveries == 0 || r.Paid == 0 {
+			t.Errorf("round %d: %d deliveries, %d paid orders: the storm did not happen", r.N, r.Deliveries, r.Paid)
+		}
+		if r.Invoices != r.Paid || r.Emails != r.Paid {
+			t.Errorf("round %d: %d paid orders, %d invoices, %d emails; want one of each per paid order", r.N, r.Paid, r.Invoices, r.Emails)
+		}
+	}
+	r1, r2, r3 := res.Rounds[0], res.Rounds[1], res.Rounds[2]
+	if r1.Kills != [3]int{0, 1, 0} {
+		t.Errorf("round 1: kills web/worker/relay %v, want one worker", r1.Kills)
+	}
+	if r2.RedisLosses != 1 || r2.Redispatched == 0 {
+		t.Errorf("round 2: %d Redis losses, %d tasks dispatched again; want 1 loss that lost tasks", r2.RedisLosses, r2.Redispatched)
+	}
+	if r3.DBCuts != 1 || r3.Kills != [3]int{1, 0, 1} {
+		t.Errorf("round 3: %d database cuts, kills web/worker/relay %v; want 1 cut, one web and one relay killed", r3.DBCuts, r3.Kills)
+	}
+	if len(r1.Interrupted) == 0 || r1.Resumed != len(r1.Interrupted) {
+		t.Errorf("round 1: the kill interrupted jobs %v, %d of them ran again and succeeded; want at least one, all of them", r1.Interrupted, r1.Resumed)
+	}
+}
+
+// sekaliBinary builds cmd/sekali, for the processes the test kills.
+func sekaliBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sekali")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sekali/sekali/cmd/sekali").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// testWriter sends the program's output to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,123 @@
+// Command chaos runs Sekali as a small cluster — two web, two worker, two
+// relay processes and a scheduler, each a real `sekali serve` — on a world
+// of its own (a fresh database behind an in-process TCP proxy, a private
+// redis-server), drives duplicate storms at the two web processes, and
+// meanwhile breaks things at random moments: it SIGKILLs processes and
+// restarts them, restarts Redis without its data, and cuts PostgreSQL
+// for a few seconds. After each round it heals everything, lets the work
+// drain and asks `sekali verify` whether every effect happened exactly
+// once. `make chaos` runs it.
+//
+// The replayer's own verdicts mean nothing under faults (a delivery cut
+// by a kill is an error, not a bug) and are ignored: only the integrity
+// audit judges.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
+	opts.Out = os.Stdout
+	res, err := run(ctx, opts)
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	case res.violations() > 0:
+		fmt.Fprintf(os.Stderr, "chaos: %d violation(s)\n", res.violations())
+		os.Exit(1)
+	}
+}
+
+// options are one run's settings; the flags set them, the test too.
+type options struct {
+	Bin           string        // the sekali binary
+	Rounds        int           // rounds to run
+	Seed          uint64        // seeds the fault schedule
+	RoundDuration time.Duration // length of each round's storm
+	DrainTimeout  time.Duration // verify's --drain-timeout
+	Keep          bool          // keep the database and the logs
+	Verbose       bool          // print every fault, storm and process event
+
+	// The storm, per web process: scenarios of the loadtest package, run
+	// one after the other until the round's storm ends.
+	Scenarios   []string
+	Events      int
+	Copies      int
+	Concurrency int
+
+	// Plans fixes each round's faults (the test's rounds); when nil every
+	// round gets a random plan drawn from Seed.
+	Plans []plan
+
+	LogLevel string    // LOG_LEVEL of the sekali processes
+	AdminURL string    // the PostgreSQL server's maintenance database
+	Out      io.Writer // progress and the table
+}
+
+func defaultOptions() options {
+	return options{
+		Bin: "bin/sekali", Rounds: 20, RoundDuration: 15 * time.Second,
+		DrainTimeout: 150 * time.Second, Scenarios: []string{"duplicate-storm", "race"},
+		Events: 25, Copies: 10, Concurrency: 16, LogLevel: "error", AdminURL: adminURL(),
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Bin, "bin", o.Bin, "the sekali binary (make build)")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds to run")
+	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the fault schedule; 0: from the clock (it is printed at the start)")
+	fs.DurationVar(&o.RoundDuration, "round-duration", o.RoundDuration, "length of each round's storm; faults fall inside it")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long verify may wait for the work of each round to finish")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the database and the process logs")
+	fs.BoolVar(&o.Verbose, "v", false, "print every fault, storm and process event")
+	scenarios := fs.String("scenarios", strings.Join(o.Scenarios, ","), "loadtest scenarios each web process is stormed with, in turn")
+	fs.IntVar(&o.Events, "events", o.Events, "events (orders) per scenario run, per web process")
+	fs.IntVar(&o.Copies, "copies", o.Copies, "deliveries of each event")
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "requests in flight at once, per web process")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "LOG_LEVEL of the sekali processes")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./loadtest/chaos [flags]\n\nRuns Sekali as seven processes under duplicate storms while killing\nprocesses, restarting Redis without its data and cutting PostgreSQL; the\nintegrity audit judges every round. Needs PostgreSQL (SEKALI_TEST_DATABASE_URL)\nand redis-server.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.Scenarios = strings.Split(*scenarios, ",")
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if o.Rounds < 1 || o.Events < 1 || o.Copies < 1 || o.Concurrency < 1 || o.RoundDuration < 5*time.Second {
+		err := fmt.Errorf("-rounds, -events, -copies and -concurrency must be at least 1, -round-duration at least 5s")
+		fmt.Fprintln(stderr, err)
+		return o, err
+	}
+	return o, nil
+}
+
+// adminURL is the PostgreSQL server's maintenance database, as the tests
+// find it.
+func adminURL() string {
+	if u := os.Getenv("SEKALI_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
