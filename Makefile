@@ -11,7 +11,7 @@ export DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/sekali?sslmod
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[A-Za-z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > w) w = length($$1) } END { for (i = 1; i <= NR; i++) printf "  make %-" w "s  %s\n", name[i], text[i] }'
 
 .PHONY: build
 build: ## build bin/sekali
@@ -21,7 +21,7 @@ build: ## build bin/sekali
 run: build ## migrate, seed and serve on :8080
 	$(BIN) migrate up
 	$(BIN) seed
-	$(BIN) serve
+	SANDBOX_GATEWAY=$${SANDBOX_GATEWAY:-on} $(BIN) serve
 
 .PHONY: test
 test: loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis), and the k6 type-check
@@ -31,11 +31,18 @@ test: loadtest-typecheck ## every Go test with the race detector (needs PostgreS
 loadtest-typecheck: ## type-check the k6 scripts against @types/k6 (needs Node.js and npm)
 	cd loadtest && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck
 
+.PHONY: generate
+generate: ## regenerate the templ components (web/**/*_templ.go) and docs/debugging.md; commit what changes
+	$(GO) tool templ generate -path web/views
+	$(GO) tool templ generate -path web/sandboxgw
+	$(GO) test ./web/views -run '^TestDebuggingGuideDoc$$' -update >/dev/null
+
 .PHONY: check
-check: ## vet, staticcheck, and check that gofmt leaves the tree alone
+check: ## vet, staticcheck, and check that gofmt and go mod tidy leave the tree alone (make test checks the generated code)
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change the files above"; exit 1; }
+	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 
 .PHONY: migrate-new
 migrate-new: ## create the next migration: make migrate-new name=add_things
@@ -50,12 +57,21 @@ fuzz: ## fuzz the callback parser and the canonicaliser for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=30s ./app/canonjson/
 
 .PHONY: bench
-bench: build ## ratios against the /healthz and pgbench ceilings (loadtest/results/), then the Go benchmarks
-	$(GO) run ./loadtest/bench -bin $(BIN)
+bench: build ## the goals of docs/performance.md as ratios to /healthz and the best pgbench ceiling, a pool sweep, paid → invoice → email latency, the admin console on 200k orders (loadtest/results/), then the Go benchmarks; BENCH_FLAGS=-only=callbacks|admin|pipeline, -profile
+	$(GO) run ./loadtest/bench -bin $(BIN) $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem ./web/
 
+CHAOS_ROUNDS ?= 20
+
+.PHONY: chaos
+chaos: build ## under duplicate storms, kill processes, empty Redis and cut PostgreSQL; the audit judges each round (CHAOS_ROUNDS=20, CHAOS_FLAGS=-seed=N -v)
+	$(GO) run ./loadtest/chaos -bin $(BIN) -rounds $(CHAOS_ROUNDS) $(CHAOS_FLAGS)
+
 .PHONY: test-clean
-test-clean: ## drop every test database and template left on the local server
-	@psql "$${SEKALI_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc \
-	  "SELECT datname FROM pg_database WHERE datname LIKE 'sekali\_test\_%' OR datname LIKE 'sekali\_tmpl\_%'" | \
-	  while read -r db; do psql "$${SEKALI_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -qc "DROP DATABASE \"$$db\" WITH (FORCE)"; echo "dropped $$db"; done
+test-clean: ## drop what killed test runs left: this checkout's template (sekali_tmpl_<hash of its migrations>) and the sekali_test_* databases nobody is connected to, over 1h old (tools/testclean)
+	$(GO) run ./tools/testclean
+
+.PHONY: rename
+rename: ## make this checkout your fork: MODULE=example.com/myshop [NAME=myshop [TITLE=MyShop]] rewrites the module path and, with NAME, the binary, metrics, databases, image and product name (tools/rename)
+	@test -n "$(MODULE)" || { echo "usage: make rename MODULE=example.com/myshop [NAME=myshop [TITLE=MyShop]]"; exit 2; }
+	$(GO) run ./tools/rename -module '$(MODULE)' $(if $(NAME),-name '$(NAME)') $(if $(TITLE),-title '$(TITLE)')

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRenameACopy renames a copy of this checkout the way a fork would
+// (make rename MODULE=example.com/myshop NAME=myshop, which also builds
+// and vets it), then tests the copy and looks for the old names in it.
+//
+// The copy holds the files git would commit: tracked ones and new ones
+// that .gitignore does not exclude, as they are in the working tree. Its
+// go commands share this machine's module and build caches, with
+// -trimpath so that the copy's temporary directory does not enter the
+// build cache's keys: only a change of the sources compiles again.
+func TestRenameACopy(t *testing.T) {
+	root := gitOutput(t, ".", "rev-parse", "--show-toplevel")
+	root = strings.TrimSpace(root)
+	dst := t.TempDir()
+	n := copyTree(t, root, dst)
+
+	oldModule, oldName, err := detect(dst, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, name := "example.com/myshop", "myshop"
+	if oldModule == module || oldName == name { // a fork that already took these
+		module, name = "example.com/yourshop", "yourshop"
+	}
+	title := strings.ToUpper(name[:1]) + name[1:]
+	t.Logf("copied %d files; renaming %s (%s) to %s (%s)", n, oldModule, oldName, module, name)
+
+	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
+	t.Setenv("GOWORK", "off")
+	start := time.Now()
+	var out bytes.Buffer
+	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &out)
+	t.Logf("rename, go build, go vet (%s):\n%s", time.Since(start).Round(time.Millisecond), out.String())
+	if err != nil {
+		t.Fatalf("rename: %v", err)
+	}
+	// The tool itself ran go build ./... and go vet ./... in the copy (and
+	// fails when they do): the copy builds and vets.
+	for _, want := range []string{"module path", "product name", "renamed cmd/" + oldName + " -> cmd/" + name, "go build ./...", "go vet ./..."} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report does not mention %q", want)
+		}
+	}
+
+	// Then the tests that need no database. The compose tests check that the
+	// renamed docker-compose.yml, Dockerfile and config defaults still
+	// agree; the views test that each renamed *_templ.go is still what its
+	// renamed .templ generates.
+	for _, args := range [][]string{
+		{"test", "./models/", "./app/canonjson/", "./web/views/"},
+		{"test", "-run", "Compose", "./cmd/" + name + "/"},
+	} {
+		start := time.Now()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dst
+		b, err := cmd.CombinedOutput()
+		t.Logf("go %s (%s)\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), b)
+		if err != nil {
+			t.Fatalf("go %s in the renamed copy: %v", strings.Join(args, " "), err)
+		}
+	}
+
+	if got, _, err := detect(dst, ""); err != nil || got != module {
+		t.Errorf("go.mod module = %q (%v), want %q", got, err, module)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "cmd", name, "main.go")); err != nil {
+		t.Errorf("cmd/%s/main.go: %v", name, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "cmd", oldName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("cmd/%s is still there (%v)", oldName, err)
+	}
+
+	// What is left of the old names: nothing, except the old product name
+	// in Markdown where it names the original project, the LICENSE's
+	// copyright notice and this tool.
+	oldLower := regexp.MustCompile(`(?i)` + regexp.QuoteMeta(oldName))
+	oldTitle := strings.ToUpper(oldName[:1]) + oldName[1:]
+	metric := regexp.MustCompile(`\b` + regexp.QuoteMeta(oldName) + `_[a-z]`)
+	var kept []string
+	err = filepath.WalkDir(dst, func(full string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dst, full)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == selfDir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || skipFile(rel) {
+			return nil
+		}
+		b, err := os.ReadFile(full)
+		if err != nil || bytes.IndexByte(b, 0) >= 0 {
+			return err
+		}
+		if bytes.Contains(b, []byte(oldModule)) {
+			t.Errorf("%s still names the module %s", rel, oldModule)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for line := 1; sc.Scan(); line++ {
+			text := sc.Text()
+			if strings.HasSuffix(rel, ".go") && metric.MatchString(text) {
+				t.Errorf("%s:%d: a %s_ name is left: %s", rel, line, oldName, text)
+				continue
+			}
+			for _, m := range oldLower.FindAllString(text, -1) {
+				if strings.HasSuffix(rel, ".md") && m == oldTitle {
+					kept = append(kept, rel)
+					continue
+				}
+				t.Errorf("%s:%d: %q is left: %s", rel, line, m, text)
+			}
+		}
+		return sc.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%q kept in Markdown: %v", oldTitle, kept)
+
+	// A second run with the same arguments is refused and changes nothing.
+	var again bytes.Buffer
+	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &again)
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "nothing to do") {
+		t.Errorf("second run: err = %v, want a refusal (output: %s)", err, again.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "README.md")); err == nil && !bytes.Contains(b, []byte("# "+title)) {
+		t.Errorf("README.md has no %q heading", "# "+title)
+	}
+}
+
+// copyTree copies the files of root that git would commit (tracked, or
+// new and not ignored) into dst, and returns how many.
+func copyTree(t *testing.T, root, dst string) int {
+	t.Helper()
+	list := gitOutput(t, root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	n := 0
+	for _, rel := range strings.Split(strings.TrimRight(list, "\x00"), "\x00") {
+		src := filepath.Join(root, filepath.FromSlash(rel))
+		info, err := os.Lstat(src)
+		if errors.Is(err, fs.ErrNotExist) { // deleted in the working tree
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(dst, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(src)
+			if err == nil {
+				err = os.Symlink(target, to)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := copyFile(src, to, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func gitOutput(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(b)
+}
+
+// The rules, one by one, on text that names the old project in each way
+// the repository does.
+func TestRewriteRules(t *testing.T) {
+	t.Parallel()
+	r := newRewriter("github.com/sekali/sekali", "example.com/myshop", "sekali", "myshop", "MyShop")
+	for _, tc := range []struct{ path, in, want string }{
+		{"go.mod", "module github.com/sekali/sekali\n\ngo 1.26\n", "module example.com/myshop\n\ngo 1.26\n"},
+		{"a.go", `import "github.com/sekali/sekali/app/store"`, `import "example.com/myshop/app/store"`},
+		{"a.md", "see github.com/sekali/sekali.", "see example.com/myshop."},
+		{"m.go", `counterVec("sekali_callbacks_total", "x")`, `counterVec("myshop_callbacks_total", "x")`},
+		{"c.go", `name := "sekali_test_" + randomHex(8); t := "sekali_tmpl_" + h`, `name := "myshop_test_" + randomHex(8); t := "myshop_tmpl_" + h`},
+		{"Makefile", `LIKE 'sekali\_test\_%'`, `LIKE 'myshop\_test\_%'`},
+		{"c.go", `DefaultDatabaseURL = "postgres://postgres:postgres@127.0.0.1:5432/sekali?sslmode=disable"`, `DefaultDatabaseURL = "postgres://postgres:postgres@127.0.0.1:5432/myshop?sslmode=disable"`},
+		{"docker-compose.yml", "name: sekali\nx-sekali-env: &sekali-env\n  POSTGRES_DB: sekali\n  image: sekali:local\n  environment: *sekali-env\n  test: [\"CMD\", \"pg_isready\", \"-d\", \"sekali\"]\n",
+			"name: myshop\nx-myshop-env: &myshop-env\n  POSTGRES_DB: myshop\n  image: myshop:local\n  environment: *myshop-env\n  test: [\"CMD\", \"pg_isready\", \"-d\", \"myshop\"]\n"},
+		{"t.go", `os.Getenv("SEKALI_TEST_LOG")`, `os.Getenv("MYSHOP_TEST_LOG")`},
+		{"Dockerfile", "RUN go build -o /out/sekali ./cmd/sekali\nENTRYPOINT [\"/usr/local/bin/sekali\"]\n", "RUN go build -o /out/myshop ./cmd/myshop\nENTRYPOINT [\"/usr/local/bin/myshop\"]\n"},
+		{"r.go", `fmt.Fprintln(os.Stderr, "sekali:", err); run(ctx, []string{"sekali", "serve"})`, `fmt.Fprintln(os.Stderr, "myshop:", err); run(ctx, []string{"myshop", "serve"})`},
+		{".gitignore", "/bin/\n/sekali\n", "/bin/\n/myshop\n"},
+		{"v.templ", `<a class="brand">Sekali admin</a> <code>sekali seed</code>`, `<a class="brand">MyShop admin</a> <code>myshop seed</code>`},
+		{"x_test.go", `func checkSekaliEnv() {}; sekaliBinary(t); window.__sekaliMarker; "sekali_admin"`, `func checkMyShopEnv() {}; myshopBinary(t); window.__myshopMarker; "myshop_admin"`},
+		{"k.js", `} from './lib/sekali.js';`, `} from './lib/myshop.js';`},
+		// Markdown: the original's name stays where it names the original.
+		{"README.md", "# Sekali\n\nSekali (\"once\") is a Go reference application. Sekali's promises.\n\n## Forking Sekali\n\nSekali is meant to be forked: see `cmd/sekali/serve.go`.\n\n### Keep\n\nSekali's outbox.\n\n## Other\n\nSekali again.\n",
+			"# MyShop\n\nSekali (\"once\") is a Go reference application. MyShop's promises.\n\n## Forking Sekali\n\nSekali is meant to be forked: see `cmd/myshop/serve.go`.\n\n### Keep\n\nSekali's outbox.\n\n## Other\n\nMyShop again.\n"},
+		// Outside Markdown, no exception.
+		{"a.go", `// Sekali ("once") is`, `// MyShop ("once") is`},
+	} {
+		if got := string(r.rewrite(tc.path, []byte(tc.in)).new); got != tc.want {
+			t.Errorf("%s:\n  in   %q\n  got  %q\n  want %q", tc.path, tc.in, got, tc.want)
+		}
+	}
+}
+
+// A new name that contains the old one, or a module path that does, is
+// written once and not rewritten by a later rule.
+func TestRewriteOnce(t *testing.T) {
+	t.Parallel()
+	r2 := newRewriter("github.com/sekali/sekali", "github.com/acme/sekali", "sekali", "sekalishop", "SekaliShop")
+	in := "import \"github.com/sekali/sekali/models\"\n// Sekali serves sekali_callbacks_total; bin/sekali serve\n"
+	want := "import \"github.com/acme/sekali/models\"\n// SekaliShop serves sekalishop_callbacks_total; bin/sekalishop serve\n"
+	if got := string(r2.rewrite("a.go", []byte(in)).new); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	// Without a name only the module path changes.
+	m := newRewriter("github.com/sekali/sekali", "example.com/myshop", "sekali", "", "")
+	in = "import \"github.com/sekali/sekali/models\" // sekali serve, Sekali, github.com/sekali/sekalix\n"
+	want = "import \"example.com/myshop/models\" // sekali serve, Sekali, github.com/sekali/sekalix\n"
+	if got := string(m.rewrite("a.go", []byte(in)).new); got != want {
+		t.Errorf("module only: got %q, want %q", got, want)
+	}
+}
+
+// The README's architecture diagram stays aligned whatever the name's
+// length.
+func TestRewriteKeepsBoxesAligned(t *testing.T) {
+	t.Parallel()
+	in := "```\n" +
+		"   ┌──────── sekali serve ──────────┐\n" +
+		"   │ app/audit (sekali verify)      │\n" +
+		"   └────────────────────────────────┘\n" +
+		"```\n"
+	for _, name := range []string{"shop", "myshop", "bigshopname"} {
+		r := newRewriter("github.com/sekali/sekali", "example.com/"+name, "sekali", name, "")
+		got := string(r.rewrite("README.md", []byte(in)).new)
+		lines := strings.Split(got, "\n")
+		width := -1
+		for _, l := range lines[1:4] {
+			if w := len([]rune(l)); width < 0 {
+				width = w
+			} else if w != width {
+				t.Errorf("name %s: lines of different widths:\n%s", name, got)
+				break
+			}
+		}
+		if !strings.Contains(got, name+" serve") || !strings.Contains(got, "("+name+" verify)") {
+			t.Errorf("name %s: not renamed:\n%s", name, got)
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(rel, s string) {
+		full := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module github.com/sekali/sekali\n")
+	write("cmd/sekali/main.go", "package main\n")
+	write("cmd/myshop/keep.txt", "in the way\n")
+	for _, tc := range []struct {
+		o    options
+		want string
+	}{
+		{options{Module: "github.com/sekali/sekali"}, "nothing to do"},
+		{options{Module: "github.com/sekali/sekali", Name: "sekali"}, "nothing to do"},
+		{options{Module: "example.com/x", Name: "My-Shop"}, "lower-case"},
+		{options{Module: "example.com/x", Name: "x", Title: "My Shop"}, "capital"},
+		{options{Module: "example.com//x"}, "not a module path"},
+		{options{Module: "example.com/x", Name: "myshop"}, "cmd/myshop exists"},
+	} {
+		tc.o.Dir = dir
+		var out bytes.Buffer
+		err := run(tc.o, &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc.o, err, tc.want)
+		}
+	}
+	// Nothing was written.
+	if b, _ := os.ReadFile(filepath.Join(dir, "go.mod")); string(b) != "module github.com/sekali/sekali\n" {
+		t.Errorf("go.mod changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, path.Join("cmd", "sekali", "main.go"))); err != nil {
+		t.Error(err)
+	}
+}

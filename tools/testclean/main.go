@@ -1,0 +1,185 @@
+// Command testclean is `make test-clean`: it drops the test databases that
+// runs of this checkout left behind, for example when `go test` was killed
+// before its cleanup, and nothing else.
+//
+// app/testenv names a test's database sekali_test_<16 random hex> and the
+// template it is cloned from sekali_tmpl_<12 hex of a SHA-256 over the
+// migrations>. So testclean drops:
+//
+//   - this checkout's template, sekali_tmpl_<hash of ./migrations>, and its
+//     sekali_tmpl_<hash>_building leftover: the hash is computed here the
+//     way testenv computes it (main_test.go checks that they agree).
+//     Templates of other migration sets are left alone: another checkout
+//     may be cloning them.
+//   - every sekali_test_% database that nobody is connected to and that is
+//     older than -min-age (1h), its age read from the modification time of
+//     its PG_VERSION file. A test's database is random and not tied to a
+//     checkout, so "no connection, not new" is the test for "left behind".
+//     When the server does not let this role read files (pg_stat_file needs
+//     superuser or pg_read_server_files) the age is unknown, and testclean
+//     says so and drops the unconnected ones of any age.
+//
+// Nothing is dropped WITH (FORCE): a database someone connects to in the
+// meantime makes its DROP fail, and testclean reports it and goes on. It
+// takes testenv's advisory lock while it drops the template, so a test
+// binary that is about to build it waits. Still, do not run it while tests
+// are running: a running test binary may clone the template it just
+// dropped.
+//
+// The server is the one tests use: SEKALI_TEST_DATABASE_URL, or the local
+// default (testenv.AdminURL).
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/migrations"
+)
+
+const (
+	testPattern    = `sekali\_test\_%` // LIKE pattern of testenv's test databases
+	templatePrefix = "sekali_tmpl_"
+	// templateLock is testenv's advisory lock key for template builds.
+	templateLock = 7_265_001
+)
+
+func main() {
+	fs := flag.NewFlagSet("testclean", flag.ExitOnError)
+	minAge := fs.Duration("min-age", time.Hour, "drop a test database only when it is at least this old (when its age can be read)")
+	dryRun := fs.Bool("n", false, "only say what would be dropped")
+	fs.Parse(os.Args[1:])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := run(ctx, testenv.AdminURL(), *minAge, *dryRun, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "test-clean:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, adminURL string, minAge time.Duration, dryRun bool, out io.Writer) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+
+	tmpl := templateName()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock); err != nil {
+		return err
+	}
+	for _, name := range []string{tmpl, tmpl + "_building"} {
+		if err := dropIfIdle(ctx, conn, name, dryRun, out); err != nil {
+			return err
+		}
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", templateLock); err != nil {
+		return err
+	}
+
+	names, ageKnown, err := leftovers(ctx, conn, testPattern, minAge)
+	if err != nil {
+		return err
+	}
+	if !ageKnown {
+		fmt.Fprintf(out, "test-clean: cannot read database ages on this server (pg_stat_file needs superuser or pg_read_server_files): dropping every unconnected %s database\n", testPattern)
+	}
+	for _, name := range names {
+		if err := dropIfIdle(ctx, conn, name, dryRun, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// templateName is the template testenv builds from this checkout's
+// migrations: the same walk, the same hash as testenv.migrationsHash.
+func templateName() string {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	return templatePrefix + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// leftovers lists the databases matching the LIKE pattern that have no
+// connection and, when the server lets us read their PG_VERSION file, are
+// at least minAge old. ageKnown is false when it does not.
+func leftovers(ctx context.Context, conn *pgx.Conn, pattern string, minAge time.Duration) (names []string, ageKnown bool, err error) {
+	const idle = `SELECT d.datname FROM pg_database d
+		WHERE d.datname LIKE $1
+		  AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datid = d.oid)`
+	// A database in the default tablespace keeps its files in base/<oid>;
+	// PG_VERSION is written when the database is created. Elsewhere the
+	// file is missing (NULL): such a database counts as old.
+	const aged = idle + `
+		  AND coalesce((pg_stat_file('base/' || d.oid || '/PG_VERSION', true)).modification
+		               < now() - make_interval(secs => $2), true)
+		ORDER BY 1`
+	rows, err := conn.Query(ctx, aged, pattern, minAge.Seconds())
+	if err == nil {
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+		rows, err := conn.Query(ctx, idle+" ORDER BY 1", pattern)
+		if err != nil {
+			return nil, false, err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		return names, false, err
+	}
+	return names, true, err
+}
+
+// dropIfIdle drops the database name when it exists and nobody is
+// connected to it; a database in use is reported and kept.
+func dropIfIdle(ctx context.Context, conn *pgx.Conn, name string, dryRun bool, out io.Writer) error {
+	var exists bool
+	var users int
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1),
+		(SELECT count(*) FROM pg_stat_activity WHERE datname = $1)`, name).Scan(&exists, &users)
+	switch {
+	case err != nil:
+		return err
+	case !exists:
+		return nil
+	case users > 0:
+		fmt.Fprintf(out, "kept %s: %d connection(s) (tests running?)\n", name, users)
+		return nil
+	case dryRun:
+		fmt.Fprintf(out, "would drop %s\n", name)
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use: someone connected meanwhile
+			fmt.Fprintf(out, "kept %s: %s\n", name, pgErr.Message)
+			return nil
+		}
+		return fmt.Errorf("drop %s: %w", name, err)
+	}
+	fmt.Fprintf(out, "dropped %s\n", name)
+	return nil
+}
