@@ -43,7 +43,7 @@ func TestLoadDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Load: %v", name, err)
 		}
-		// Literal values from SPEC §8, not the package's constants.
+		// Literal values from the configuration table (README.md), not the package's constants.
 		checks := []struct {
 			what      string
 			got, want any
