@@ -15,6 +15,7 @@ import (
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/invoices"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/app/testenv"
@@ -56,8 +57,8 @@ func BenchmarkGuardVersusBare(b *testing.B) {
 	})
 	b.Run("guarded", func(b *testing.B) {
 		guarded = benchDrain(b, func(db *gorm.DB, rdb *redis.Client) asynq.Handler {
-			g := jobs.NewGuard(db, rdb, slog.New(slog.DiscardHandler), "bench", config.DefaultJobLockTTL)
-			return g.Wrap(jobs.InvoiceEffect(time.Now))
+			g := jobs.NewGuard(db, rdb, slog.New(slog.DiscardHandler), "bench", config.DefaultJobLockTTL, metrics.New())
+			return g.Wrap(jobs.InvoiceEffect(time.Now, metrics.New()))
 		})
 	})
 	if bare == 0 || guarded == 0 {

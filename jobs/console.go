@@ -50,12 +50,14 @@ type Console struct {
 	insp      *asynq.Inspector
 	queue     enqueuer
 	retention time.Duration
+	metrics   *metrics.Set
 }
 
 // NewConsole returns the console's jobs; retention is the relay's
 // (TASK_RETENTION), so a task dispatched by hand keeps its id as long.
-func NewConsole(db *gorm.DB, inspector *asynq.Inspector, queue enqueuer, retention time.Duration) *Console {
-	return &Console{db: db, insp: inspector, queue: queue, retention: retention}
+// What it hands to the queue counts in m, as the relay's does.
+func NewConsole(db *gorm.DB, inspector *asynq.Inspector, queue enqueuer, retention time.Duration, m *metrics.Set) *Console {
+	return &Console{db: db, insp: inspector, queue: queue, retention: retention, metrics: m}
 }
 
 // List returns a page of job_executions rows matching f, newest first, and
@@ -429,7 +431,7 @@ func (c *Console) DispatchNow(ctx context.Context, outboxID int64) (models.Dispa
 			return models.Errorf(models.EInvalidTransition, "task %s is not due until %s; the relay hands it over then",
 				m.TaskID, m.ProcessAt.UTC().Format(time.RFC3339))
 		}
-		alreadyQueued, err := enqueue(ctx, c.queue, m, c.retention)
+		alreadyQueued, err := enqueue(ctx, c.queue, m, c.retention, c.metrics.OutboxErrors)
 		if err != nil {
 			return err // rolled back: the row stays as it was
 		}
@@ -443,7 +445,7 @@ func (c *Console) DispatchNow(ctx context.Context, outboxID int64) (models.Dispa
 		return "", fmt.Errorf("jobs.Console.DispatchNow: %w", store.Classify(err))
 	}
 	if m.Status == models.OutboxPending { // counted as the relay counts: once per row
-		metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
+		c.metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
 	}
 	return outcome, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -64,16 +65,16 @@ func failFirstPrepare(fn jobs.Prepare) jobs.Prepare {
 // each task's first run fails with errBroken.
 func (e *env) flakyWorker(queue string) *worker {
 	e.t.Helper()
-	g := jobs.NewGuard(e.db, e.rdb, e.log, queue, 30*time.Second)
+	g := jobs.NewGuard(e.db, e.rdb, e.log, queue, 30*time.Second, metrics.New())
 	mux := asynq.NewServeMux()
-	mux.Handle(models.TaskInvoiceGenerate, g.Wrap(failFirst(jobs.InvoiceEffect(time.Now))))
-	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now)
+	mux.Handle(models.TaskInvoiceGenerate, g.Wrap(failFirst(jobs.InvoiceEffect(time.Now, metrics.New()))))
+	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
 	mux.Handle(models.TaskEmailSend, g.WrapPrepared(failFirstPrepare(email.Prepare), email.Effect))
 	return e.startWorker(queue, mux)
 }
 
 func (e *env) console() *jobs.Console {
-	return jobs.NewConsole(e.db, e.insp, e.client, retention)
+	return jobs.NewConsole(e.db, e.insp, e.client, retention, metrics.New())
 }
 
 // archive runs m once on w, whose first run of each task fails, and waits
@@ -104,7 +105,7 @@ func TestConsoleRerunSucceededJobChangesNothing(t *testing.T) {
 	w := e.normalWorker(models.QueueCritical)
 	orderID := e.paidOrder()
 	key := models.InvoiceTask(orderID, time.Now()).TaskID
-	if n, err := jobs.NewRelay(e.db, e.client, e.log, retention, "").RelayOnce(context.Background()); n != 2 || err != nil {
+	if n, err := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New()).RelayOnce(context.Background()); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
 	e.waitState(w.queue, key, asynq.TaskStateCompleted)
@@ -151,7 +152,7 @@ func TestConsoleRerunCompletedTask(t *testing.T) {
 	e := newEnv(t)
 	c := e.console()
 	ctx := context.Background()
-	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "")
+	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
 	w := e.normalWorker(models.QueueCritical)
 	orderID := e.paidOrder()
 	key := models.InvoiceTask(orderID, time.Now()).TaskID
@@ -244,7 +245,7 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 	e := newEnv(t)
 	c := e.console()
 	ctx := context.Background()
-	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "")
+	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
 	e.sender.failFirst = 1
 	// The retry would come in an hour: Redis loses it before.
 	wd := e.normalWorker(models.QueueDefault, withRetryDelay(time.Hour))
@@ -391,7 +392,7 @@ func TestConsoleRerunAllOfAType(t *testing.T) {
 func TestConsoleDispatchNow(t *testing.T) {
 	t.Parallel()
 	env := relayNewEnv(t)
-	c := jobs.NewConsole(env.db, env.insp, env.client, retention)
+	c := jobs.NewConsole(env.db, env.insp, env.client, retention, metrics.New())
 	ctx := context.Background()
 	due := models.InvoiceTask("ORD-dispatch-now", time.Now())
 	later := models.ExpireTask("ORD-dispatch-later", time.Now().Add(time.Hour))
@@ -457,7 +458,7 @@ func TestConsoleDispatchNow(t *testing.T) {
 func TestConsoleList(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	c := jobs.NewConsole(db, nil, nil, retention)
+	c := jobs.NewConsole(db, nil, nil, retention, metrics.New())
 	ctx := context.Background()
 	now := time.Now().UTC()
 	live, past := now.Add(time.Hour), now.Add(-time.Minute)

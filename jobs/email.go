@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/models"
 )
 
@@ -23,7 +24,7 @@ func emailJob() Spec {
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  2 * time.Minute,
 		Handler: func(d Deps) asynq.HandlerFunc {
-			email := NewEmail(d.Guard.db, d.Sender, d.MailFrom, d.Guard.now)
+			email := NewEmail(d.Guard.db, d.Sender, d.MailFrom, d.Guard.now, d.Guard.metrics)
 			return d.Guard.WrapPrepared(email.Prepare, email.Effect)
 		},
 	}
@@ -41,15 +42,17 @@ func emailJob() Spec {
 // again: its Message-ID is derived from the key, so receivers see one
 // message (see app/mail).
 type Email struct {
-	db     *gorm.DB
-	sender mail.Sender
-	from   string
-	now    func() time.Time
+	db      *gorm.DB
+	sender  mail.Sender
+	from    string
+	now     func() time.Time
+	metrics *metrics.Set
 }
 
-// NewEmail returns the email job.
-func NewEmail(db *gorm.DB, sender mail.Sender, from string, now func() time.Time) *Email {
-	return &Email{db: db, sender: sender, from: from, now: now}
+// NewEmail returns the email job; a message found sent counts in m as a
+// save of the outbound_emails table.
+func NewEmail(db *gorm.DB, sender mail.Sender, from string, now func() time.Time, m *metrics.Set) *Email {
+	return &Email{db: db, sender: sender, from: from, now: now, metrics: m}
 }
 
 func emailPayload(j Job) (models.EmailPayload, error) {
@@ -81,6 +84,10 @@ func (m *Email) Prepare(ctx context.Context, j Job) error {
 	}
 	if n == 0 {
 		return ErrFenced
+	}
+	if e.Status == models.EmailSent {
+		m.metrics.UniqueViolationSaves.WithLabelValues("outbound_emails").Inc()
+		return nil
 	}
 	return mail.Deliver(ctx, m.db, m.sender, m.from, e)
 }

@@ -94,6 +94,7 @@ type Guard struct {
 	log      *slog.Logger
 	workerID string
 	now      func() time.Time
+	metrics  *metrics.Set
 
 	// LockTTL is the lifetime of the lock and of locked_until.
 	LockTTL time.Duration
@@ -102,9 +103,10 @@ type Guard struct {
 	RefreshEvery time.Duration
 }
 
-// NewGuard returns a guard whose locks live for lockTTL.
-func NewGuard(db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger, workerID string, lockTTL time.Duration) *Guard {
-	return &Guard{db: db, rdb: rdb, log: log, workerID: workerID, now: time.Now, LockTTL: lockTTL, RefreshEvery: lockTTL / 3}
+// NewGuard returns a guard whose locks live for lockTTL, counting its
+// runs into m.
+func NewGuard(db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger, workerID string, lockTTL time.Duration, m *metrics.Set) *Guard {
+	return &Guard{db: db, rdb: rdb, log: log, workerID: workerID, now: time.Now, metrics: m, LockTTL: lockTTL, RefreshEvery: lockTTL / 3}
 }
 
 // Wrap turns an Effect into an Asynq handler behind the guard.
@@ -117,7 +119,7 @@ func (g *Guard) WrapPrepared(prepare Prepare, fn Effect) asynq.HandlerFunc {
 		queue, _ := asynq.GetQueueName(ctx)
 		retry, _ := asynq.GetRetryCount(ctx)
 		if retry > 0 {
-			metrics.JobRetries.WithLabelValues(t.Type()).Inc()
+			g.metrics.JobRetries.WithLabelValues(t.Type()).Inc()
 		}
 		_, err := g.Run(ctx, Job{Key: key, Type: t.Type(), Queue: queue, Payload: t.Payload(), Attempt: retry + 1}, prepare, fn)
 		return err
@@ -132,8 +134,8 @@ func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (out
 	log := g.log.With("idempotency_key", j.Key, "external_job_id", j.Key, "business_key", j.BusinessKey(),
 		"type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))
 	outcome, err = g.run(ctx, log, j, prepare, fn)
-	metrics.JobRuns.WithLabelValues(j.Type, outcome).Inc()
-	metrics.JobDuration.WithLabelValues(j.Type).Observe(time.Since(start).Seconds())
+	g.metrics.JobRuns.WithLabelValues(j.Type, outcome).Inc()
+	g.metrics.JobDuration.WithLabelValues(j.Type).Observe(time.Since(start).Seconds())
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
@@ -151,7 +153,7 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 		return "failed", fmt.Errorf("jobs: lock %s: %w", j.Key, err)
 	}
 	if !ok {
-		metrics.LockFailures.WithLabelValues(j.Type).Inc()
+		g.metrics.LockFailures.WithLabelValues(j.Type).Inc()
 		return "lock_busy", ErrLockBusy
 	}
 	defer l.Release(context.WithoutCancel(ctx))
@@ -163,7 +165,7 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	case state == claimDone:
 		return "duplicate_ignored", nil
 	case state == claimLeased:
-		metrics.LockFailures.WithLabelValues(j.Type).Inc()
+		g.metrics.LockFailures.WithLabelValues(j.Type).Inc()
 		return "lock_busy", fmt.Errorf("%w: its lease has not run out", ErrLockBusy)
 	}
 	j.Fence = fence

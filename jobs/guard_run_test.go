@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
@@ -31,20 +33,20 @@ func TestClaimHonoursTheLease(t *testing.T) {
 	e := newEnv(t)
 	orderID := e.paidOrder()
 	m := models.InvoiceTask(orderID, time.Now())
-	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute)
-	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute)
+	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
+	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, metrics.New())
 
 	reached, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := g1.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now), reached, release))
+		_, err := g1.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now, metrics.New()), reached, release))
 		done <- err
 	}()
 	waitClosed(t, "w1 inside its effect", reached)
 	if err := e.rdb.FlushAll(context.Background()).Err(); err != nil { // Redis forgets every lock
 		t.Fatal(err)
 	}
-	outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now))
+	outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New()))
 	if outcome != "lock_busy" || !errors.Is(err, jobs.ErrLockBusy) {
 		t.Fatalf("second run inside the lease: %s, %v; want lock_busy", outcome, err)
 	}
@@ -57,7 +59,7 @@ func TestClaimHonoursTheLease(t *testing.T) {
 	}
 	checkOneInvoice(t, e, orderID)
 	// Once the job succeeded, a late run is a duplicate, not a claim.
-	if outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now)); outcome != "duplicate_ignored" || err != nil {
+	if outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New())); outcome != "duplicate_ignored" || err != nil {
 		t.Errorf("run after success: %s, %v", outcome, err)
 	}
 }
@@ -74,8 +76,8 @@ func TestClaimTakesAnExpiredLease(t *testing.T) {
 		StartedAt: past}).Error; err != nil {
 		t.Fatal(err)
 	}
-	g := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute)
-	if outcome, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now)); outcome != "succeeded" || err != nil {
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, metrics.New())
+	if outcome, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New())); outcome != "succeeded" || err != nil {
 		t.Fatalf("run after the lease ran out: %s, %v", outcome, err)
 	}
 	checkJob(t, e, m.TaskID, models.JobSucceeded, 2, 2, "w2")
@@ -90,12 +92,12 @@ func TestLockIsRefreshedWhileTheJobRuns(t *testing.T) {
 	orderID := e.paidOrder()
 	m := models.InvoiceTask(orderID, time.Now())
 	const ttl = time.Second
-	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", ttl)
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", ttl, metrics.New())
 	g.RefreshEvery = 100 * time.Millisecond
 	reached, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now), reached, release))
+		_, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now, metrics.New()), reached, release))
 		done <- err
 	}()
 	waitClosed(t, "the effect", reached)
@@ -123,7 +125,7 @@ func TestLostLockCancelsTheRun(t *testing.T) {
 	e := newEnv(t)
 	orderID := e.paidOrder()
 	m := models.InvoiceTask(orderID, time.Now())
-	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Second)
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Second, metrics.New())
 	g.RefreshEvery = 50 * time.Millisecond
 	reached := make(chan struct{})
 	never := make(chan struct{})
@@ -132,7 +134,7 @@ func TestLostLockCancelsTheRun(t *testing.T) {
 		err     error
 	}, 1)
 	go func() {
-		outcome, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now), reached, never))
+		outcome, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now, metrics.New()), reached, never))
 		done <- struct {
 			outcome string
 			err     error
@@ -180,8 +182,8 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 	orderID := e.paidOrder()
 	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
 	sender := &blockingSender{entered: make(chan struct{}), release: make(chan struct{})}
-	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute)
-	email := jobs.NewEmail(e.db, sender, "shop@example.com", time.Now)
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
+	email := jobs.NewEmail(e.db, sender, "shop@example.com", time.Now, metrics.New())
 	done := make(chan error, 1)
 	go func() {
 		_, err := g.Run(context.Background(), jobOf(m), email.Prepare, email.Effect)
@@ -227,8 +229,8 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 	e := newEnv(t)
 	orderID := e.paidOrder()
 	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
-	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute)
-	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now)
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
+	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
 	// Between the claim and the send, a newer claim raises the fence.
 	raise := func(ctx context.Context, j jobs.Job) error {
 		if err := e.db.Model(&models.JobExecution{}).Where("idempotency_key = ?", j.Key).
@@ -243,5 +245,40 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 	}
 	if tries, _ := e.sender.calls(); len(tries) != 0 {
 		t.Errorf("a fenced-out run sent %d messages", len(tries))
+	}
+}
+
+// Each guard counts into the metrics.Set it was given, and only there:
+// a worker's /metrics shows its own runs, and a test reads exact counts
+// even while other tests run jobs in the same binary.
+func TestGuardCountsIntoItsOwnMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := models.InvoiceTask(e.paidOrder(), time.Now())
+	set1, set2 := metrics.New(), metrics.New()
+	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, set1)
+	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, set2)
+
+	if outcome, err := g1.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, set1)); outcome != "succeeded" || err != nil {
+		t.Fatalf("first run: %s, %v", outcome, err)
+	}
+	if outcome, err := g2.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, set2)); outcome != "duplicate_ignored" || err != nil {
+		t.Fatalf("second run: %s, %v", outcome, err)
+	}
+	runs := func(set *metrics.Set, outcome string) float64 {
+		return testutil.ToFloat64(set.JobRuns.WithLabelValues(models.TaskInvoiceGenerate, outcome))
+	}
+	for _, c := range []struct {
+		worker  string
+		set     *metrics.Set
+		outcome string
+		want    float64
+	}{
+		{"w1", set1, "succeeded", 1}, {"w1", set1, "duplicate_ignored", 0},
+		{"w2", set2, "succeeded", 0}, {"w2", set2, "duplicate_ignored", 1},
+	} {
+		if got := runs(c.set, c.outcome); got != c.want {
+			t.Errorf("%s's %s runs: %v, want %v", c.worker, c.outcome, got, c.want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
@@ -256,7 +257,7 @@ func TestFailedRunIsRetried(t *testing.T) {
 // returns w1 and a function that releases the effect.
 func startStale(t *testing.T, e *env, m models.OutboxMessage, fn jobs.Effect) (*worker, func()) {
 	t.Helper()
-	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", 300*time.Millisecond)
+	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", 300*time.Millisecond, metrics.New())
 	g1.RefreshEvery = time.Hour // never refreshed: the lock expires mid-job
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -282,7 +283,7 @@ func TestExpiredLockIsFencedOff(t *testing.T) {
 	m := models.InvoiceTask(orderID, time.Now())
 	// w1 dates its invoice in 2030, so the surviving invoice shows whose
 	// transaction committed.
-	stale := jobs.InvoiceEffect(func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) })
+	stale := jobs.InvoiceEffect(func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }, metrics.New())
 	w1, unblock := startStale(t, e, m, stale) // w1 now holds the order row in its open transaction
 	w2 := e.normalWorker("w2")
 

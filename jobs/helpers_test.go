@@ -28,6 +28,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -62,7 +63,7 @@ func newEnv(t *testing.T) *env {
 	rs := testenv.StartRedis(t)
 	rdb := rs.Client()
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	return &env{
 		t: t, db: db, rdb: rdb, redis: rs, log: log,
@@ -239,11 +240,11 @@ func (e *env) startWorker(queue string, h asynq.Handler, opts ...workerOption) *
 // in front of jobs.NewMux, sending email through the env's fake sender.
 func (e *env) normalWorker(name string, opts ...workerOption) *worker {
 	e.t.Helper()
-	g := jobs.NewGuard(e.db, e.rdb, e.log, name, 30*time.Second)
+	g := jobs.NewGuard(e.db, e.rdb, e.log, name, 30*time.Second, metrics.New())
 	mux := jobs.NewMux(jobs.Deps{
 		Guard:       g,
-		Maintenance: jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour),
-		Reconciler:  jobs.NewReconciler(e.db, e.client, e.log, retention, time.Hour),
+		Maintenance: jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour, metrics.New()),
+		Reconciler:  jobs.NewReconciler(e.db, e.client, e.log, retention, time.Hour, metrics.New()),
 		Orders:      e.orders,
 		Sender:      e.sender,
 		MailFrom:    "shop@example.com",

@@ -35,10 +35,11 @@ type orderSweeper interface {
 // Maintenance holds the periodic tasks. They need no guard: each is a set
 // of conditional statements that is harmless to run twice.
 type Maintenance struct {
-	db     *gorm.DB
-	orders orderSweeper
-	log    *slog.Logger
-	now    func() time.Time
+	db      *gorm.DB
+	orders  orderSweeper
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics.Set
 
 	// Grace is how long past expires_at a pending order may stay pending
 	// before the sweeper expires it (its own order:expire task normally
@@ -52,9 +53,10 @@ type Maintenance struct {
 	Poll func(ctx context.Context) (applied int, err error)
 }
 
-// NewMaintenance returns the periodic tasks.
-func NewMaintenance(db *gorm.DB, orders orderSweeper, log *slog.Logger, pruneAfter time.Duration) *Maintenance {
-	return &Maintenance{db: db, orders: orders, log: log, now: time.Now, Grace: time.Minute, PruneAfter: pruneAfter}
+// NewMaintenance returns the periodic tasks, counting the jobs the
+// sweeper fails into m.
+func NewMaintenance(db *gorm.DB, orders orderSweeper, log *slog.Logger, pruneAfter time.Duration, m *metrics.Set) *Maintenance {
+	return &Maintenance{db: db, orders: orders, log: log, now: time.Now, metrics: m, Grace: time.Minute, PruneAfter: pruneAfter}
 }
 
 func sweepStuckJob() Spec {
@@ -73,7 +75,7 @@ func (m *Maintenance) SweepStuck(ctx context.Context, _ *asynq.Task) error {
 		return fmt.Errorf("sweep stuck jobs: %w", res.Error)
 	}
 	if res.RowsAffected > 0 {
-		metrics.StuckJobsSwept.Add(float64(res.RowsAffected))
+		m.metrics.StuckJobsSwept.Add(float64(res.RowsAffected))
 		m.log.WarnContext(ctx, "swept stuck jobs", "count", res.RowsAffected)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -45,7 +46,7 @@ func maintJobs(t *testing.T, db *gorm.DB) []models.JobExecution {
 func TestMaintenanceSweepStuck(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour, metrics.New())
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
 
@@ -157,7 +158,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	f := &maintOrders{t: t, db: db, pay: pay}
 
@@ -167,7 +168,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 	paidLate, paidSKUs := f.order(2*time.Hour, 1, 1)      // overdue, but paid
 	f.payNow(paidLate)
 
-	m := jobs.NewMaintenance(db, orders.NewService(db, log, time.Now, time.Hour), log, time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, log, time.Now, time.Hour), log, time.Hour, metrics.New())
 	m.Grace = 10 * time.Minute
 
 	check := func(round string) {
@@ -228,7 +229,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 func TestMaintenancePrune(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 30*24*time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 30*24*time.Hour, metrics.New())
 	m.PruneAfter = 24 * time.Hour // the field wins over the constructor's argument
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	old, recent := now.Add(-48*time.Hour), now.Add(-time.Hour)
@@ -321,7 +322,7 @@ func TestMaintenancePrune(t *testing.T) {
 func TestMaintenancePruneStopsAtAFailure(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 24*time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 24*time.Hour, metrics.New())
 	old := time.Now().UTC().Add(-48 * time.Hour)
 	if err := db.Create(&models.CallbackDelivery{Provider: "sandbox", ReceivedAt: old, Outcome: models.OutcomeDuplicate,
 		ResponseCode: 200, DurationMS: 1, RequestID: "old-duplicate"}).Error; err != nil {
@@ -458,7 +459,7 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 func TestMaintenancePollPayments(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour, metrics.New())
 	task := asynq.NewTask(jobs.TaskPollPayments, nil)
 	if err := m.PollPayments(context.Background(), task); err != nil {
 		t.Fatalf("without a poll: %v", err)

@@ -39,6 +39,7 @@ type Reconciler struct {
 	log       *slog.Logger
 	retention time.Duration
 	now       func() time.Time
+	metrics   *metrics.Set
 
 	// After is how long a dispatched task may take before its absence
 	// from the queue counts as lost (RECONCILE_AFTER).
@@ -50,9 +51,10 @@ type Reconciler struct {
 	Batch int
 }
 
-// NewReconciler returns a reconciler of tasks lost for after.
-func NewReconciler(db *gorm.DB, queue enqueuer, log *slog.Logger, retention, after time.Duration) *Reconciler {
-	return &Reconciler{db: db, queue: queue, log: log, retention: retention, now: time.Now,
+// NewReconciler returns a reconciler of tasks lost for after, counting
+// the tasks it hands over again into m.
+func NewReconciler(db *gorm.DB, queue enqueuer, log *slog.Logger, retention, after time.Duration, m *metrics.Set) *Reconciler {
+	return &Reconciler{db: db, queue: queue, log: log, retention: retention, now: time.Now, metrics: m,
 		After: after, Lookback: 24 * time.Hour, Batch: 500}
 }
 
@@ -85,7 +87,7 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 			continue // the queue still holds it
 		}
 		recovered++
-		metrics.OutboxReconciled.WithLabelValues(m.TaskType).Inc()
+		r.metrics.OutboxReconciled.WithLabelValues(m.TaskType).Inc()
 		r.log.WarnContext(ctx, "outbox task dispatched again: the queue had lost it",
 			"idempotency_key", m.TaskID, "type", m.TaskType, "queue", m.Queue, "dispatched_at", m.DispatchedAt)
 	}
@@ -101,7 +103,7 @@ func (r *Reconciler) redispatch(ctx context.Context, m models.OutboxMessage) (lo
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error // gone or pending again meanwhile: the relay has it
 		}
-		held, err := enqueue(ctx, r.queue, m, r.retention)
+		held, err := enqueue(ctx, r.queue, m, r.retention, r.metrics.OutboxErrors)
 		if err != nil || held {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
@@ -23,7 +24,7 @@ func TestReconcilerRecoversTasksRedisLost(t *testing.T) {
 	for range n {
 		paid = append(paid, e.paidOrder())
 	}
-	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "")
+	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
 	if _, err := relay.RelayOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestReconcilerRecoversTasksRedisLost(t *testing.T) {
 	e.redis.Stop() // Redis dies with every task in it…
 	e.redis.Start()
 
-	r := jobs.NewReconciler(e.db, e.client, e.log, retention, time.Minute)
+	r := jobs.NewReconciler(e.db, e.client, e.log, retention, time.Minute, metrics.New())
 	// Within RECONCILE_AFTER nothing counts as lost yet.
 	if got, err := r.Once(context.Background()); got != 0 || err != nil {
 		t.Fatalf("pass before RECONCILE_AFTER: %d re-dispatched, %v; want 0", got, err)

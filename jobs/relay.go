@@ -9,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/metrics"
@@ -33,6 +34,7 @@ type Relay struct {
 	log       *slog.Logger
 	retention time.Duration
 	listenURL string
+	metrics   *metrics.Set
 
 	// Batch is how many rows one transaction claims.
 	Batch int
@@ -44,9 +46,10 @@ type Relay struct {
 }
 
 // NewRelay returns a relay. listenURL is the database URL for LISTEN
-// (wake-up on insert); empty disables it and the relay only polls.
-func NewRelay(db *gorm.DB, queue enqueuer, log *slog.Logger, retention time.Duration, listenURL string) *Relay {
-	return &Relay{db: db, queue: queue, log: log, retention: retention, listenURL: listenURL,
+// (wake-up on insert); empty disables it and the relay only polls. It
+// counts what it hands over, and its failures, into m.
+func NewRelay(db *gorm.DB, queue enqueuer, log *slog.Logger, retention time.Duration, listenURL string, m *metrics.Set) *Relay {
+	return &Relay{db: db, queue: queue, log: log, retention: retention, listenURL: listenURL, metrics: m,
 		Batch: 100, Poll: time.Second, MaxBackoff: 30 * time.Second}
 }
 
@@ -106,7 +109,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, m := range msgs {
-			if _, err := enqueue(ctx, r.queue, m, r.retention); err != nil {
+			if _, err := enqueue(ctx, r.queue, m, r.retention, r.metrics.OutboxErrors); err != nil {
 				queueErr = err
 				if err := outbox.MarkFailed(tx, m.ID, queueErr.Error()); err != nil {
 					return err
@@ -126,7 +129,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("outbox relay: %w", err)
 	}
 	for _, m := range done { // counted once committed
-		metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
+		r.metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
 	}
 	return dispatched, queueErr
 }
@@ -134,15 +137,16 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 // enqueue hands the task of outbox row m to the queue. A task id the
 // queue already has (ErrTaskIDConflict: a relay that died before marking
 // the row, or a row dispatched again by hand) counts as handed over;
-// alreadyQueued says so. The relay and Console.DispatchNow both use it, so
-// a row is handed over one way.
-func enqueue(ctx context.Context, q enqueuer, m models.OutboxMessage, retention time.Duration) (alreadyQueued bool, err error) {
+// alreadyQueued says so; a failure counts in errs. The relay, the
+// reconciler and Console.DispatchNow all use it, so a row is handed over
+// one way.
+func enqueue(ctx context.Context, q enqueuer, m models.OutboxMessage, retention time.Duration, errs prometheus.Counter) (alreadyQueued bool, err error) {
 	_, err = q.EnqueueContext(ctx, NewTask(m, retention))
 	switch {
 	case errors.Is(err, asynq.ErrTaskIDConflict):
 		return true, nil
 	case err != nil:
-		metrics.OutboxErrors.Inc()
+		errs.Inc()
 		return false, fmt.Errorf("enqueue %s: %w", m.TaskID, err)
 	}
 	return false, nil

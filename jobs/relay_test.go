@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
@@ -45,7 +46,7 @@ func (e *relayEnv) relay(queue interface {
 	if queue == nil {
 		queue = e.client
 	}
-	return jobs.NewRelay(e.db, queue, testenv.Logger(e.tb), time.Hour, listenURL)
+	return jobs.NewRelay(e.db, queue, testenv.Logger(e.tb), time.Hour, listenURL, metrics.New())
 }
 
 // relayAdd writes msgs the way the application does: outbox.Add in a

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 )
 
@@ -49,11 +50,11 @@ func NewMux(d Deps) *asynq.ServeMux {
 // RunWorker processes tasks until ctx ends, then stops taking new ones
 // and waits for the running ones (up to ShutdownTimeout).
 func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger,
-	o *orders.Service, sender mail.Sender, cfg WorkerConfig) error {
-	guard := NewGuard(db, rdb, log, cfg.WorkerID, cfg.LockTTL)
+	o *orders.Service, sender mail.Sender, m *metrics.Set, cfg WorkerConfig) error {
+	guard := NewGuard(db, rdb, log, cfg.WorkerID, cfg.LockTTL, m)
 	reconciler := NewReconciler(db, asynq.NewClientFromRedisClient(rdb), log,
-		cfg.TaskRetention, cfg.ReconcileAfter)
-	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter)
+		cfg.TaskRetention, cfg.ReconcileAfter, m)
+	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter, m)
 	maintenance.Poll = cfg.PollPayments
 	mux := NewMux(Deps{
 		Guard:       guard,

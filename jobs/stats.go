@@ -22,7 +22,7 @@ type Stats struct {
 	processing *prometheus.Desc
 }
 
-// NewStats returns the collector; register it with metrics.Registry.
+// NewStats returns the collector; register it in the process's metrics.Set.Registry.
 func NewStats(db *gorm.DB) *Stats {
 	return &Stats{
 		db:         db,
@@ -78,7 +78,7 @@ type QueueStats struct {
 	latency   *prometheus.Desc
 }
 
-// NewQueueStats returns the collector; register it with metrics.Registry.
+// NewQueueStats returns the collector; register it in the process's metrics.Set.Registry.
 func NewQueueStats(inspector *asynq.Inspector) *QueueStats {
 	return &QueueStats{
 		inspector: inspector,

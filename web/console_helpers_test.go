@@ -24,6 +24,7 @@ import (
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/stats"
@@ -89,7 +90,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox(cfg.SandboxKeys), midtrans)
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox(cfg.SandboxKeys), midtrans)
 	t.Cleanup(callbacks.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
 	// The listener first: the sandbox gateway sends its callbacks to it.
@@ -113,7 +114,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Sessions:    web.NewSessions(postgresstore.NewWithCleanupInterval(sqlDB, 0), cfg),
 		Stories:     story.New(db),
 		Stats:       stats.NewReader(db, time.Now),
-		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour),
+		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
 	})
 	handler = srv

@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/web/static"
 )
 
@@ -24,12 +23,8 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	if s.cfg.MetricsPublic { // else serve.go serves /metrics on METRICS_ADDR only
-		gatherer := s.deps.Metrics
-		if gatherer == nil {
-			gatherer = metrics.Registry
-		}
-		e.GET("/metrics", echoHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	if s.cfg.MetricsPublic && s.deps.Metrics != nil { // else serve.go serves /metrics on METRICS_ADDR only
+		e.GET("/metrics", echoHandler(promhttp.HandlerFor(s.deps.Metrics, promhttp.HandlerOpts{})))
 	}
 	e.GET(static.Prefix+"*", echoHandler(static.Handler()))
 

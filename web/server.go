@@ -102,7 +102,8 @@ type Deps struct {
 	Keys      idempotencyKeys
 	Products  productService
 	Audit     auditor
-	// Metrics is what /metrics serves; metrics.Registry when nil.
+	// Metrics is what /metrics serves (the process's metrics.Set
+	// registry); none when nil.
 	Metrics prometheus.Gatherer
 	// Ready are the checks /readyz runs, by name (database, redis).
 	Ready map[string]func(context.Context) error

@@ -10,7 +10,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/models"
 )
@@ -38,7 +37,6 @@ func IssueTx(tx *gorm.DB, orderID string, now time.Time) (inv *models.Invoice, c
 	var existing models.Invoice
 	err = tx.Take(&existing, "order_id = ?", orderID).Error
 	if err == nil {
-		metrics.UniqueViolationSaves.WithLabelValues("invoices").Inc()
 		return &existing, false, nil
 	}
 	if !errors.Is(err, gorm.ErrRecordNotFound) {

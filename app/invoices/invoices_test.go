@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/invoices"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
@@ -38,7 +39,7 @@ func newFixture(t *testing.T, n int64) *fixture {
 	t.Helper()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	testenv.MustCreateProduct(t, db, "INV-TEST", price, n)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay, sku: "INV-TEST"}

@@ -18,7 +18,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/models"
 )
 
@@ -85,7 +84,6 @@ func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.
 // the retry sends it again with the same Message-ID.
 func Deliver(ctx context.Context, db *gorm.DB, s Sender, from string, e *models.OutboundEmail) error {
 	if e.Status == models.EmailSent {
-		metrics.UniqueViolationSaves.WithLabelValues("outbound_emails").Inc()
 		return nil
 	}
 	db = db.WithContext(ctx)

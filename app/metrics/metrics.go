@@ -1,6 +1,7 @@
 // Package metrics defines Sekali's Prometheus series (the table in
-// docs/api.md#get-metrics) in one registry, served at /metrics. Each series is a package variable so that
-// the code that counts reads like what it counts.
+// docs/api.md#get-metrics). serve builds one Set per process and hands it
+// to the services that count; /metrics serves its Registry. A test builds
+// a Set of its own, so the counts it reads are its own.
 package metrics
 
 import (
@@ -8,81 +9,98 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-var (
+// Set is one process's series, named after what they count.
+type Set struct {
 	// Callbacks counts callback deliveries by provider and result
 	// (processed, stale, duplicate, conflict, rejected, error, or the
 	// refusal: invalid_signature, ...).
-	Callbacks = counterVec("sekali_callbacks_total",
-		"Callback deliveries by provider and result.", "provider", "result")
+	Callbacks *prometheus.CounterVec
 	// CallbackDuplicates counts deliveries of an event that was already recorded.
-	CallbackDuplicates = counterVec("sekali_callback_duplicates_total",
-		"Deliveries of an already recorded event.", "provider")
+	CallbackDuplicates *prometheus.CounterVec
 	// CallbackConflicts counts deliveries that reused an event id with another payload.
-	CallbackConflicts = counterVec("sekali_callback_conflicts_total",
-		"Deliveries that reused an event id with a different payload.", "provider")
+	CallbackConflicts *prometheus.CounterVec
 	// CallbackDuration observes the time from request to response.
-	CallbackDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sekali_callback_duration_seconds",
-		Help:    "Time to answer a callback delivery, by provider and result.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-	}, []string{"provider", "result"})
+	CallbackDuration *prometheus.HistogramVec
 	// DeliveryRowsDropped counts callback_deliveries rows of non-applying
 	// deliveries that could not be written (queue full, database down).
-	DeliveryRowsDropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sekali_callback_delivery_rows_dropped_total",
-		Help: "Audit rows of deliveries that changed nothing and could not be written.",
-	})
+	DeliveryRowsDropped prometheus.Counter
 	// UniqueViolationSaves counts effects found already done, by the table
 	// whose unique index (or row) says so: payment_callbacks (a repeated
 	// event), stock_movements (a second release), invoices, outbound_emails.
-	UniqueViolationSaves = counterVec("sekali_unique_violation_saves_total",
-		"Effects that a unique index refused because they had already happened, by table.", "table")
-)
+	UniqueViolationSaves *prometheus.CounterVec
 
-// Jobs and the outbox.
-var (
 	// JobRuns counts business job runs by type and outcome: succeeded,
 	// duplicate_ignored, failed, fenced (a newer claimant owned the job),
 	// lock_busy (another worker holds its lock), lock_lost.
-	JobRuns = counterVec("sekali_job_runs_total", "Business job runs by type and outcome.", "type", "outcome")
+	JobRuns *prometheus.CounterVec
 	// JobRetries counts runs that were a retry of an earlier one.
-	JobRetries = counterVec("sekali_job_retries_total", "Business job runs that were retries, by type.", "type")
+	JobRetries *prometheus.CounterVec
 	// JobDuration observes how long business jobs ran.
-	JobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sekali_job_duration_seconds",
-		Help:    "Duration of business job runs, by type.",
-		Buckets: prometheus.DefBuckets,
-	}, []string{"type"})
+	JobDuration *prometheus.HistogramVec
 	// LockFailures counts jobs that found their lock held by another worker.
-	LockFailures = counterVec("sekali_job_lock_failures_total", "Jobs whose Redis lock was held by another worker, by type.", "type")
+	LockFailures *prometheus.CounterVec
 	// StuckJobsSwept counts processing jobs past their lease that the sweeper failed.
-	StuckJobsSwept = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sekali_stuck_jobs_swept_total", Help: "Processing jobs past their lease that the sweeper marked failed.",
-	})
+	StuckJobsSwept prometheus.Counter
 	// OutboxDispatched counts outbox rows handed to the queue (a task id
 	// the queue already had counts too).
-	OutboxDispatched = counterVec("sekali_outbox_dispatched_total", "Outbox rows handed to the queue, by task type.", "type")
+	OutboxDispatched *prometheus.CounterVec
 	// OutboxReconciled counts tasks the queue had lost and the reconciler
 	// handed over again.
-	OutboxReconciled = counterVec("sekali_outbox_reconciled_total", "Dispatched tasks the queue had lost, dispatched again, by task type.", "type")
-	// OutboxErrors counts failed attempts to hand a row to the queue.
-	OutboxErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sekali_outbox_errors_total", Help: "Failed attempts to hand an outbox row to the queue.",
-	})
-)
+	OutboxReconciled *prometheus.CounterVec
+	// OutboxErrors counts failed attempts to hand an outbox row to the queue.
+	OutboxErrors prometheus.Counter
 
-// Registry holds every Sekali series plus the Go runtime and process ones.
-var Registry = newRegistry(
-	collectors.NewGoCollector(),
-	collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	Callbacks, CallbackDuplicates, CallbackConflicts, CallbackDuration, DeliveryRowsDropped, UniqueViolationSaves,
-	JobRuns, JobRetries, JobDuration, LockFailures, StuckJobsSwept, OutboxDispatched, OutboxReconciled, OutboxErrors,
-)
+	// Registry holds every series above plus the Go runtime and process
+	// ones; register a process's own collectors here too.
+	Registry *prometheus.Registry
+}
 
-func newRegistry(cs ...prometheus.Collector) *prometheus.Registry {
-	r := prometheus.NewRegistry()
-	r.MustRegister(cs...)
-	return r
+// New returns a Set of fresh series, registered in a registry of its own.
+func New() *Set {
+	s := &Set{
+		Callbacks: counterVec("sekali_callbacks_total",
+			"Callback deliveries by provider and result.", "provider", "result"),
+		CallbackDuplicates: counterVec("sekali_callback_duplicates_total",
+			"Deliveries of an already recorded event.", "provider"),
+		CallbackConflicts: counterVec("sekali_callback_conflicts_total",
+			"Deliveries that reused an event id with a different payload.", "provider"),
+		CallbackDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sekali_callback_duration_seconds",
+			Help:    "Time to answer a callback delivery, by provider and result.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"provider", "result"}),
+		DeliveryRowsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sekali_callback_delivery_rows_dropped_total",
+			Help: "Audit rows of deliveries that changed nothing and could not be written.",
+		}),
+		UniqueViolationSaves: counterVec("sekali_unique_violation_saves_total",
+			"Effects that a unique index refused because they had already happened, by table.", "table"),
+
+		JobRuns:    counterVec("sekali_job_runs_total", "Business job runs by type and outcome.", "type", "outcome"),
+		JobRetries: counterVec("sekali_job_retries_total", "Business job runs that were retries, by type.", "type"),
+		JobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sekali_job_duration_seconds",
+			Help:    "Duration of business job runs, by type.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"type"}),
+		LockFailures: counterVec("sekali_job_lock_failures_total", "Jobs whose Redis lock was held by another worker, by type.", "type"),
+		StuckJobsSwept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sekali_stuck_jobs_swept_total", Help: "Processing jobs past their lease that the sweeper marked failed.",
+		}),
+		OutboxDispatched: counterVec("sekali_outbox_dispatched_total", "Outbox rows handed to the queue, by task type.", "type"),
+		OutboxReconciled: counterVec("sekali_outbox_reconciled_total", "Dispatched tasks the queue had lost, dispatched again, by task type.", "type"),
+		OutboxErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sekali_outbox_errors_total", Help: "Failed attempts to hand an outbox row to the queue.",
+		}),
+		Registry: prometheus.NewRegistry(),
+	}
+	s.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		s.Callbacks, s.CallbackDuplicates, s.CallbackConflicts, s.CallbackDuration, s.DeliveryRowsDropped, s.UniqueViolationSaves,
+		s.JobRuns, s.JobRetries, s.JobDuration, s.LockFailures, s.StuckJobsSwept, s.OutboxDispatched, s.OutboxReconciled, s.OutboxErrors,
+	)
+	return s
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {

@@ -8,7 +8,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/models"
 )
 
@@ -72,9 +71,6 @@ var errAlreadyMoved = errors.New("stock already moved for this order")
 func addMovement(tx *gorm.DB, orderID string, it models.OrderItem, kind models.MovementKind) (bool, error) {
 	m := models.StockMovement{SKU: it.SKU, OrderID: &orderID, Kind: kind, Qty: it.Qty}
 	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&m)
-	if res.Error == nil && res.RowsAffected == 0 {
-		metrics.UniqueViolationSaves.WithLabelValues("stock_movements").Inc()
-	}
 	return res.RowsAffected == 1, res.Error
 }
 

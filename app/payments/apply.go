@@ -10,7 +10,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/store"
@@ -233,7 +232,6 @@ func repeat(seen *models.PaymentCallback, ev Event) Outcome {
 		return Outcome{Result: models.ResultRejected, Reason: seen.Result, callbackID: &seen.ID,
 			Detail: "the event was rejected: " + seen.Result}
 	}
-	metrics.UniqueViolationSaves.WithLabelValues("payment_callbacks").Inc()
 	return Outcome{Result: models.ResultDuplicate, callbackID: &seen.ID}
 }
 

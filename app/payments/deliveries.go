@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/sekali/sekali/app/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sekali/sekali/models"
 )
 
@@ -33,12 +33,13 @@ const (
 // audit trail of deliveries that changed nothing; it is never done for
 // effects.
 type deliveryLog struct {
-	db   *gorm.DB
-	log  *slog.Logger
-	ch   chan queuedDelivery
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	db      *gorm.DB
+	log     *slog.Logger
+	dropped prometheus.Counter // rows that could not be written
+	ch      chan queuedDelivery
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 type queuedDelivery struct {
@@ -46,8 +47,8 @@ type queuedDelivery struct {
 	conflict bool
 }
 
-func newDeliveryLog(db *gorm.DB, log *slog.Logger) *deliveryLog {
-	l := &deliveryLog{db: db, log: log, ch: make(chan queuedDelivery, deliveryQueue), stop: make(chan struct{})}
+func newDeliveryLog(db *gorm.DB, log *slog.Logger, dropped prometheus.Counter) *deliveryLog {
+	l := &deliveryLog{db: db, log: log, dropped: dropped, ch: make(chan queuedDelivery, deliveryQueue), stop: make(chan struct{})}
 	l.wg.Add(1)
 	go l.run()
 	return l
@@ -58,7 +59,7 @@ func (l *deliveryLog) add(_ context.Context, d models.CallbackDelivery, conflict
 	select {
 	case l.ch <- queuedDelivery{row: d, conflict: conflict}:
 	default:
-		metrics.DeliveryRowsDropped.Add(1)
+		l.dropped.Add(1)
 		l.log.Error("callback delivery row dropped: queue full", "provider", d.Provider,
 			"request_id", d.RequestID, "outcome", d.Outcome)
 	}
@@ -168,6 +169,6 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 			rows[i].ID = 0 // let the retry insert them afresh
 		}
 	}
-	metrics.DeliveryRowsDropped.Add(float64(len(rows)))
+	l.dropped.Add(float64(len(rows)))
 	l.log.Error("callback delivery rows dropped: could not write them", "rows", len(rows), "error", err)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -43,7 +44,7 @@ func gatewayFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}), midtrans, xendit, stripe)
+	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}), midtrans, xendit, stripe)
 	t.Cleanup(pay.Close)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
 }

@@ -163,14 +163,15 @@ type Service struct {
 	relays *outbox.Notifier
 	// fingerprints remembers the fingerprints of recent bodies.
 	fingerprints *fingerprints
+	metrics      *metrics.Set
 }
 
-// NewService returns the callback pipeline for the given providers. It
-// starts the writer of the delivery log and the relays' notifier: call
-// Close when done.
-func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, providers ...Provider) *Service {
-	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log),
-		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), fingerprints: newFingerprints(fingerprintCapacity)}
+// NewService returns the callback pipeline for the given providers,
+// counting into m. It starts the writer of the delivery log and the
+// relays' notifier: call Close when done.
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, providers ...Provider) *Service {
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped),
+		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), fingerprints: newFingerprints(fingerprintCapacity), metrics: m}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
@@ -266,13 +267,14 @@ func isJSON(contentType string) bool {
 // (docs/callbacks.md#what-is-stored) and counts it in the callback series
 // (docs/api.md#get-metrics).
 func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID string, took time.Duration) {
-	metrics.Callbacks.WithLabelValues(out.Provider, out.Result).Inc()
-	metrics.CallbackDuration.WithLabelValues(out.Provider, out.Result).Observe(took.Seconds())
+	s.metrics.Callbacks.WithLabelValues(out.Provider, out.Result).Inc()
+	s.metrics.CallbackDuration.WithLabelValues(out.Provider, out.Result).Observe(took.Seconds())
 	switch out.Result {
-	case models.ResultDuplicate:
-		metrics.CallbackDuplicates.WithLabelValues(out.Provider).Inc()
+	case models.ResultDuplicate: // the event's unique key found it recorded
+		s.metrics.CallbackDuplicates.WithLabelValues(out.Provider).Inc()
+		s.metrics.UniqueViolationSaves.WithLabelValues("payment_callbacks").Inc()
 	case models.ResultConflict:
-		metrics.CallbackConflicts.WithLabelValues(out.Provider).Inc()
+		s.metrics.CallbackConflicts.WithLabelValues(out.Provider).Inc()
 	}
 	level := slog.LevelInfo
 	switch {

@@ -11,10 +11,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,36 +50,6 @@ func startApp(t *testing.T, env map[string]string) *testApp {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("sekali serve: %v", err)
-		}
-		a.client.CloseIdleConnections()
-	})
-	return a
-}
-
-// startAppProcess is startApp with `sekali serve` as a process of its
-// own: what lives per process — the metrics, the caches — is its alone,
-// not shared with the other tests' apps.
-func startAppProcess(t *testing.T, env map[string]string) *testApp {
-	t.Helper()
-	a := newTestApp(t, env)
-	cmd := exec.Command(sekaliBinary(t), "serve")
-	cmd.Env = os.Environ()
-	for k, v := range a.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logOutput()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a.URL = servingURL(t, out, func() error { cmd.Process.Kill(); return cmd.Wait() })
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
 			t.Errorf("sekali serve: %v", err)
 		}
 		a.client.CloseIdleConnections()

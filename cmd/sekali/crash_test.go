@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -78,7 +79,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	testenv.MustCreateProduct(t, db, "CRASH", 10000, paidOrders)
 	log := testenv.Logger(t)
 	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	callbacks := payments.NewService(db, log, time.Now, payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
 	t.Cleanup(callbacks.Close)
 	ids := make([]string, paidOrders)
 	for i := range ids {

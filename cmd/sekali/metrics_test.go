@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -9,11 +10,12 @@ import (
 )
 
 // TestMetrics: /metrics serves the series of docs/api.md#get-metrics once
-// there was traffic, counting exactly that traffic. The app is a process
-// of its own, so no other test's traffic is in its series.
+// there was traffic, counting exactly that traffic. Each app builds its
+// own metrics.Set, so the other apps this test binary runs at the same
+// time count into theirs, not into this one's.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	a := startAppProcess(t, nil)
+	a := startApp(t, nil)
 	sku := a.newProduct(t, 1000, 5)
 	id := a.createOrder(t, map[string]int{sku: 1})
 	body := testenv.SandboxBody(id, "tx-m", models.EventPaid, 1000)
@@ -48,4 +50,24 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics has no %s", series)
 		}
 	}
+}
+
+// metric reads one series of the app's /metrics, by its name and labels
+// as /metrics prints them; 0 when the series has not been counted yet.
+func (a *testApp) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	r := a.do(t, "GET", "/metrics", nil, nil)
+	if r.Status != 200 {
+		t.Fatalf("/metrics: %d", r.Status)
+	}
+	for line := range strings.Lines(string(r.Body)) {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatalf("/metrics: %s: %v", series, err)
+			}
+			return v
+		}
+	}
+	return 0
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/alexedwards/scs/postgresstore"
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
@@ -90,14 +89,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	callbacks := payments.NewService(db, log, time.Now, providers...)
+	// This process's series: every service counts into them, /metrics
+	// serves them, with what only its database and Redis can answer live.
+	metricSet := metrics.New()
+	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(asynq.NewInspectorFromRedisClient(rdb)))
+	callbacks := payments.NewService(db, log, time.Now, metricSet, providers...)
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
-	// The series only this process's database and Redis can answer live
-	// in a registry of its own, served beside the global one.
-	local := prometheus.NewRegistry()
-	local.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(asynq.NewInspectorFromRedisClient(rdb)))
 
 	g, ctx := errgroup.WithContext(ctx)
 	sandboxURL := cfg.SandboxCallbackURL // where this deployment's sandbox gateway answers, if anywhere
@@ -122,7 +121,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products:  catalog.NewService(db),
 			Audit:     audit.New(db),
-			Metrics:   prometheus.Gatherers{metrics.Registry, local},
+			Metrics:   metricSet.Registry,
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
@@ -131,7 +130,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Sessions: web.NewSessions(sessionStore, cfg),
 			Stories:  story.New(db),
 			Stats:    stats.NewReader(db, time.Now),
-			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention),
+			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention, metricSet),
 			Queues:   queuesUI,
 		}
 		if cfg.SandboxGateway { // the pretend gateway, for development and QA only
@@ -155,7 +154,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// Without the web role nothing serves /metrics, and with
 		// METRICS_PUBLIC=false the web role does not: serve it alone.
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, local}, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metricSet.Registry, promhttp.HandlerOpts{}))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"status":"ok"}`) })
 		// The profiler, here only: never on the public port (HTTP_ADDR).
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -179,7 +178,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return err
 		}
 		g.Go(func() error {
-			return jobs.RunWorker(ctx, db, rdb, log, orderService, sender, jobs.WorkerConfig{
+			return jobs.RunWorker(ctx, db, rdb, log, orderService, sender, metricSet, jobs.WorkerConfig{
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
@@ -191,7 +190,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if slices.Contains(roles, "relay") {
 		// LISTEN needs a session of its own: the direct URL, never PgBouncer's.
-		relay := jobs.NewRelay(db, queue, log, cfg.TaskRetention, cfg.DatabaseListenURL)
+		relay := jobs.NewRelay(db, queue, log, cfg.TaskRetention, cfg.DatabaseListenURL, metricSet)
 		g.Go(func() error { return relay.Run(ctx) })
 	}
 	if slices.Contains(roles, "scheduler") {
