@@ -41,7 +41,10 @@ func TestChaos(t *testing.T) {
 	const storm = 8 * time.Second
 	opts.Plans = []plan{
 		{Storm: storm, Faults: []fault{{At: 2 * time.Second, Kind: killWorker, Target: 0, MidJob: true}}},
-		{Storm: storm, Faults: []fault{{At: 3 * time.Second, Kind: loseRedis, For: 200 * time.Millisecond, MidJob: true, Freeze: 1500 * time.Millisecond}}},
+		// Longer, and early: the loss may be put off by up to 7.5 s
+		// (clearOfMinuteTurn) and must still come while callbacks pay
+		// orders, so that the paused workers leave tasks in the queue.
+		{Storm: 12 * time.Second, Faults: []fault{{At: time.Second, Kind: loseRedis, For: 200 * time.Millisecond, MidJob: true, Freeze: 1500 * time.Millisecond}}},
 		{Storm: storm, Faults: []fault{
 			{At: 1 * time.Second, Kind: cutDatabase, For: 3 * time.Second},
 			{At: 2 * time.Second, Kind: killWeb, Target: 0},

@@ -237,17 +237,23 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 				}
 				event("SIGKILL %s%s; restart in %s", target.name, what, f.For.Round(time.Millisecond))
 			case loseRedis:
-				midJob := f.MidJob && w.waitForJobInFlight(ctx, 5*time.Second)
+				// Put off first, then wait for a job: the storm must still
+				// run when the workers pause, or nothing fills the queue.
 				if wait := clearOfMinuteTurn(time.Now().Add(f.Freeze)); wait > 0 {
 					event("Redis loss put off %s, past the turn of the minute", wait.Round(time.Millisecond))
 					time.Sleep(wait) // fault timing: see clearOfMinuteTurn
 				}
+				midJob := f.MidJob && w.waitForJobInFlight(ctx, 5*time.Second)
 				if f.Freeze > 0 {
+					paused := time.Now()
 					for _, p := range w.workers {
 						p.signal(syscall.SIGSTOP)
 					}
 					event("workers paused (SIGSTOP) for %s: the queue fills", f.Freeze.Round(time.Millisecond))
 					time.Sleep(f.Freeze) // fault timing: how long the queue fills
+					// A loss must find tasks nobody ran: wait (a few seconds
+					// at most) until the relay has handed one over since.
+					event("%d task(s) handed to the queue since the pause", w.waitForDispatchedSince(ctx, paused, 5*time.Second))
 				}
 				event("Redis killed%s, down for %s", map[bool]string{true: " (a job was in flight)"}[midJob], f.For.Round(time.Millisecond))
 				err := w.loseRedis(ctx, f.For)
@@ -439,6 +445,21 @@ func clearOfMinuteTurn(t time.Time) time.Duration {
 		return 0
 	}
 	return turn.Sub(t) + 500*time.Millisecond
+}
+
+// waitForDispatchedSince polls until the relay has handed at least one
+// outbox row to the queue since t, and returns how many it has; 0 after
+// timeout.
+func (w *world) waitForDispatchedSince(ctx context.Context, t time.Time, timeout time.Duration) int64 {
+	deadline := time.Now().Add(timeout)
+	for {
+		var n int64
+		err := w.db.QueryRow(ctx, "SELECT count(*) FROM outbox_messages WHERE dispatched_at >= $1", t).Scan(&n)
+		if (err == nil && n > 0) || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
 }
 
 // waitForJobInFlight polls until a job is processing; false after timeout.
