@@ -88,6 +88,8 @@ type Gateway struct {
 	last       map[string]payments.Fact // by order id: the latest sandbox event, for the status endpoint
 	orderIDs   []string                 // in the order their first delivery came, for eviction
 	wg         sync.WaitGroup
+	stop       chan struct{} // closed by Close: no more retries
+	stopOnce   sync.Once
 }
 
 // Delivery is one HTTP delivery the gateway made.
@@ -110,6 +112,7 @@ func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *
 		orders: orders, callbackURL: callbackURL, log: log, now: time.Now,
 		client: &http.Client{Timeout: 10 * time.Second}, senders: map[string]payments.Sender{},
 		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, Retries: RetrySchedule,
+		stop: make(chan struct{}),
 	}
 	g.Speak(payments.NewSandboxSender(key))
 	return g
@@ -127,8 +130,13 @@ func (g *Gateway) Speak(s payments.Sender) {
 // Formats lists the providers whose format the gateway speaks.
 func (g *Gateway) Formats() []string { return slices.Clone(g.formats) }
 
-// Close waits for the deliveries in flight.
-func (g *Gateway) Close() { g.wg.Wait() }
+// Close stops the retries and waits for the deliveries in flight: a
+// server that stops does not wait out the retry schedule of deliveries
+// it can no longer answer.
+func (g *Gateway) Close() {
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.wg.Wait()
+}
 
 // Mount registers the gateway's pages on g (/sandbox).
 func (g *Gateway) Mount(grp *echo.Group) {
@@ -302,7 +310,11 @@ func (g *Gateway) deliver(orderID string, ev event, note string) {
 		if !retry || attempt > len(g.Retries) {
 			return
 		}
-		time.Sleep(g.Retries[attempt-1]) // the gateway's own retry schedule
+		select { // the gateway's own retry schedule
+		case <-time.After(g.Retries[attempt-1]):
+		case <-g.stop:
+			return
+		}
 	}
 }
 

@@ -1,7 +1,10 @@
 package sandboxgw_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -49,5 +52,34 @@ func TestParsePlan(t *testing.T) {
 		if _, err := g.ParsePlan(bad[0], bad[1], bad[2], bad[3]); models.ErrorCode(err) != models.EInvalid {
 			t.Errorf("ParsePlan%v = %v, want invalid_request", bad, err)
 		}
+	}
+}
+
+// Close gives up the retries: a server that stops does not wait out the
+// schedule of a delivery nobody will answer. Here the only retry would
+// come after an hour; Close must return long before.
+func TestCloseStopsRetries(t *testing.T) {
+	t.Parallel()
+	sekali := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer sekali.Close()
+	g := sandboxgw.New(nil, testenv.SandboxKey, sekali.URL, testenv.Logger(t))
+	g.Retries = []time.Duration{time.Hour}
+	order := &models.Order{ID: "ORD-CLOSE", TotalAmount: 1000, Currency: "IDR"}
+	g.Start(order, sandboxgw.Plan{Outcome: models.EventPaid, Copies: 1, Mode: sandboxgw.ModeSequential, Provider: payments.SandboxName})
+	testenv.Eventually(t, 10*time.Second, "the first delivery answered 503", func() bool {
+		return len(g.Deliveries(order.ID)) == 1
+	})
+
+	closed := make(chan struct{})
+	go func() { g.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the retry an hour away")
+	}
+	if d := g.Deliveries(order.ID); len(d) != 1 || d[0].Status != http.StatusServiceUnavailable {
+		t.Errorf("deliveries after Close: %+v, want the one 503", d)
 	}
 }
