@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -28,6 +29,19 @@ func Logger(tb testing.TB) *slog.Logger {
 		h = slog.NewMultiHandler(h, slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	return slog.New(h)
+}
+
+// LogWriter is where code under test writes its own log lines (a
+// process's stderr, `run`'s): into the test's log, as Logger's, and with
+// SEKALI_TEST_LOG set also to stderr. Lines written after the test and
+// its cleanups are over are dropped.
+func LogWriter(tb testing.TB) io.Writer {
+	w := &testLog{tb: tb}
+	tb.Cleanup(w.close) // registered before the cleanups that stop the code: runs after them
+	if os.Getenv("SEKALI_TEST_LOG") != "" {
+		return io.MultiWriter(w, os.Stderr)
+	}
+	return w
 }
 
 // testLog writes each log line with tb.Log until the test is over.

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -41,9 +40,10 @@ func startApp(t *testing.T, env map[string]string) *testApp {
 	a := newTestApp(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
+	logs := logOutput(t) // before the cleanup that stops the app, so that it stays open until then
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"sekali", "serve"}, a.getenv, outW, logOutput())
+		done <- run(ctx, []string{"sekali", "serve"}, a.getenv, outW, logs)
 		outW.Close()
 	}()
 	a.URL = servingURL(t, outR, func() error { cancel(); return <-done })
@@ -64,7 +64,7 @@ func newTestApp(t *testing.T, env map[string]string) *testApp {
 	a := &testApp{env: map[string]string{
 		"HTTP_ADDR":              "127.0.0.1:0",
 		"SANDBOX_WEBHOOK_SECRET": testenv.SandboxSecret,
-		"LOG_LEVEL":              "error",
+		"LOG_LEVEL":              "warn", // what went wrong, into the test's log
 		"DB_MAX_CONNS":           "10",
 	}}
 	for k, v := range env {
@@ -123,12 +123,9 @@ func servingURL(t *testing.T, out io.Reader, stop func() error) string {
 
 func (a *testApp) getenv(k string) string { return a.env[k] }
 
-func logOutput() io.Writer {
-	if os.Getenv("SEKALI_TEST_LOG") != "" {
-		return os.Stderr
-	}
-	return io.Discard
-}
+// logOutput is where a test's `sekali` writes its log: the test's own
+// log, shown when it fails (testenv.LogWriter).
+func logOutput(t testing.TB) io.Writer { return testenv.LogWriter(t) }
 
 // response is an HTTP answer with its body decoded as a JSON object.
 type response struct {

@@ -49,6 +49,11 @@ const (
 	// regions refresh every 5 s, so 20 s is four chances.
 	liveTimeout = 20 * time.Second
 
+	// jobsTimeout bounds the wait for a job's effect (an invoice, an
+	// email): a job that fails on a busy machine runs again after 1 s,
+	// 2 s, 4 s, … (jobs.RetryDelay).
+	jobsTimeout = time.Minute
+
 	// screenshotDir is docs/screenshots, from the package directory.
 	screenshotDir = "../../docs/screenshots"
 )
@@ -269,13 +274,19 @@ func browserEval[T any](b *browser, what, js string) T {
 // the value of the JavaScript expression state.
 func (b *browser) waitFor(what, cond, state string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, liveTimeout+5*time.Second)
+	b.waitUpTo(liveTimeout, what, cond, state)
+}
+
+// waitUpTo is waitFor with a timeout of its own.
+func (b *browser) waitUpTo(timeout time.Duration, what, cond, state string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout+5*time.Second)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](cond,
-		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(liveTimeout)))
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
 	if err != nil {
 		now, _ := chromedp.Run(ctx, chromedp.Evaluate[[]byte](state))
-		b.t.Fatalf("waiting %s for %s: %v; the page shows %s", liveTimeout, what, err, now)
+		b.t.Fatalf("waiting %s for %s: %v; the page shows %s", timeout, what, err, now)
 	}
 }
 

@@ -221,7 +221,7 @@ func TestBrowserOrderStory(t *testing.T) {
 	a.jobsPay(t, id, 250000)
 	paidCallback := fmt.Sprintf("callback sandbox %q: processed", "evt_paid_"+id)
 	email := "email " + models.EmailKey(models.EmailOrderPaid, id) + ": sent"
-	b.waitFor("the story to reach the invoice and the email", `(s => s.includes(`+jsString(paidCallback)+`) &&
+	b.waitUpTo(jobsTimeout, "the story to reach the invoice and the email", `(s => s.includes(`+jsString(paidCallback)+`) &&
 		s.includes("status pending → paid") && s.some(w => /^invoice INV-\S+ issued$/.test(w)) && s.includes(`+jsString(email)+`))(`+timelineJS+`)`, timelineJS)
 	b.assertNotReloaded()
 

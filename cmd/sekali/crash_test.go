@@ -105,7 +105,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles=worker,relay")
 		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = logOutput(), logOutput()
+		cmd.Stdout, cmd.Stderr = logOutput(t), logOutput(t)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	getenv := func(k string) string {
 		return map[string]string{"DATABASE_URL": dbURL, "REDIS_URL": redisServer.URL(), "SANDBOX_WEBHOOK_SECRET": testenv.SandboxSecret}[k]
 	}
-	if err := run(context.Background(), []string{"sekali", "verify", "--drain-timeout", "60s"}, getenv, &report, logOutput()); err != nil {
+	if err := run(context.Background(), []string{"sekali", "verify", "--drain-timeout", "60s"}, getenv, &report, logOutput(t)); err != nil {
 		t.Fatalf("verify after the kills: %v\n%s", err, report.String())
 	}
 }

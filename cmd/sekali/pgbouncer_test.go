@@ -44,7 +44,7 @@ func TestBehindPgBouncer(t *testing.T) {
 		return a.getenv(k)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"sekali", "migrate", "up"}, migrateEnv, &out, logOutput()); err != nil {
+	if err := run(context.Background(), []string{"sekali", "migrate", "up"}, migrateEnv, &out, logOutput(t)); err != nil {
 		t.Fatalf("sekali migrate up: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "nothing to do") {

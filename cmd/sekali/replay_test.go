@@ -24,7 +24,7 @@ func TestReplayScenarios(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "all",
 		"-events", "15", "-copies", "6", "-concurrency", "30", "-duration", "2s", "-rate", "100",
-		"-secret", testenv.SandboxSecret, "-token", token, "-json", jsonPath}, a.getenv, &out, logOutput())
+		"-secret", testenv.SandboxSecret, "-token", token, "-json", jsonPath}, a.getenv, &out, logOutput(t))
 	if err != nil {
 		t.Fatalf("replay: %v\n%s", err, out.String())
 	}
@@ -59,7 +59,7 @@ func TestReplayFailsOnAWrongSecret(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "duplicate-storm",
 		"-events", "3", "-copies", "2", "-concurrency", "4", "-token", token,
-		"-secret", "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0"}, a.getenv, &out, logOutput())
+		"-secret", "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0"}, a.getenv, &out, logOutput(t))
 	if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL") {
 		t.Fatalf("replay with the wrong secret: exit %d\n%s", exitCode(err), out.String())
 	}
@@ -80,7 +80,7 @@ func TestReplayEachGatewayFormat(t *testing.T) {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "all", "-provider", provider,
 			"-events", "6", "-copies", "4", "-concurrency", "16", "-duration", "1s", "-rate", "50", "-token", token},
-			func(k string) string { return env[k] }, &out, logOutput())
+			func(k string) string { return env[k] }, &out, logOutput(t))
 		if err != nil || !strings.Contains(out.String(), "PASS") {
 			t.Errorf("replay -provider %s: %v\n%s", provider, err, out.String())
 		}

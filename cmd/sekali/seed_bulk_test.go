@@ -28,7 +28,7 @@ func TestBulkSeed(t *testing.T) {
 	seedBulkOrders := func(n int) {
 		t.Helper()
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"sekali", "seed", "--bulk-orders=" + strconv.Itoa(n)}, getenv, &out, logOutput()); err != nil {
+		if err := run(context.Background(), []string{"sekali", "seed", "--bulk-orders=" + strconv.Itoa(n)}, getenv, &out, logOutput(t)); err != nil {
 			t.Fatalf("seed --bulk-orders=%d: %v\n%s", n, err, out.String())
 		}
 		if !strings.Contains(out.String(), "seed: bulk: "+strconv.Itoa(n)+" orders") {
@@ -163,7 +163,7 @@ func verifyLive(t *testing.T, db *gorm.DB, getenv func(string) string) {
 		t.Fatalf("audit after the bulk seed (settling %d):\n%s", r.Settling, b.String())
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"sekali", "verify", "--drain-timeout=0"}, getenv, &out, logOutput()); err != nil {
+	if err := run(context.Background(), []string{"sekali", "verify", "--drain-timeout=0"}, getenv, &out, logOutput(t)); err != nil {
 		t.Fatalf("sekali verify --drain-timeout=0: %v\n%s", err, out.String())
 	}
 }

@@ -41,7 +41,7 @@ func TestSignEachGateway(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"sekali", "sign", "--provider", tc.provider, "--id", "evt_1", "--body", tc.body},
-			getenv, &out, logOutput())
+			getenv, &out, logOutput(t))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.provider, err)
 		}
@@ -63,7 +63,7 @@ func TestSignEachGateway(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"sekali", "sign", "--provider", "xendit", "--body", "{}"},
-		func(string) string { return "" }, &out, logOutput())
+		func(string) string { return "" }, &out, logOutput(t))
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "XENDIT_CALLBACK_TOKEN") {
 		t.Errorf("sign without a Xendit token: exit %d, %v", exitCode(err), err)
 	}
