@@ -29,6 +29,7 @@ func TestErrorsAreProblemDetails(t *testing.T) {
 		{"method not allowed, admin API", "POST", "/api/admin/orders", "application/json", []byte(`{}`), 405, "method_not_allowed"},
 		{"method not allowed, console", "DELETE", "/admin/orders", "", nil, 405, "method_not_allowed"},
 		{"unknown console page", "GET", "/admin/nothing-here", "", nil, 404, "not_found"},
+		{"method not allowed, payment page", "DELETE", "/sandbox/pay/ORD-01JZZZZZZZZZZZZZZZZZZZZZZZ", "", nil, 405, "method_not_allowed"},
 		{"body over the API's 1 MB", "POST", "/api/orders", "application/json", huge, 413, "too_large"},
 		{"not JSON", "POST", "/api/orders", "text/plain", []byte("hello"), 415, "unsupported_media_type"},
 		{"malformed JSON", "POST", "/api/orders", "application/json", []byte(`{"items":`), 400, "invalid_payload"},

@@ -68,7 +68,7 @@ func (s *Server) routes() {
 	e.POST("/checkout", s.checkout, shop...)
 	e.GET("/orders/:id", s.shopOrder, shop...)
 	if s.deps.PaymentPage != nil {
-		s.deps.PaymentPage.Mount(e.Group("/sandbox", middleware.BodyLimit(maxFormBody), s.shopHeaders, s.sameOrigin, s.deadline))
+		s.deps.PaymentPage.Mount(e, middleware.BodyLimit(maxFormBody), s.shopHeaders, s.sameOrigin, s.deadline)
 	}
 
 	if s.deps.Sessions == nil {

@@ -73,7 +73,7 @@ type (
 	// PaymentPage is a hosted payment page the shop sends customers to
 	// (the sandbox gateway, web/sandboxgw). It mounts its own routes.
 	PaymentPage interface {
-		Mount(g *echo.Group)
+		Mount(e *echo.Echo, mw ...echo.MiddlewareFunc)
 		PayURL(orderID, token string) string
 	}
 	statsReader interface {

@@ -138,11 +138,12 @@ func (g *Gateway) Close() {
 	g.wg.Wait()
 }
 
-// Mount registers the gateway's pages on g (/sandbox).
-func (g *Gateway) Mount(grp *echo.Group) {
-	grp.GET("/pay/:id", g.page)
-	grp.POST("/pay/:id", g.pay)
-	grp.GET("/status/:id", g.status)
+// Mount registers the gateway's pages under /sandbox, each with mw (per
+// route, so that a known path asked with another method is a 405).
+func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+	e.GET("/sandbox/pay/:id", g.page, mw...)
+	e.POST("/sandbox/pay/:id", g.pay, mw...)
+	e.GET("/sandbox/status/:id", g.status, mw...)
 }
 
 // status is GET /sandbox/status/:id, the gateway's status API: the latest
