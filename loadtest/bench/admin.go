@@ -8,7 +8,6 @@ package main
 // also given as a ratio to /healthz measured the same way in the same run.
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -441,25 +440,7 @@ func command(bin string, env []string, args ...string) *exec.Cmd {
 // startAdminServer starts `sekali serve --roles=web` with the console on:
 // no worker, so nothing changes the data while it is measured.
 func startAdminServer(bin, dbURL, redisURL string) (*server, error) {
-	cmd := command(bin, adminEnv(dbURL, redisURL), "serve", "--roles=web")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
-			go io.Copy(io.Discard, stdout)
-			return &server{cmd: cmd, url: u}, nil
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	return nil, fmt.Errorf("the server stopped before serving")
+	return serve(command(bin, adminEnv(dbURL, redisURL), "serve", "--roles=web"))
 }
 
 // adminClient makes one request at a time, with the admin session's

@@ -63,6 +63,19 @@ func startServer(bin, dbURL, redisURL string, o serverOptions) (*server, error) 
 	}
 	cmd := exec.Command(bin, "serve", "--roles="+o.roles)
 	cmd.Env = env
+	s, err := serve(cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.debug = "http://" + metricsAddr
+	s.stopRSS = watchRSS(cmd.Process.Pid)
+	underTest.Store(int64(cmd.Process.Pid))
+	return s, nil
+}
+
+// serve starts cmd, a `sekali serve`, and waits until it says where it
+// serves; its log goes to the bench's stderr.
+func serve(cmd *exec.Cmd) (*server, error) {
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -75,10 +88,7 @@ func startServer(bin, dbURL, redisURL string, o serverOptions) (*server, error) 
 	for sc.Scan() {
 		if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
 			go io.Copy(io.Discard, stdout)
-			s := &server{cmd: cmd, url: u, debug: "http://" + metricsAddr}
-			s.stopRSS = watchRSS(cmd.Process.Pid)
-			underTest.Store(int64(cmd.Process.Pid))
-			return s, nil
+			return &server{cmd: cmd, url: u}, nil
 		}
 	}
 	cmd.Process.Kill()
