@@ -9,12 +9,10 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/url"
 	"os"
 	"sync"
@@ -118,7 +116,7 @@ func adminConn(tb testing.TB) *pgx.Conn {
 func ensureTemplate() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := "sekali_tmpl_" + migrationsHash()
+	name := "sekali_tmpl_" + migrations.Hash()
 	building := name + "_building"
 
 	conn, err := pgx.Connect(ctx, AdminURL())
@@ -159,23 +157,6 @@ func ensureTemplate() (string, error) {
 		return "", err
 	}
 	return name, nil
-}
-
-func migrationsHash() string {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS, path)
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return err
-	})
-	if err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -32,13 +32,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"time"
 
@@ -105,23 +102,8 @@ func run(ctx context.Context, adminURL string, minAge time.Duration, dryRun bool
 }
 
 // templateName is the template testenv builds from this checkout's
-// migrations: the same walk, the same hash as testenv.migrationsHash.
-func templateName() string {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS, path)
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return err
-	})
-	if err != nil {
-		panic(err)
-	}
-	return templatePrefix + hex.EncodeToString(h.Sum(nil))[:12]
-}
+// migrations.
+func templateName() string { return templatePrefix + migrations.Hash() }
 
 // leftovers lists the databases matching the LIKE pattern that have no
 // connection and, when the server lets us read their PG_VERSION file, are

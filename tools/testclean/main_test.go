@@ -26,7 +26,7 @@ func TestTemplateNameMatchesTestenv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !exists {
-		t.Fatalf("no database %s after testenv.NewDatabaseURL: testclean's hash no longer matches app/testenv's migrationsHash", templateName())
+		t.Fatalf("no database %s after testenv.NewDatabaseURL: testclean's name for the template no longer matches app/testenv's", templateName())
 	}
 }
 
