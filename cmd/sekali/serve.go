@@ -92,7 +92,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// This process's series: every service counts into them, /metrics
 	// serves them, with what only its database and Redis can answer live.
 	metricSet := metrics.New()
-	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(asynq.NewInspectorFromRedisClient(rdb)))
+	inspector := asynq.NewInspectorFromRedisClient(rdb) // the queue gauges and the console read the queue through it
+	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(inspector))
 	callbacks := payments.NewService(db, log, time.Now, metricSet, providers...)
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
@@ -110,7 +111,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// asynqmon builds (and closes) clients of its own from the same URL.
 		queuesUI := asynqmon.New(asynqmon.Options{RootPath: "/admin/queues", RedisConnOpt: redisConn})
 		defer queuesUI.Close()
-		inspector := asynq.NewInspectorFromRedisClient(rdb)
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("HTTP_ADDR: %w", err)
