@@ -451,23 +451,29 @@ func clearOfMinuteTurn(t time.Time) time.Duration {
 // outbox row to the queue since t, and returns how many it has; 0 after
 // timeout.
 func (w *world) waitForDispatchedSince(ctx context.Context, t time.Time, timeout time.Duration) int64 {
-	deadline := time.Now().Add(timeout)
-	for {
-		var n int64
+	var n int64
+	pollUntil(ctx, timeout, func() bool {
 		err := w.db.QueryRow(ctx, "SELECT count(*) FROM outbox_messages WHERE dispatched_at >= $1", t).Scan(&n)
-		if (err == nil && n > 0) || !time.Now().Before(deadline) || ctx.Err() != nil {
-			return n
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
+		return err == nil && n > 0
+	})
+	return n
 }
 
 // waitForJobInFlight polls until a job is processing; false after timeout.
 func (w *world) waitForJobInFlight(ctx context.Context, timeout time.Duration) bool {
+	return pollUntil(ctx, timeout, func() bool {
+		var n int64
+		err := w.db.QueryRow(ctx, "SELECT count(*) FROM job_executions WHERE status = 'processing'").Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
+// pollUntil asks cond every 5 ms until it holds (true), or until timeout
+// or ctx ends (false).
+func pollUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		var n int64
-		if err := w.db.QueryRow(ctx, "SELECT count(*) FROM job_executions WHERE status = 'processing'").Scan(&n); err == nil && n > 0 {
+		if cond() {
 			return true
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition
@@ -496,20 +502,22 @@ func (w *world) freezeMidJob(ctx context.Context, p *proc, timeout time.Duration
 		}
 		return keys
 	}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if id := p.workerID(); id != "" && len(inFlight(id)) > 0 {
-			p.signal(syscall.SIGSTOP)
-			// A COMMIT it sent just before may still land: give it a moment.
-			time.Sleep(50 * time.Millisecond) // fault timing, while the process is frozen
-			if keys := inFlight(id); len(keys) > 0 {
-				return keys
-			}
-			p.signal(syscall.SIGCONT)
+	var keys []string
+	pollUntil(ctx, timeout, func() bool {
+		id := p.workerID()
+		if id == "" || len(inFlight(id)) == 0 {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
-	return nil
+		p.signal(syscall.SIGSTOP)
+		// A COMMIT it sent just before may still land: give it a moment.
+		time.Sleep(50 * time.Millisecond) // fault timing, while the process is frozen
+		if keys = inFlight(id); len(keys) > 0 {
+			return true
+		}
+		p.signal(syscall.SIGCONT)
+		return false
+	})
+	return keys
 }
 
 // effects counts paid orders, invoices and sent emails; and the jobs
