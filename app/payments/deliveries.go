@@ -1,14 +1,19 @@
 package payments
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
 
@@ -112,49 +117,50 @@ func (l *deliveryLog) drain() {
 	}
 }
 
-// write inserts a batch and bumps the counters of its callbacks, in one
-// transaction, retrying a few times before giving the batch up.
+// write copies a batch into callback_deliveries and bumps the counters of
+// its callbacks, in one transaction, retrying a few times before giving
+// the batch up. COPY, not a multi-row INSERT: the server builds no
+// statement of 4,000 parameters, with 0.39× the allocations, and the
+// batch takes 0.85× the time (BenchmarkDeliveryRows, docs/performance.md).
 func (l *deliveryLog) write(batch []queuedDelivery) {
-	rows := make([]models.CallbackDelivery, len(batch))
-	type bump struct {
-		n, conflicts int
-		last         time.Time
-	}
+	rows := make([][]any, len(batch))
 	bumps := map[int64]*bump{}
 	for i, q := range batch {
-		rows[i] = q.row
-		if q.row.CallbackID == nil {
+		d := q.row
+		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID}
+		if d.CallbackID == nil {
 			continue
 		}
-		b := bumps[*q.row.CallbackID]
+		b := bumps[*d.CallbackID]
 		if b == nil {
-			b = &bump{}
-			bumps[*q.row.CallbackID] = b
+			b = &bump{id: *d.CallbackID}
+			bumps[b.id] = b
 		}
 		b.n++
 		if q.conflict {
 			b.conflicts++
 		}
-		if q.row.ReceivedAt.After(b.last) {
-			b.last = q.row.ReceivedAt
+		if d.ReceivedAt.After(b.last) {
+			b.last = d.ReceivedAt
 		}
 	}
+	// One order of row locks for every writer, so that two processes'
+	// batches never deadlock on the same callbacks.
+	ordered := slices.SortedFunc(maps.Values(bumps), func(a, b *bump) int { return cmp.Compare(a.id, b.id) })
 	var err error
 	for attempt := range deliveryRetries {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond) // back off from a database in trouble
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.CreateInBatches(&rows, deliveryBatchMax).Error; err != nil {
+		err = store.PgxTransaction(ctx, l.db, func(tx pgx.Tx) error {
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"callback_deliveries"}, deliveryColumns, pgx.CopyFromRows(rows))
+			if err != nil {
 				return err
 			}
-			for id, b := range bumps {
-				err := tx.Model(&models.PaymentCallback{}).Where("id = ?", id).Updates(map[string]any{
-					"attempts":         gorm.Expr("attempts + ?", b.n),
-					"conflict_count":   gorm.Expr("conflict_count + ?", b.conflicts),
-					"last_received_at": gorm.Expr("greatest(last_received_at, ?)", b.last),
-				}).Error
+			for _, b := range ordered {
+				_, err := tx.Exec(ctx, `UPDATE payment_callbacks SET attempts = attempts + $1, conflict_count = conflict_count + $2,
+    last_received_at = greatest(last_received_at, $3) WHERE id = $4`, b.n, b.conflicts, b.last, b.id)
 				if err != nil {
 					return err
 				}
@@ -165,10 +171,17 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 		if err == nil {
 			return
 		}
-		for i := range rows {
-			rows[i].ID = 0 // let the retry insert them afresh
-		}
 	}
 	l.dropped.Add(float64(len(rows)))
 	l.log.Error("callback delivery rows dropped: could not write them", "rows", len(rows), "error", err)
+}
+
+// deliveryColumns are the columns write copies, in the order of its rows.
+var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id"}
+
+// bump is what one batch adds to one callback's counters.
+type bump struct {
+	id           int64
+	n, conflicts int
+	last         time.Time
 }

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/models"
@@ -108,4 +110,26 @@ func IsConnectionError(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) ||
 		strings.HasPrefix(pgCode(err), "08")
+}
+
+// PgxTransaction runs fn in a transaction on one of db's connections
+// through pgx's own API, for what database/sql cannot say: COPY. It is
+// not retried; the caller decides what a failure means.
+func PgxTransaction(ctx context.Context, db *gorm.DB, fn func(tx pgx.Tx) error) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(driverConn any) error {
+		c, ok := driverConn.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("store.PgxTransaction: the driver's connection is a %T, not pgx's", driverConn)
+		}
+		return pgx.BeginFunc(ctx, c.Conn(), fn)
+	})
 }
