@@ -17,7 +17,7 @@ import (
 
 // pgbenchScript is the SQL of one new-event callback, statement for
 // statement and round trip for round trip (app/payments/apply.go: BEGIN,
-// seven statements, COMMIT), each transaction on its own order and key,
+// six statements, COMMIT), each transaction on its own order and key,
 // taken from a sequence in the first statement. {{ORDER}}, {{TX}} and
 // {{CB}} are the order id, the charge's reference and the callback row's
 // id. Colons inside literals are written chr(58): pgbench would read
@@ -28,8 +28,9 @@ INSERT INTO payment_callbacks (provider, idempotency_key, payload_hash, order_id
   SELECT 'sandbox', 'pgb-' || n, 'ffff', 'ORD-PGB-' || n, 'tx-pgb-' || n, 'paid', 10000, 'IDR', 'processed', '', 0, 0, 1, now(), now(), NULL
   FROM nextval('pgbench_order_seq') n
   ON CONFLICT DO NOTHING RETURNING id, order_id, transaction_id{{GSET}}
-SELECT * FROM orders WHERE id = {{ORDER}} LIMIT 1 FOR UPDATE;
-SELECT * FROM payments WHERE provider = 'sandbox' AND provider_reference = {{TX}} LIMIT 1;
+SELECT o.*, p.order_id AS charge_order_id, p.status AS charge_status
+  FROM orders o LEFT JOIN payments p ON p.provider = 'sandbox' AND p.provider_reference = {{TX}}
+  WHERE o.id = {{ORDER}} FOR UPDATE OF o;
 WITH moved AS (
     UPDATE orders SET status = 'paid', updated_at = now(), paid_at = coalesce(now(), paid_at)
     WHERE id = {{ORDER}} AND status IN ('pending') RETURNING id)
