@@ -102,6 +102,7 @@ func runE2E(ctx context.Context, o runOptions, key []byte) (*e2eResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	checkpoint(ctx, db) // the burst's writes are not this run's to flush
 	var mu sync.Mutex
 	sentAt := map[string]time.Time{}
 	next.Store(0)

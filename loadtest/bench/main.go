@@ -254,6 +254,10 @@ func runCallbacks(ctx context.Context, o runOptions) error {
 	}
 
 	// 7. The pipeline at 80% load, on a server with the worker and relay.
+	// The sections above are done with their database: dropped now, its
+	// vacuum and its dirty buffers are not the pipeline's to pay for.
+	db.Close(ctx)
+	dropDB(o.pgURL, dbName)
 	r.E2E, err = runE2E(ctx, o, key)
 	if err != nil {
 		return err
