@@ -9,18 +9,18 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Header names.
+// Header names (webhook-id, …), written as http.Header keeps them, so
+// that reading them needs no conversion.
 const (
-	HeaderID        = "webhook-id"
-	HeaderTimestamp = "webhook-timestamp"
-	HeaderSignature = "webhook-signature"
+	HeaderID        = "Webhook-Id"
+	HeaderTimestamp = "Webhook-Timestamp"
+	HeaderSignature = "Webhook-Signature"
 )
 
 // Tolerance is how far a timestamp may lie from now, in either direction.
@@ -118,7 +118,7 @@ func Verify(keys [][]byte, h http.Header, body []byte, now time.Time) error {
 
 func mac(key []byte, id string, timestamp int64, body []byte) []byte {
 	m := hmac.New(sha256.New, key)
-	fmt.Fprintf(m, "%s.%d.", id, timestamp)
+	m.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
 	m.Write(body)
 	return m.Sum(nil)
 }

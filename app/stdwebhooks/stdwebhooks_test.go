@@ -130,3 +130,20 @@ func TestDecodeSecret(t *testing.T) {
 		t.Fatalf("round trip = %q, %v", got, err)
 	}
 }
+
+// BenchmarkVerify is the check every sandbox delivery pays, retries too.
+func BenchmarkVerify(b *testing.B) {
+	key, err := stdwebhooks.DecodeSecret(vectorSecret)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(vectorBody)
+	now := time.Unix(vectorTS, 0)
+	h := stdwebhooks.Headers(key, vectorID, now, body)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := stdwebhooks.Verify([][]byte{key}, h, body, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
