@@ -49,6 +49,9 @@ func NewMidtrans(serverKey string) (*Midtrans, error) {
 // Name implements Provider.
 func (*Midtrans) Name() string { return MidtransName }
 
+// EventHeaders implements Provider: Parse reads the body alone.
+func (*Midtrans) EventHeaders() []string { return nil }
+
 // MidtransNotification is the part of a notification Sekali reads.
 type MidtransNotification struct {
 	OrderID           string `json:"order_id"`

@@ -2,67 +2,127 @@ package payments
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"io"
+	"net/http"
 	"sync"
+
+	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/models"
 )
 
-// fingerprintCapacity bounds the fingerprints remembered (about 200
-// bytes each).
-const fingerprintCapacity = 10_000
+// parsedCapacity bounds the bodies remembered (an event with its
+// fingerprint: at most about 1.2 KB each).
+const parsedCapacity = 10_000
 
-// fingerprints remembers the fingerprint of recent bodies by their exact
-// bytes. A gateway's retries carry the same bytes, and the fingerprint is
-// a function of the provider and the bytes alone, so a body seen before
-// need not be decoded and canonicalized again: that was the largest part
-// of a duplicate delivery's cost in the server (docs/performance.md).
-// Bodies that were refused are not remembered.
-type fingerprints struct {
+// parsedBodies remembers what recent bodies parsed to: the event with its
+// fingerprint, by the provider, the values of the headers its Parse reads
+// (EventHeaders) and the body's exact bytes. A gateway's retries carry
+// the same body and the same event id; only the signature and its time
+// change, and those are verified on every delivery, before this. Parse
+// sees no other header and the fingerprint is a function of the body, so
+// a delivery seen before need not be decoded, canonicalized and parsed
+// again: that was the largest part of a duplicate delivery's cost in the
+// server (docs/performance.md). Refused and ignored bodies are not
+// remembered.
+type parsedBodies struct {
 	mu    sync.Mutex
-	items map[[sha256.Size]byte]string
+	items map[[sha256.Size]byte]Event
 	ring  [][sha256.Size]byte // insertion order, for eviction
 	next  int
 }
 
-func newFingerprints(capacity int) *fingerprints {
-	return &fingerprints{items: make(map[[sha256.Size]byte]string, capacity), ring: make([][sha256.Size]byte, 0, capacity)}
+func newParsedBodies(capacity int) *parsedBodies {
+	return &parsedBodies{items: make(map[[sha256.Size]byte]Event, capacity), ring: make([][sha256.Size]byte, 0, capacity)}
 }
 
-// of returns p's fingerprint of body (fingerprintOf), from memory when
-// the same provider had the same bytes before.
-func (f *fingerprints) of(p Provider, body []byte) (string, error) {
-	k := bodyKey(p, body)
-	f.mu.Lock()
-	fp, ok := f.items[k]
-	f.mu.Unlock()
+// parse returns parseBody(p, h, body), from memory when the same provider
+// had the same body and event headers before.
+func (c *parsedBodies) parse(p Provider, h http.Header, body []byte) (Event, error) {
+	names := p.EventHeaders()
+	k := parsedKey(p.Name(), names, h, body)
+	c.mu.Lock()
+	ev, ok := c.items[k]
+	c.mu.Unlock()
 	if ok {
-		return fp, nil
+		return ev, nil
 	}
-	fp, err := fingerprintOf(p, body)
+	ev, err := parseBody(p, onlyHeaders(h, names), body)
 	if err != nil {
-		return "", err
+		return ev, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.items[k]; ok {
-		return fp, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.items[k]; ok {
+		return ev, nil
 	}
-	if len(f.ring) < cap(f.ring) {
-		f.ring = append(f.ring, k)
+	if len(c.ring) < cap(c.ring) {
+		c.ring = append(c.ring, k)
 	} else {
-		delete(f.items, f.ring[f.next])
-		f.ring[f.next] = k
-		f.next = (f.next + 1) % len(f.ring)
+		delete(c.items, c.ring[c.next])
+		c.ring[c.next] = k
+		c.next = (c.next + 1) % len(c.ring)
 	}
-	f.items[k] = fp
-	return fp, nil
+	c.items[k] = ev
+	return ev, nil
 }
 
-// bodyKey is the SHA-256 of the provider's name and the body's bytes.
-func bodyKey(p Provider, body []byte) [sha256.Size]byte {
-	h := sha256.New()
-	h.Write([]byte(p.Name()))
-	h.Write([]byte{0})
-	h.Write(body)
+// parseBody fingerprints body, then has p parse it. The fingerprint is
+// the pipeline's, the same for every provider (fingerprintOf): a body two
+// JSON parsers could read differently is refused here, before any
+// provider reads it.
+func parseBody(p Provider, h http.Header, body []byte) (Event, error) {
+	fingerprint, err := fingerprintOf(p, body)
+	if err != nil {
+		return Event{}, models.Errorf(models.EInvalidPayload, "the body is refused: %s", canonjson.Reason(err))
+	}
+	ev, err := p.Parse(h, body)
+	if err != nil {
+		return ev, err
+	}
+	ev.Fingerprint = fingerprint
+	return ev, nil
+}
+
+// onlyHeaders is the part of h that names lists.
+func onlyHeaders(h http.Header, names []string) http.Header {
+	only := make(http.Header, len(names))
+	for _, name := range names {
+		if values := h.Values(name); values != nil {
+			only[http.CanonicalHeaderKey(name)] = values
+		}
+	}
+	return only
+}
+
+// parsedKey is the SHA-256 of the provider's name, the values of the
+// named headers and the body. Each part is written after its length, so
+// that no two different inputs write the same bytes.
+func parsedKey(provider string, names []string, h http.Header, body []byte) [sha256.Size]byte {
+	d := sha256.New()
+	writePart(d, provider)
+	for _, name := range names {
+		values := h.Values(name)
+		writeLength(d, len(values))
+		for _, v := range values {
+			writePart(d, v)
+		}
+	}
+	writeLength(d, len(body))
+	d.Write(body)
 	var k [sha256.Size]byte
-	h.Sum(k[:0])
+	d.Sum(k[:0])
 	return k
+}
+
+func writePart(d hash.Hash, s string) {
+	writeLength(d, len(s))
+	io.WriteString(d, s)
+}
+
+func writeLength(d hash.Hash, n int) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	d.Write(b[:])
 }

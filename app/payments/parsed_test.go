@@ -1,44 +1,162 @@
 package payments
 
-import "testing"
+import (
+	"errors"
+	"net/http"
+	"testing"
 
-// TestFingerprintsRemembersBytes: a remembered fingerprint is the one
-// fingerprintOf computes, per provider; the memory is bounded, oldest out
-// first; a refused body is refused every time and not remembered.
-func TestFingerprintsRemembersBytes(t *testing.T) {
+	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/models"
+)
+
+// TestParsedBodiesRemembersEvents: a remembered event is the one Parse
+// and the fingerprint give, per provider, body and event header; headers
+// Parse does not read (the signature, its time) do not make a body new;
+// the memory is bounded, oldest out first; refused and ignored bodies are
+// refused or ignored every time and not remembered.
+func TestParsedBodiesRemembersEvents(t *testing.T) {
 	t.Parallel()
-	f := newFingerprints(2)
-	sandbox, stripe := NewSandbox(nil), Provider(&Stripe{})
-	bodies := []string{`{"b":1,"a":2}`, `{"a":2, "b":1}`, `{"c":3}`}
-	for _, b := range bodies {
+	c := newParsedBodies(2)
+	sandbox := NewSandbox(nil)
+	body := func(order string) []byte {
+		return []byte(`{"order_id":"` + order + `","transaction_id":"tx-1","payment_status":"paid","paid_amount":1000,"currency":"IDR"}`)
+	}
+	header := func(id, signature string) http.Header {
+		h := http.Header{}
+		h.Set(stdwebhooks.HeaderID, id)
+		h.Set(stdwebhooks.HeaderSignature, signature)
+		return h
+	}
+	want := func(id string, b []byte) Event {
+		ev, err := sandbox.Parse(header(id, ""), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.Fingerprint, err = fingerprintOf(sandbox, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	for _, tc := range []struct {
+		id, signature, order string
+		remembered           int // after this delivery
+	}{
+		{"evt-1", "v1,first", "ORD-1", 1},
+		{"evt-1", "v1,retry", "ORD-1", 1}, // a retry: only the signature differs
+		{"evt-2", "v1,first", "ORD-1", 2}, // another event id, the same body
+		{"evt-1", "v1,first", "ORD-2", 2}, // another body, the same event id: the oldest leaves
+	} {
+		got, err := c.parse(sandbox, header(tc.id, tc.signature), body(tc.order))
+		if w := want(tc.id, body(tc.order)); err != nil || got != w {
+			t.Fatalf("parse(%s, %s) = %+v, %v; want %+v", tc.id, tc.order, got, err, w)
+		}
+		if len(c.items) != tc.remembered {
+			t.Fatalf("after %s %s %s: %d remembered, want %d", tc.id, tc.signature, tc.order, len(c.items), tc.remembered)
+		}
+	}
+	if len(c.ring) != 2 {
+		t.Fatalf("%d in the ring; want the capacity, 2", len(c.ring))
+	}
+	if _, ok := c.items[parsedKey(SandboxName, sandbox.EventHeaders(), header("evt-1", ""), body("ORD-1"))]; ok {
+		t.Fatal("the oldest body is still remembered past the capacity")
+	}
+
+	// Two providers may read the same bytes differently (Stripe leaves
+	// its delivery fields out of the fingerprint): bodies are remembered
+	// per provider.
+	stripeBody := []byte(`{"id":"evt_1","pending_webhooks":2}`)
+	if parsedKey(SandboxName, nil, nil, stripeBody) == parsedKey(StripeName, nil, nil, stripeBody) {
+		t.Fatal("two providers share a key for the same bytes")
+	}
+
+	for _, tc := range []struct {
+		name string
+		body string
+		ok   func(error) bool
+	}{
+		{"ambiguous", `{"a":1,"a":2}`, func(err error) bool { return models.ErrorCode(err) == models.EInvalidPayload }},
+		{"missing field", `{"order_id":"ORD-1"}`, func(err error) bool { return models.ErrorCode(err) == models.EMissingField }},
+	} {
 		for range 2 {
-			got, err := f.of(sandbox, []byte(b))
-			want, _ := fingerprintOf(sandbox, []byte(b))
-			if err != nil || got != want {
-				t.Fatalf("of(%s) = %q, %v; want %q", b, got, err, want)
+			if _, err := c.parse(sandbox, header("evt-x", ""), []byte(tc.body)); !tc.ok(err) {
+				t.Fatalf("%s: err = %v", tc.name, err)
 			}
 		}
 	}
-	if len(f.items) != 2 || len(f.ring) != 2 {
-		t.Fatalf("%d remembered, %d in the ring; want the capacity, 2", len(f.items), len(f.ring))
-	}
-	if _, ok := f.items[bodyKey(sandbox, []byte(bodies[0]))]; ok {
-		t.Fatal("the oldest body is still remembered past the capacity")
-	}
-	// Stripe leaves its delivery fields out of the fingerprint: the same
-	// bytes are remembered per provider.
-	body := `{"id":"evt_1","pending_webhooks":2}`
-	s, _ := f.of(sandbox, []byte(body))
-	p, _ := f.of(stripe, []byte(body))
-	if s == p {
-		t.Fatal("two providers share a remembered fingerprint for bytes they read differently")
-	}
+	xendit := &Xendit{}
 	for range 2 {
-		if _, err := f.of(sandbox, []byte(`{"a":1,"a":2}`)); err == nil {
-			t.Fatal("a refused body was accepted")
+		if _, err := c.parse(xendit, http.Header{}, []byte(`{"id":"inv-1","external_id":"ORD-1","status":"VOIDED","currency":"IDR"}`)); !errors.Is(err, ErrIgnored) {
+			t.Fatalf("an ignored invoice: err = %v", err)
 		}
 	}
-	if len(f.items) != 2 {
-		t.Fatalf("%d remembered after a refused body", len(f.items))
+	if len(c.items) != 2 {
+		t.Fatalf("%d remembered after refused and ignored bodies", len(c.items))
 	}
+}
+
+// TestParsedKeyParts: moving bytes from one header value to the next, or
+// between the headers and the body, gives another key.
+func TestParsedKeyParts(t *testing.T) {
+	t.Parallel()
+	names := []string{"A", "B"}
+	keys := map[[32]byte]string{}
+	for name, in := range map[string]struct {
+		h    http.Header
+		body string
+	}{
+		"a=xy":         {http.Header{"A": {"xy"}}, "{}"},
+		"a=x b=y":      {http.Header{"A": {"x"}, "B": {"y"}}, "{}"},
+		"a=x,y":        {http.Header{"A": {"x", "y"}}, "{}"},
+		"b=xy":         {http.Header{"B": {"xy"}}, "{}"},
+		"a=x body y{}": {http.Header{"A": {"x"}}, "y{}"},
+	} {
+		k := parsedKey("p", names, in.h, []byte(in.body))
+		if other, ok := keys[k]; ok {
+			t.Fatalf("%s and %s have one key", name, other)
+		}
+		keys[k] = name
+	}
+}
+
+// TestParseSeesOnlyEventHeaders: the pipeline hands Parse the headers
+// its provider names, and no other, so an event cannot depend on a
+// header the memory does not key on.
+func TestParseSeesOnlyEventHeaders(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("Webhook-Id", "evt-1")
+	h.Add("Webhook-Id", "evt-2")
+	h.Set("Webhook-Signature", "v1,x")
+	h.Set("X-Other", "y")
+	got := onlyHeaders(h, []string{"webhook-id", "x-absent"})
+	if len(got) != 1 || len(got.Values("webhook-id")) != 2 || got.Get("Webhook-Signature") != "" {
+		t.Fatalf("onlyHeaders = %v; want the two webhook-id values alone", got)
+	}
+}
+
+// BenchmarkParsedBodies compares a retry's parse from memory with the
+// decode, canonicalization and Parse it spares, on a sandbox delivery.
+func BenchmarkParsedBodies(b *testing.B) {
+	sandbox := NewSandbox(nil)
+	body := []byte(`{"order_id":"ORD-01JBENCH0000000000000000000","transaction_id":"tx-bench","payment_status":"paid","paid_amount":150000,"currency":"IDR"}`)
+	h := http.Header{}
+	h.Set(stdwebhooks.HeaderID, "evt-bench")
+	b.Run("decoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parseBody(sandbox, onlyHeaders(h, sandbox.EventHeaders()), body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("remembered", func(b *testing.B) {
+		c := newParsedBodies(parsedCapacity)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.parse(sandbox, h, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

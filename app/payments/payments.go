@@ -40,8 +40,13 @@ type Provider interface {
 	// its Fingerprint). It returns an EInvalidPayload error for malformed
 	// JSON, an EMissingField error for a missing or mistyped field, and
 	// an error wrapping ErrIgnored for a notification the shop does not
-	// handle.
+	// handle. The pipeline gives it only the headers EventHeaders names.
 	Parse(h http.Header, body []byte) (Event, error)
+	// EventHeaders names the headers Parse reads (a gateway that sends
+	// its event id as a header), or none. With the body, they decide the
+	// event: a repeated delivery with the same body and the same values
+	// is not parsed again (parsedBodies).
+	EventHeaders() []string
 }
 
 // deliveryFields is implemented by a provider whose deliveries of one
@@ -161,9 +166,9 @@ type Service struct {
 	seen *seenEvents
 	// relays wakes the outbox relays after a commit that wrote tasks.
 	relays *outbox.Notifier
-	// fingerprints remembers the fingerprints of recent bodies.
-	fingerprints *fingerprints
-	metrics      *metrics.Set
+	// parsed remembers the events of recent bodies.
+	parsed  *parsedBodies
+	metrics *metrics.Set
 }
 
 // NewService returns the callback pipeline for the given providers,
@@ -171,7 +176,7 @@ type Service struct {
 // relays' notifier: call Close when done.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, providers ...Provider) *Service {
 	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped),
-		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), fingerprints: newFingerprints(fingerprintCapacity), metrics: m}
+		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity), metrics: m}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
@@ -226,21 +231,13 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 	if err := p.Verify(d.Header, body, s.now()); err != nil {
 		return refusal(models.EInvalidSignature, err.Error()), Event{}
 	}
-	// The fingerprint is the pipeline's, the same for every provider: the
-	// SHA-256 of the canonical body. A body two parsers could read
-	// differently is refused here, before any provider reads it.
-	fingerprint, err := s.fingerprints.of(p, body)
-	if err != nil {
-		return refusal(models.EInvalidPayload, "the body is refused: "+canonjson.Reason(err)), Event{}
-	}
-	ev, err := p.Parse(d.Header, body)
+	ev, err := s.parsed.parse(p, d.Header, body)
 	if errors.Is(err, ErrIgnored) {
 		return Outcome{Result: models.ResultIgnored, Detail: err.Error()}, ev
 	}
 	if err != nil {
 		return refusal(models.ErrorCode(err), models.ErrorMessage(err)), Event{}
 	}
-	ev.Fingerprint = fingerprint
 	out, err := s.apply(ctx, p.Name(), ev, d)
 	if err != nil {
 		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,

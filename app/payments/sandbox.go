@@ -34,6 +34,11 @@ func NewSandbox(keys [][]byte) *Sandbox { return &Sandbox{keys: keys} }
 // Name implements Provider.
 func (*Sandbox) Name() string { return SandboxName }
 
+// EventHeaders implements Provider: the event id comes in webhook-id.
+func (*Sandbox) EventHeaders() []string { return sandboxEventHeaders }
+
+var sandboxEventHeaders = []string{stdwebhooks.HeaderID}
+
 // Verify implements Provider.
 func (s *Sandbox) Verify(h http.Header, body []byte, now time.Time) error {
 	return stdwebhooks.Verify(s.keys, h, body, now)

@@ -61,6 +61,9 @@ func NewStripe(secrets string) (*Stripe, error) {
 // Name implements Provider.
 func (*Stripe) Name() string { return StripeName }
 
+// EventHeaders implements Provider: Parse reads the body alone.
+func (*Stripe) EventHeaders() []string { return nil }
+
 // DeliveryFields are the members of an event that may differ between its
 // deliveries: pending_webhooks is how many endpoints had not yet
 // acknowledged it when this delivery left. The fingerprint leaves it out.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sekali/sekali/app/stdwebhooks"
 	"github.com/sekali/sekali/models"
 )
 
@@ -49,6 +50,12 @@ func NewXendit(token string) (*Xendit, error) {
 // Name implements Provider.
 func (*Xendit) Name() string { return XenditName }
 
+// EventHeaders implements Provider: the key is the webhook-id header
+// when Xendit sends one.
+func (*Xendit) EventHeaders() []string { return xenditEventHeaders }
+
+var xenditEventHeaders = []string{stdwebhooks.HeaderID}
+
 // Verify implements Provider: the token header.
 func (x *Xendit) Verify(h http.Header, _ []byte, _ time.Time) error {
 	got := h.Values(XenditTokenHeader)
@@ -87,7 +94,7 @@ func (x *Xendit) Parse(h http.Header, body []byte) (Event, error) {
 	default:
 		return Event{}, fmt.Errorf("%w: invoice status %q", ErrIgnored, inv.Status)
 	}
-	key := h.Get("webhook-id")
+	key := h.Get(stdwebhooks.HeaderID)
 	if key == "" {
 		key = inv.ID + ":" + inv.Status
 	}
