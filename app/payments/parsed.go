@@ -6,7 +6,6 @@ import (
 	"hash"
 	"io"
 	"net/http"
-	"sync"
 
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/models"
@@ -27,14 +26,11 @@ const parsedCapacity = 10_000
 // server (docs/performance.md). Refused and ignored bodies are not
 // remembered.
 type parsedBodies struct {
-	mu    sync.Mutex
-	items map[[sha256.Size]byte]Event
-	ring  [][sha256.Size]byte // insertion order, for eviction
-	next  int
+	events *recent[[sha256.Size]byte, Event]
 }
 
 func newParsedBodies(capacity int) *parsedBodies {
-	return &parsedBodies{items: make(map[[sha256.Size]byte]Event, capacity), ring: make([][sha256.Size]byte, 0, capacity)}
+	return &parsedBodies{events: newRecent[[sha256.Size]byte, Event](capacity)}
 }
 
 // parse returns parseBody(p, h, body), from memory when the same provider
@@ -42,29 +38,14 @@ func newParsedBodies(capacity int) *parsedBodies {
 func (c *parsedBodies) parse(p Provider, h http.Header, body []byte) (Event, error) {
 	names := p.EventHeaders()
 	k := parsedKey(p.Name(), names, h, body)
-	c.mu.Lock()
-	ev, ok := c.items[k]
-	c.mu.Unlock()
-	if ok {
+	if ev, ok := c.events.get(k); ok {
 		return ev, nil
 	}
 	ev, err := parseBody(p, onlyHeaders(h, names), body)
 	if err != nil {
 		return ev, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.items[k]; ok {
-		return ev, nil
-	}
-	if len(c.ring) < cap(c.ring) {
-		c.ring = append(c.ring, k)
-	} else {
-		delete(c.items, c.ring[c.next])
-		c.ring[c.next] = k
-		c.next = (c.next + 1) % len(c.ring)
-	}
-	c.items[k] = ev
+	c.events.add(k, ev)
 	return ev, nil
 }
 

@@ -51,14 +51,14 @@ func TestParsedBodiesRemembersEvents(t *testing.T) {
 		if w := want(tc.id, body(tc.order)); err != nil || got != w {
 			t.Fatalf("parse(%s, %s) = %+v, %v; want %+v", tc.id, tc.order, got, err, w)
 		}
-		if len(c.items) != tc.remembered {
-			t.Fatalf("after %s %s %s: %d remembered, want %d", tc.id, tc.signature, tc.order, len(c.items), tc.remembered)
+		if len(c.events.items) != tc.remembered {
+			t.Fatalf("after %s %s %s: %d remembered, want %d", tc.id, tc.signature, tc.order, len(c.events.items), tc.remembered)
 		}
 	}
-	if len(c.ring) != 2 {
-		t.Fatalf("%d in the ring; want the capacity, 2", len(c.ring))
+	if len(c.events.order) != 2 {
+		t.Fatalf("%d in the eviction order; want the capacity, 2", len(c.events.order))
 	}
-	if _, ok := c.items[parsedKey(SandboxName, sandbox.EventHeaders(), header("evt-1", ""), body("ORD-1"))]; ok {
+	if _, ok := c.events.items[parsedKey(SandboxName, sandbox.EventHeaders(), header("evt-1", ""), body("ORD-1"))]; ok {
 		t.Fatal("the oldest body is still remembered past the capacity")
 	}
 
@@ -90,8 +90,8 @@ func TestParsedBodiesRemembersEvents(t *testing.T) {
 			t.Fatalf("an ignored invoice: err = %v", err)
 		}
 	}
-	if len(c.items) != 2 {
-		t.Fatalf("%d remembered after refused and ignored bodies", len(c.items))
+	if len(c.events.items) != 2 {
+		t.Fatalf("%d remembered after refused and ignored bodies", len(c.events.items))
 	}
 }
 

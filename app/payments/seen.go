@@ -1,7 +1,5 @@
 package payments
 
-import "sync"
-
 // seenCapacity bounds the processed-events cache (about 100 bytes each).
 const seenCapacity = 100_000
 
@@ -14,10 +12,7 @@ const seenCapacity = 100_000
 // per process and bounded: the oldest entry leaves first, and a miss
 // falls back to the database.
 type seenEvents struct {
-	mu    sync.Mutex
-	items map[string]seenEvent
-	ring  []string // insertion order, for eviction
-	next  int
+	events *recent[string, seenEvent]
 }
 
 type seenEvent struct {
@@ -26,29 +21,15 @@ type seenEvent struct {
 }
 
 func newSeenEvents(capacity int) *seenEvents {
-	return &seenEvents{items: make(map[string]seenEvent, capacity), ring: make([]string, capacity)}
+	return &seenEvents{events: newRecent[string, seenEvent](capacity)}
 }
 
 func seenKey(provider, key string) string { return provider + "\x00" + key }
 
 func (s *seenEvents) get(provider, key string) (seenEvent, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.items[seenKey(provider, key)]
-	return e, ok
+	return s.events.get(seenKey(provider, key))
 }
 
 func (s *seenEvents) add(provider, key string, e seenEvent) {
-	k := seenKey(provider, key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.items[k]; ok {
-		return
-	}
-	if old := s.ring[s.next]; old != "" {
-		delete(s.items, old)
-	}
-	s.ring[s.next] = k
-	s.next = (s.next + 1) % len(s.ring)
-	s.items[k] = e
+	s.events.add(seenKey(provider, key), e)
 }

@@ -20,7 +20,7 @@ func TestSeenEventsIsBounded(t *testing.T) {
 		t.Fatal("keys of another provider share an entry")
 	}
 	s.add("sandbox", "d", seenEvent{hash: "changed"}) // a second add keeps the first
-	if e, _ := s.get("sandbox", "d"); e.hash != "d" || len(s.items) != 3 {
-		t.Fatalf("re-adding changed the entry (%+v) or the size (%d)", e, len(s.items))
+	if e, _ := s.get("sandbox", "d"); e.hash != "d" || len(s.events.items) != 3 {
+		t.Fatalf("re-adding changed the entry (%+v) or the size (%d)", e, len(s.events.items))
 	}
 }
