@@ -297,6 +297,9 @@ func use(a, b cpuSample, n int) *cpuUse {
 	}
 }
 
+// total is the machine's CPU per request, whoever spent it.
+func (c *cpuUse) total() float64 { return c.ServerUS + c.ClientUS + c.OtherUS }
+
 func (c *cpuUse) String() string {
 	if c == nil {
 		return ""

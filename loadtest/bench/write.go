@@ -32,6 +32,13 @@ func judge(r *results) {
 	r.Ratios["duplicate / healthz"] = r.Runs["duplicate"].Throughput / r.Runs["healthz"].Throughput
 	r.Ratios["duplicate / new_event"] = r.Runs["duplicate"].Throughput / r.Runs["new_event"].Throughput
 	r.Ratios["duplicate p99 at 80% / healthz p99 at 80%"] = r.At80["duplicate"].P99 / r.At80["healthz"].P99
+	// The most each ratio can be while the server, the load generator and
+	// PostgreSQL share the cores, from the CPU per request: a saturated
+	// machine serves capacity ÷ (CPU per request) requests a second.
+	if h, n, d := r.Runs["healthz"].CPU, r.Runs["new_event"].CPU, r.Runs["duplicate"].CPU; h != nil && n != nil && d != nil {
+		r.Ratios["shared-core bound: new_event / pgbench ceiling"] = n.OtherUS / n.total()
+		r.Ratios["shared-core bound: duplicate / healthz"] = h.total() / d.total()
+	}
 	for _, mb := range r.RSSMB {
 		r.PeakRSSMB = math.Max(r.PeakRSSMB, mb)
 	}
@@ -168,6 +175,12 @@ func markdown(r *results, svg string) string {
 		"duplicate p99 at 80%% ÷ /healthz p99 at 80%% %.2f.\n",
 		r.Ratios["new_event / pgbench pipelined ceiling"], r.Ratios["duplicate / new_event"], r.WALPerDup,
 		r.Ratios["duplicate p99 at 80% / healthz p99 at 80%"])
+	if bound, ok := r.Ratios["shared-core bound: duplicate / healthz"]; ok {
+		fmt.Fprintf(&b, "\nOn shared cores, from the CPU per request above: new events ÷ ceiling can reach at most %.2f "+
+			"(PostgreSQL and the rest's share of a new event's CPU; pgbench leaves PostgreSQL nearly the whole machine), "+
+			"duplicates ÷ /healthz at most %.2f (/healthz's CPU per request ÷ the duplicate's).\n",
+			r.Ratios["shared-core bound: new_event / pgbench ceiling"], bound)
+	}
 
 	b.WriteString("\n## Pool sweep: new events per `DB_MAX_CONNS`\n\n| DB_MAX_CONNS | req/s | ÷ ceiling | p50 ms | p99 ms | errors | CPU µs per request: server / load generator / PostgreSQL and the rest | idle | load |\n" +
 		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
