@@ -5,9 +5,11 @@
 //
 // It refuses what would let two different bodies share a fingerprint, or
 // one body mean two things to two parsers: invalid UTF-8, a key twice in
-// one object (encoding/json keeps the last, other parsers the first), and
-// a lone surrogate escape such as "\ud800" (encoding/json turns every one
-// into U+FFFD).
+// one object (encoding/json keeps the last, other parsers the first), two
+// keys of one object that differ only in case ("status" and "STATUS":
+// encoding/json fills a struct field from either, case-insensitively, so
+// which one wins depends on their order), and a lone surrogate escape such
+// as "\ud800" (encoding/json turns every one into U+FFFD).
 package canonjson
 
 import (
@@ -19,6 +21,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -27,8 +30,8 @@ import (
 var ErrInvalid = errors.New("not a single valid JSON value")
 
 // Decode parses exactly one JSON value, keeping numbers as json.Number.
-// It refuses invalid UTF-8, duplicate keys and lone surrogate escapes
-// (see the package comment).
+// It refuses invalid UTF-8, duplicate keys, keys equal but for case and
+// lone surrogate escapes (see the package comment).
 func Decode(data []byte) (any, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.Join(ErrInvalid, errors.New("the body is not valid UTF-8"))
@@ -88,29 +91,42 @@ func Hash(canonical []byte) string {
 }
 
 // unambiguous checks that data, valid JSON in UTF-8 (Decode parsed it),
-// has no key twice in one object and no lone surrogate escape.
+// has no key twice in one object, no two keys equal but for case, and no
+// lone surrogate escape.
 func unambiguous(data []byte) error {
 	if loneSurrogate(data) {
 		return errors.New("a string holds a lone surrogate escape (\\ud800-\\udfff without its pair)")
 	}
-	if duplicateKey(data) {
+	switch duplicateKey(data) {
+	case sameKey:
 		return errors.New("a key appears twice in one object")
+	case caseVariant:
+		return errors.New("two keys of one object differ only in case")
 	}
 	return nil
 }
 
+// What duplicateKey found.
+const (
+	noDuplicate = iota
+	sameKey     // "a" twice
+	caseVariant // "a" and "A"
+)
+
 // duplicateKey reports whether an object in data, valid JSON, has a key
-// twice. It reads the bytes once, without decoding the values: in valid
-// JSON a string is a key exactly when it follows an object's "{" or one
-// of its ",". (A walk over json.Decoder.Token did the same at about a
-// fifth of the server's CPU time on a duplicate callback.)
-func duplicateKey(data []byte) bool {
-	var open []map[string]bool // per open object its keys; nil for an open array
+// twice, or two keys that encoding/json would both read into one struct
+// field (equal under its case folding, foldKey). It reads the bytes once,
+// without decoding the values: in valid JSON a string is a key exactly
+// when it follows an object's "{" or one of its ",". (A walk over
+// json.Decoder.Token did the same at about a fifth of the server's CPU
+// time on a duplicate callback.)
+func duplicateKey(data []byte) int {
+	var open []map[string]string // per open object its keys, folded, to the key as written; nil for an open array
 	expectKey := false
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '{':
-			open = append(open, map[string]bool{})
+			open = append(open, map[string]string{})
 			expectKey = true
 		case '[':
 			open = append(open, nil)
@@ -133,17 +149,48 @@ func duplicateKey(data []byte) bool {
 				if strings.IndexByte(key, '\\') >= 0 { // "\u0061" and "a" are one key
 					json.Unmarshal(data[i:end+1], &key)
 				}
-				keys := open[len(open)-1]
-				if keys[key] {
-					return true
+				keys, folded := open[len(open)-1], foldKey(key)
+				if seen, ok := keys[folded]; ok {
+					if seen == key {
+						return sameKey
+					}
+					return caseVariant
 				}
-				keys[key] = true
+				keys[folded] = key
 				expectKey = false
 			}
 			i = end
 		}
 	}
-	return false
+	return noDuplicate
+}
+
+// foldKey folds a key as encoding/json matches names to struct fields
+// (bytes.EqualFold): ASCII letters to upper case, any other rune to the
+// upper case of its lower case, so the Kelvin sign folds with "k".
+func foldKey(key string) string {
+	plain := true
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c >= utf8.RuneSelf || 'a' <= c && c <= 'z' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return key
+	}
+	b := make([]byte, 0, len(key))
+	for _, r := range key {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b = append(b, byte(r))
+			continue
+		}
+		b = utf8.AppendRune(b, unicode.ToUpper(unicode.ToLower(r)))
+	}
+	return string(b)
 }
 
 // loneSurrogate reports whether a string in data has a \uD800–\uDFFF

@@ -71,19 +71,24 @@ func TestCanonicalizeRefusesInvalidJSON(t *testing.T) {
 }
 
 // What two parsers could read differently is refused: a key twice in one
-// object (at any depth), a lone surrogate escape. A pair of surrogates,
-// and an escaped backslash before "u", are fine.
+// object (at any depth), two keys that differ only in case (encoding/json
+// fills one struct field from either: the Kelvin sign K folds with "k"),
+// a lone surrogate escape. A pair of surrogates, an escaped backslash
+// before "u", and keys equal but for case in different objects are fine.
 func TestCanonicalizeRefusesAmbiguity(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{
 		`{"paid_amount":1,"paid_amount":75000}`, `{"a":{"b":1},"a":2}`, `{"a":[{"b":1,"b":2}]}`,
 		`"\ud800"`, `"\udc00"`, `{"k":"x\ud83d"}`, `{"\ud800":1}`, `"\\\ud800"`,
+		`{"transaction_status":"pending","TRANSACTION_STATUS":"expire"}`, `{"a":{"Order_ID":1,"order_id":2}}`,
+		"{\"kind\":1,\"\u212aind\":2}", `{"\u0061":1,"A":2}`,
 	} {
 		if _, err := canonjson.Canonicalize([]byte(in)); !errors.Is(err, canonjson.ErrInvalid) {
 			t.Errorf("Canonicalize(%s) error = %v, want ErrInvalid", in, err)
 		}
 	}
-	for _, in := range []string{`{"a":1,"b":{"a":1}}`, `[{"a":1},{"a":1}]`, `"\ud83d\ude00"`, `"\\ud800"`} {
+	for _, in := range []string{`{"a":1,"b":{"a":1}}`, `[{"a":1},{"a":1}]`, `"\ud83d\ude00"`, `"\\ud800"`,
+		`{"a":1,"b":{"A":1}}`, `[{"a":1},{"A":1}]`, `{"status":"PAID"}`} {
 		if _, err := canonjson.Canonicalize([]byte(in)); err != nil {
 			t.Errorf("Canonicalize(%s) = %v, want it accepted", in, err)
 		}

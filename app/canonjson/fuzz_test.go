@@ -55,7 +55,7 @@ func FuzzCanonicalize(f *testing.F) {
 			t.Fatalf("Canonicalize accepted invalid JSON %q as %q", data, c)
 		}
 		if ambiguous(data) {
-			t.Fatalf("Canonicalize accepted %q, which has a key twice or a lone surrogate", data)
+			t.Fatalf("Canonicalize accepted %q, which has a key twice, keys equal but for case, or a lone surrogate", data)
 		}
 		if !json.Valid(c) {
 			t.Fatalf("canonical form %q of %q is not valid JSON", c, data)
@@ -148,7 +148,9 @@ func strictDecode(t *testing.T, data []byte) string {
 }
 
 // ambiguous reports whether data (valid JSON) has a key twice in one
-// object or a lone surrogate escape: what Canonicalize refuses.
+// object, two keys of one object equal under strings.EqualFold (which
+// encoding/json's field matching follows), or a lone surrogate escape:
+// what Canonicalize refuses.
 func ambiguous(data []byte) bool {
 	re := regexp.MustCompile(`\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\\\\`)
 	for _, m := range re.FindAll(data, -1) {
@@ -164,7 +166,7 @@ func hasDuplicateKey(data []byte) bool {
 	dec.UseNumber()
 	type frame struct {
 		object, wantKey bool
-		seen            map[string]bool
+		seen            []string
 	}
 	var stack []*frame
 	for {
@@ -185,15 +187,17 @@ func hasDuplicateKey(data []byte) bool {
 		}
 		if top != nil && top.object && top.wantKey {
 			k := tok.(string)
-			if top.seen[k] {
-				return true
+			for _, s := range top.seen {
+				if strings.EqualFold(s, k) {
+					return true
+				}
 			}
-			top.seen[k] = true
+			top.seen = append(top.seen, k)
 			top.wantKey = false
 			continue
 		}
 		if d, ok := tok.(json.Delim); ok {
-			stack = append(stack, &frame{object: d == '{', wantKey: d == '{', seen: map[string]bool{}})
+			stack = append(stack, &frame{object: d == '{', wantKey: d == '{'})
 			continue
 		}
 		if top != nil && top.object {

@@ -173,6 +173,15 @@ func TestAmbiguousCallbacksAreRefused(t *testing.T) {
 	if r := a.callback(t, "evt_amb", twice); r.Status != 400 || r.str("code") != models.EInvalidPayload {
 		t.Errorf("same event id, paid_amount twice: %d %s; want 400 invalid_payload (it was answered duplicate)", r.Status, r.Body)
 	}
+	// Keys that differ only in case: encoding/json would read either.
+	cased := []byte(`{"order_id":"` + id + `","transaction_id":"tx-amb-case","payment_status":"paid","PAYMENT_STATUS":"expired","paid_amount":75000,"currency":"IDR"}`)
+	if r := a.callback(t, "evt_amb_case", cased); r.Status != 400 || r.str("code") != models.EInvalidPayload {
+		t.Errorf("payment_status and PAYMENT_STATUS: %d %s; want 400 invalid_payload", r.Status, r.Body)
+	}
+	order := fmt.Appendf(nil, `{"customer_email":"a@example.com","Customer_Email":"b@example.com","items":[{"sku":%q,"qty":1}]}`, "DEMO-NONE")
+	if r := a.do(t, "POST", "/api/orders", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"amb-case"}}, order); r.Status != 400 || r.str("code") != models.EInvalidPayload {
+		t.Errorf("an order with customer_email and Customer_Email: %d %s; want 400 invalid_payload", r.Status, r.Body)
+	}
 	now := time.Now()
 	h := testenv.SandboxHeaders("evt_amb_ts", good, now)
 	h.Set("webhook-timestamp", "000"+h.Get("webhook-timestamp"))
