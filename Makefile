@@ -53,7 +53,7 @@ migrate-new: ## create the next migration: make migrate-new name=add_things
 
 .PHONY: fuzz
 fuzz: ## fuzz the callback parser and the canonicaliser for 30s each
-	$(GO) test -run='^$$' -fuzz=FuzzSandboxParse -fuzztime=30s ./app/payments/
+	$(GO) test -run='^$$' -fuzz=FuzzSandboxParse -fuzztime=30s ./app/gateways/sandbox/
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=30s ./app/canonjson/
 
 .PHONY: bench

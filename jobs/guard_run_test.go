@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/payments"
@@ -200,7 +201,7 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	out := e.pay.Receive(ctx, payments.Delivery{
-		Provider: payments.SandboxName, Header: testenv.SandboxHeaders("evt_second_"+orderID, body, time.Now()),
+		Provider: sandbox.Name, Header: testenv.SandboxHeaders("evt_second_"+orderID, body, time.Now()),
 		Body: bytes.NewReader(body), ContentType: "application/json",
 	})
 	if out.Status() != 200 || out.Result != models.ResultProcessed {

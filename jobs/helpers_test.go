@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -63,7 +64,7 @@ func newEnv(t *testing.T) *env {
 	rs := testenv.StartRedis(t)
 	rdb := rs.Client()
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	return &env{
 		t: t, db: db, rdb: rdb, redis: rs, log: log,
@@ -97,7 +98,7 @@ func (e *env) paidOrder() string {
 	o := e.pendingOrder()
 	body := testenv.SandboxBody(o.ID, "tx-"+o.ID, models.EventPaid, price)
 	out := e.pay.Receive(context.Background(), payments.Delivery{
-		Provider:    payments.SandboxName,
+		Provider:    sandbox.Name,
 		Header:      testenv.SandboxHeaders("evt_"+o.ID, body, time.Now()),
 		Body:        bytes.NewReader(body),
 		ContentType: "application/json",

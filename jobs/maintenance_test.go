@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
@@ -132,7 +133,7 @@ func (f *maintOrders) payNow(o *models.Order) {
 	f.t.Helper()
 	body := testenv.SandboxBody(o.ID, "tx-"+o.ID, models.EventPaid, o.TotalAmount)
 	out := f.pay.Receive(context.Background(), payments.Delivery{
-		Provider: payments.SandboxName, Header: testenv.SandboxHeaders("evt_"+o.ID, body, time.Now()),
+		Provider: sandbox.Name, Header: testenv.SandboxHeaders("evt_"+o.ID, body, time.Now()),
 		Body: bytes.NewReader(body), ContentType: "application/json",
 	})
 	if out.Status() != 200 || out.Result != models.ResultProcessed {
@@ -158,7 +159,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	f := &maintOrders{t: t, db: db, pay: pay}
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/payments"
 )
 
@@ -112,7 +113,7 @@ func (c *client) notification(f payments.Fact, allowed ...int) *shot {
 		return nil
 	}
 	tag := f.EventID
-	if c.send.Provider() == payments.MidtransName {
+	if c.send.Provider() == midtrans.Name {
 		f.EventID = "" // Midtrans has none: its key is the transaction and its status
 	}
 	return &shot{method: "POST", path: "/callbacks/" + c.send.Provider(), event: f.EventID, notification: true,

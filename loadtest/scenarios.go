@@ -11,6 +11,9 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -67,9 +70,9 @@ type runner struct {
 // the audit is green.
 func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 	if cfg.Provider == "" {
-		cfg.Provider = payments.SandboxName
+		cfg.Provider = sandbox.Name
 	}
-	send, err := payments.NewSender(cfg.Provider, cfg.Secret)
+	send, err := gateways.NewSender(cfg.Provider, cfg.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("-secret: %w", err)
 	}
@@ -222,7 +225,7 @@ func conflict(ctx context.Context, r *runner) error {
 		// for another amount.
 		other := pending
 		other.Status, other.Amount = models.EventPaid, price
-		if r.cfg.Provider == payments.MidtransName {
+		if r.cfg.Provider == midtrans.Name {
 			other.Status = models.EventPending
 		}
 		first = append(first, r.c.notification(pending, 200))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -30,7 +31,7 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 	}
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
 	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox(cfg.SandboxKeys))
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider(cfg.SandboxKeys))
 	b.Cleanup(callbacks.Close)
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:    orderService,

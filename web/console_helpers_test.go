@@ -23,6 +23,9 @@ import (
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -86,11 +89,11 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		t.Fatal(err)
 	}
 	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	midtrans, err := payments.NewMidtrans(midtransKey)
+	midtransProvider, err := midtrans.NewProvider(midtransKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox(cfg.SandboxKeys), midtrans)
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
 	t.Cleanup(callbacks.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
 	// The listener first: the sandbox gateway sends its callbacks to it.
@@ -98,7 +101,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://"+hs.Listener.Addr().String(), log)
 	gateway.Retries = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}
-	midtransFormat, err := payments.NewSender(payments.MidtransName, midtransKey)
+	midtransFormat, err := gateways.NewSender(midtrans.Name, midtransKey)
 	if err != nil {
 		t.Fatal(err)
 	}

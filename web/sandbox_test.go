@@ -10,6 +10,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -157,7 +158,7 @@ func TestSandboxGatewayLostNotificationFoundByThePoll(t *testing.T) {
 	if o.Status != models.OrderPending {
 		t.Fatalf("order %s before the poll, want pending: nothing was sent", o.Status)
 	}
-	status := &payments.SandboxStatus{BaseURL: c.URL}
+	status := sandbox.NewStatusClient(c.URL)
 	for poll, want := range []int{1, 0} {
 		applied, err := c.payments.Poll(context.Background(), []payments.StatusClient{status}, time.Hour)
 		if err != nil || applied != want {

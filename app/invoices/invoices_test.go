@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/invoices"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -39,7 +40,7 @@ func newFixture(t *testing.T, n int64) *fixture {
 	t.Helper()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	testenv.MustCreateProduct(t, db, "INV-TEST", price, n)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay, sku: "INV-TEST"}
@@ -62,7 +63,7 @@ func (f *fixture) paidOrder() string {
 	id := f.pendingOrder()
 	body := testenv.SandboxBody(id, "tx-"+id, models.EventPaid, price)
 	out := f.pay.Receive(context.Background(), payments.Delivery{
-		Provider:    payments.SandboxName,
+		Provider:    sandbox.Name,
 		Header:      testenv.SandboxHeaders("evt_"+id, body, time.Now()),
 		Body:        bytes.NewReader(body),
 		ContentType: "application/json",

@@ -13,6 +13,10 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
@@ -32,19 +36,19 @@ func gatewayFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	midtrans, err := payments.NewMidtrans(midtransKey)
+	midtrans, err := midtrans.NewProvider(midtransKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	xendit, err := payments.NewXendit(xenditToken)
+	xendit, err := xendit.NewProvider(xenditToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stripe, err := payments.NewStripe("whsec_old_rotated_out," + stripeSecret)
+	stripe, err := stripe.NewProvider("whsec_old_rotated_out," + stripeSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}), midtrans, xendit, stripe)
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}), midtrans, xendit, stripe)
 	t.Cleanup(pay.Close)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
 }
@@ -68,21 +72,21 @@ func (f *fixture) send(d delivery) payments.Outcome {
 
 // midtransNotification builds a signed Midtrans notification.
 func midtransNotification(orderID, txID, status, fraud, gross, currency string) delivery {
-	n := payments.MidtransNotification{OrderID: orderID, TransactionID: txID, TransactionStatus: status, FraudStatus: fraud,
+	n := midtrans.Notification{OrderID: orderID, TransactionID: txID, TransactionStatus: status, FraudStatus: fraud,
 		StatusCode: "200", GrossAmount: gross, Currency: currency, PaymentType: "bank_transfer"}
 	if status == "pending" {
 		n.StatusCode = "201"
 	}
-	n.SignatureKey = payments.MidtransSignature(n, midtransKey)
+	n.SignatureKey = midtrans.Signature(n, midtransKey)
 	b, _ := json.Marshal(n)
-	return delivery{provider: payments.MidtransName, body: b}
+	return delivery{provider: midtrans.Name, body: b}
 }
 
 // xenditInvoice builds a Xendit invoice callback with the right token.
 func xenditInvoice(orderID, invoiceID, status, paidAmount, currency string) delivery {
 	b, _ := json.Marshal(map[string]any{"id": invoiceID, "external_id": orderID, "status": status,
 		"paid_amount": json.Number(paidAmount), "amount": json.Number(paidAmount), "currency": currency, "merchant_name": "Sekali"})
-	return delivery{provider: payments.XenditName, header: http.Header{payments.XenditTokenHeader: {xenditToken}}, body: b}
+	return delivery{provider: xendit.Name, header: http.Header{xendit.TokenHeader: {xenditToken}}, body: b}
 }
 
 // stripeEvent builds a Stripe event of type typ about object, signed with
@@ -91,7 +95,7 @@ func stripeEvent(id, typ string, object map[string]any) delivery {
 	b, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "api_version": "2020-08-27",
 		"created": time.Now().Unix(), "data": map[string]any{"object": object}})
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: b, Secret: stripeSecret, Timestamp: time.Now()})
-	return delivery{provider: payments.StripeName, header: http.Header{"Stripe-Signature": {signed.Header}}, body: b}
+	return delivery{provider: stripe.Name, header: http.Header{"Stripe-Signature": {signed.Header}}, body: b}
 }
 
 func paymentIntent(orderID, piID string, amount int64, currency string) map[string]any {
@@ -126,7 +130,7 @@ var gateways = []gateway{
 			d := midtransNotification(orderID, ref, "settlement", "", "50000.00", "IDR")
 			var n map[string]any
 			json.Unmarshal(d.body, &n)
-			n["signature_key"] = payments.MidtransSignature(payments.MidtransNotification{OrderID: orderID, StatusCode: "200", GrossAmount: "50000.00"}, "SB-Mid-server-NOT-OURS")
+			n["signature_key"] = midtrans.Signature(midtrans.Notification{OrderID: orderID, StatusCode: "200", GrossAmount: "50000.00"}, "SB-Mid-server-NOT-OURS")
 			d.body, _ = json.Marshal(n)
 			return d
 		},
@@ -142,7 +146,7 @@ var gateways = []gateway{
 		},
 		forged: func(orderID, ref string) delivery {
 			d := xenditInvoice(orderID, ref, "PAID", "50000", "IDR")
-			d.header.Set(payments.XenditTokenHeader, "a-guessed-token-0000")
+			d.header.Set(xendit.TokenHeader, "a-guessed-token-0000")
 			return d
 		},
 		ignored: func(orderID string) delivery { return xenditInvoice(orderID, "inv-void", "VOIDED", "0", "IDR") },
@@ -300,33 +304,7 @@ func waitForRows(t *testing.T, f *fixture, provider string) {
 func stripeEventRaw(event map[string]any) delivery {
 	b, _ := json.Marshal(event)
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: b, Secret: stripeSecret, Timestamp: time.Now()})
-	return delivery{provider: payments.StripeName, header: http.Header{"Stripe-Signature": {signed.Header}}, body: b}
-}
-
-// The signature formula of docs.midtrans.com/reference/handle-async-payment
-// (SHA-512 of order_id + status_code + gross_amount + server key) on the
-// sample notification of github.com/Midtrans/midtrans-python-client
-// examples/transaction_actions/notification_example.py, with this test's
-// server key; computed independently with sha512sum.
-func TestMidtransSignatureVector(t *testing.T) {
-	t.Parallel()
-	n := payments.MidtransNotification{OrderID: "test-transaction-321", StatusCode: "201", GrossAmount: "24145.00"}
-	const want = "47b0cff6bf53c9f00ae26872cfcf232837e5c130402abc98e224d19dcf763ae73e1b630c08c8eea589ee08091c3eb75bea627127ddae961195eca9715130246f"
-	if got := payments.MidtransSignature(n, midtransKey); got != want {
-		t.Fatalf("signature %s, want %s", got, want)
-	}
-	m, _ := payments.NewMidtrans(midtransKey)
-	body := []byte(`{"currency":"IDR","fraud_status":"accept","gross_amount":"24145.00","order_id":"test-transaction-321",` +
-		`"payment_type":"bank_transfer","status_code":"201","status_message":"Success, Bank Transfer transaction is created",` +
-		`"transaction_id":"6ee793df-9b1d-4343-8eda-cc9663b4222f","transaction_status":"pending",` +
-		`"transaction_time":"2018-10-24 15:34:33","signature_key":"` + want + `"}`)
-	if err := m.Verify(nil, body, time.Now()); err != nil {
-		t.Fatalf("the published sample with its signature: %v", err)
-	}
-	ev, err := m.Parse(nil, body)
-	if err != nil || ev.Key != "6ee793df-9b1d-4343-8eda-cc9663b4222f:pending:accept" || ev.Status != models.EventPending || ev.Amount != 24145 {
-		t.Fatalf("parsed %+v, %v", ev, err)
-	}
+	return delivery{provider: stripe.Name, header: http.Header{"Stripe-Signature": {signed.Header}}, body: b}
 }
 
 // Each gateway's refund notification refunds the paid order's charge.

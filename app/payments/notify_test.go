@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
@@ -23,7 +24,7 @@ func TestPaidEventWakesTheRelays(t *testing.T) {
 	url := testenv.NewDatabaseURL(t)
 	db := testenv.OpenDB(t, url)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	f := &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
 	orderID, _ := f.orderIn(models.OrderPending)

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
@@ -31,7 +32,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
 }
@@ -48,7 +49,7 @@ func (f *fixture) deliverRef(orderID, ref string, ev models.PaymentEvent, amount
 	f.n++
 	body := testenv.SandboxBody(orderID, ref, ev, amount)
 	return f.pay.Receive(context.Background(), payments.Delivery{
-		Provider:    payments.SandboxName,
+		Provider:    sandbox.Name,
 		Header:      testenv.SandboxHeaders(fmt.Sprintf("evt_%d", f.n), body, time.Now()),
 		Body:        bytesReader(body),
 		ContentType: "application/json",
@@ -272,7 +273,7 @@ func TestRepeatedDeliveryNeedsNoDatabase(t *testing.T) {
 	body := testenv.SandboxBody(orderID, "tx-mem", models.EventPaid, price)
 	send := func(b []byte) payments.Outcome {
 		return f.pay.Receive(context.Background(), payments.Delivery{
-			Provider: payments.SandboxName, Header: testenv.SandboxHeaders("evt_mem", b, time.Now()),
+			Provider: sandbox.Name, Header: testenv.SandboxHeaders("evt_mem", b, time.Now()),
 			Body: bytesReader(b), ContentType: "application/json",
 		})
 	}

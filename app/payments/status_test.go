@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -59,7 +62,7 @@ func TestPollAndPushConverge(t *testing.T) {
 		"/v2/" + pollFirst + "/status": midtransStatusAnswer(pollFirst, "tx-poll-"+pollFirst),
 		"/v2/" + pushFirst + "/status": midtransStatusAnswer(pushFirst, "tx-push-"+pushFirst),
 	})
-	client, err := payments.NewMidtransStatus(midtransKey, srv.URL)
+	client, err := midtrans.NewStatusClient(midtransKey, srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func TestPollAndPushConverge(t *testing.T) {
 	if err != nil || !found || ev.Key != "tx-poll-"+pollFirst+":settlement" {
 		t.Fatalf("status of %s: %+v %v %v", pollFirst, ev, found, err)
 	}
-	if out := f.pay.ApplyPolled(ctx, payments.MidtransName, ev); out.Result != models.ResultProcessed {
+	if out := f.pay.ApplyPolled(ctx, midtrans.Name, ev); out.Result != models.ResultProcessed {
 		t.Fatalf("the polled fact: %+v", out)
 	}
 	if out := f.send(midtransNotification(pollFirst, "tx-poll-"+pollFirst, "settlement", "", "50000.00", "IDR")); out.Result != models.ResultDuplicate {
@@ -81,12 +84,12 @@ func TestPollAndPushConverge(t *testing.T) {
 		t.Fatalf("the notification: %+v", out)
 	}
 	ev, _, _ = client.Status(ctx, pushFirst)
-	if out := f.pay.ApplyPolled(ctx, payments.MidtransName, ev); out.Result != models.ResultDuplicate {
+	if out := f.pay.ApplyPolled(ctx, midtrans.Name, ev); out.Result != models.ResultDuplicate {
 		t.Errorf("the poll after the notification: %s (%s), want duplicate", out.Result, out.Detail)
 	}
 	// A poll that says something else under the same key is a conflict.
 	ev.Amount++
-	if out := f.pay.ApplyPolled(ctx, payments.MidtransName, ev); out.Result != models.ResultConflict {
+	if out := f.pay.ApplyPolled(ctx, midtrans.Name, ev); out.Result != models.ResultConflict {
 		t.Errorf("a poll with another amount under the key: %s, want conflict", out.Result)
 	}
 	for _, id := range []string{pollFirst, pushFirst} {
@@ -120,11 +123,11 @@ func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
 		"/v2/invoices?external_id=" + unknown: "[]", // Xendit lists none
 	})
 	msrv := statusServer(t, nil) // Midtrans knows none of them
-	xendit, err := payments.NewXenditStatus("xnd_development_0123456789", xsrv.URL)
+	xendit, err := xendit.NewStatusClient("xnd_development_0123456789", xsrv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	midtrans, _ := payments.NewMidtransStatus(midtransKey, msrv.URL)
+	midtrans, _ := midtrans.NewStatusClient(midtransKey, msrv.URL)
 	applied, err := f.pay.Poll(context.Background(), []payments.StatusClient{midtrans, xendit}, 2*time.Hour)
 	if err != nil || applied != 1 {
 		t.Fatalf("Poll: %d applied, %v; want 1 (the paid invoice)", applied, err)
@@ -205,7 +208,7 @@ func TestStripePollFindsTheEventOrFallsBackToTheCharge(t *testing.T) {
 		near: {pi(near, "pi_near")},
 		far:  {{"id": "pi_far_failed", "status": "requires_payment_method"}, pi(far, "pi_far")},
 	}, events)
-	client, err := payments.NewStripeStatus("sk_test_status", srv.URL)
+	client, err := stripe.NewStatusClient("sk_test_status", srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +217,7 @@ func TestStripePollFindsTheEventOrFallsBackToTheCharge(t *testing.T) {
 	if err != nil || !found || ev.Key != "evt_near" || ev.TransactionID != "pi_near" || ev.Amount != 50000 {
 		t.Fatalf("status of %s: %+v %v %v; want the event on the second page", near, ev, found, err)
 	}
-	f.pay.ApplyPolled(ctx, payments.StripeName, ev)
+	f.pay.ApplyPolled(ctx, stripe.Name, ev)
 	if out := f.send(stripeEvent("evt_near", "payment_intent.succeeded", pi(near, "pi_near"))); out.Result != models.ResultDuplicate {
 		t.Errorf("the notification after the poll: %s (%s), want duplicate", out.Result, out.Detail)
 	}
@@ -224,7 +227,7 @@ func TestStripePollFindsTheEventOrFallsBackToTheCharge(t *testing.T) {
 	if err != nil || !found || ev.Key != "pi_far:succeeded" {
 		t.Fatalf("status of %s with one page: %+v %v %v; want the PaymentIntent's own key", far, ev, found, err)
 	}
-	if out := f.pay.ApplyPolled(ctx, payments.StripeName, ev); out.Result != models.ResultProcessed {
+	if out := f.pay.ApplyPolled(ctx, stripe.Name, ev); out.Result != models.ResultProcessed {
 		t.Fatalf("the polled PaymentIntent: %+v", out)
 	}
 	if out := f.send(stripeEvent("evt_far", "payment_intent.succeeded", pi(far, "pi_far"))); out.Result != models.ResultStale {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -79,7 +80,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	testenv.MustCreateProduct(t, db, "CRASH", 10000, paidOrders)
 	log := testenv.Logger(t)
 	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), payments.NewSandbox([][]byte{testenv.SandboxKey}))
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(callbacks.Close)
 	ids := make([]string, paidOrders)
 	for i := range ids {
@@ -91,7 +92,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		}
 		ids[i] = o.ID
 		body := testenv.SandboxBody(o.ID, "tx-"+o.ID, models.EventPaid, 10000)
-		out := callbacks.Receive(context.Background(), payments.Delivery{Provider: payments.SandboxName,
+		out := callbacks.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name,
 			Header: testenv.SandboxHeaders("evt-"+o.ID, body, time.Now()), Body: bytesReader(body), ContentType: "application/json"})
 		if out.Result != models.ResultProcessed {
 			t.Fatalf("paying %s: %+v", o.ID, out)

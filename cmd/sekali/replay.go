@@ -9,7 +9,8 @@ import (
 	"strings"
 
 	"github.com/sekali/sekali/app/config"
-	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/loadtest"
 )
 
@@ -31,7 +32,7 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 	duration := fs.Duration("duration", d.Duration, "length of the steady scenario")
 	rate := fs.Int("rate", d.Rate, "requests per second of the steady scenario")
 	drain := fs.Duration("drain-timeout", d.DrainTimeout, "how long the audit may wait for the jobs to finish")
-	provider := fs.String("provider", payments.SandboxName, "the gateway whose callbacks are replayed: "+strings.Join(payments.SenderProviders, ", "))
+	provider := fs.String("provider", sandbox.Name, "the gateway whose callbacks are replayed: "+strings.Join(gateways.Names(), ", "))
 	secret := fs.String("secret", "", "the secret the server checks that gateway's callbacks with; default its variable (SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN, STRIPE_WEBHOOK_SECRET) or, for sandbox, the development secret")
 	token := fs.String("token", getenv("ADMIN_API_TOKEN"), "the server's ADMIN_API_TOKEN; default the variable")
 	jsonPath := fs.String("json", "", "also write the reports to this file as JSON")
@@ -48,7 +49,7 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if *secret == "" {
 		if *secret = defaultSecret(*provider, getenv); *secret == "" {
-			return &exitError{code: 2, msg: fmt.Sprintf("replay needs -secret or %s for %s", signSecrets[*provider], *provider)}
+			return &exitError{code: 2, msg: fmt.Sprintf("replay needs -secret or %s for %s", secretVariable(*provider), *provider)}
 		}
 	}
 	if *token == "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
@@ -85,7 +86,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL)
 	orderService.MaxUnits = int64(cfg.OrderMaxUnits)
-	providers, err := newProviders(cfg)
+	// The web role listens first: the sandbox gateway answers on its
+	// address, and the gateways that ask it need to know where.
+	var ln net.Listener
+	sandboxURL := cfg.SandboxCallbackURL // where this deployment's sandbox gateway answers, if anywhere
+	if slices.Contains(roles, "web") {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("HTTP_ADDR: %w", err)
+		}
+		defer ln.Close()
+		if cfg.SandboxGateway {
+			sandboxURL = callbackURL(cfg, ln.Addr())
+		}
+	}
+	gatewaySet, err := gateways.Configure(cfg, sandboxURL)
 	if err != nil {
 		return err
 	}
@@ -94,13 +108,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	metricSet := metrics.New()
 	inspector := asynq.NewInspectorFromRedisClient(rdb) // the queue gauges and the console read the queue through it
 	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(inspector))
-	callbacks := payments.NewService(db, log, time.Now, metricSet, providers...)
+	callbacks := payments.NewService(db, log, time.Now, metricSet, gatewaySet.Providers()...)
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
 
 	g, ctx := errgroup.WithContext(ctx)
-	sandboxURL := cfg.SandboxCallbackURL // where this deployment's sandbox gateway answers, if anywhere
 	if slices.Contains(roles, "web") {
 		sqlDB, err := db.DB()
 		if err != nil {
@@ -111,10 +124,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		// asynqmon builds (and closes) clients of its own from the same URL.
 		queuesUI := asynqmon.New(asynqmon.Options{RootPath: "/admin/queues", RedisConnOpt: redisConn})
 		defer queuesUI.Close()
-		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("HTTP_ADDR: %w", err)
-		}
 		deps := web.Deps{
 			Orders:    orderService,
 			Callbacks: callbacks,
@@ -134,13 +143,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Queues:   queuesUI,
 		}
 		if cfg.SandboxGateway { // the pretend gateway, for development and QA only
-			sandboxURL = callbackURL(cfg, ln.Addr())
 			gateway := sandboxgw.New(orderService, cfg.SandboxKeys[0], sandboxURL, log)
-			for provider, secret := range map[string]string{payments.MidtransName: cfg.MidtransServerKey,
-				payments.XenditName: cfg.XenditCallbackToken, payments.StripeName: cfg.StripeWebhookSecret} {
-				if sender, err := payments.NewSender(provider, secret); err == nil { // set and valid (newProviders checked)
-					gateway.Speak(sender)
-				}
+			for _, sender := range gatewaySet.Senders() { // each mounted gateway's format
+				gateway.Speak(sender)
 			}
 			defer gateway.Close()
 			deps.PaymentPage = gateway
@@ -173,10 +178,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if err != nil {
 			return err
 		}
-		statusClients, err := newStatusClients(cfg, sandboxURL)
-		if err != nil {
-			return err
-		}
+		statusClients := gatewaySet.StatusClients()
 		g.Go(func() error {
 			return jobs.RunWorker(ctx, db, rdb, log, orderService, sender, metricSet, jobs.WorkerConfig{
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
@@ -251,69 +253,6 @@ func parseRoles(s string) ([]string, error) {
 		roles = append(roles, r)
 	}
 	return roles, nil
-}
-
-// newProviders builds the payment gateways whose secrets are set: the
-// sandbox with SANDBOX_WEBHOOK_SECRET (or the development secret, when
-// the sandbox gateway runs), Midtrans, Xendit and Stripe when configured. A secret
-// of the wrong form stops start-up with a message that names it (never
-// its value).
-func newProviders(cfg config.Config) ([]payments.Provider, error) {
-	var providers []payments.Provider
-	if len(cfg.SandboxKeys) > 0 { // a secret of its own, or the sandbox gateway's development secret
-		providers = append(providers, payments.NewSandbox(cfg.SandboxKeys))
-	}
-	for _, p := range []struct {
-		variable, secret string
-		build            func(string) (payments.Provider, error)
-	}{
-		{"MIDTRANS_SERVER_KEY", cfg.MidtransServerKey, func(s string) (payments.Provider, error) { return payments.NewMidtrans(s) }},
-		{"XENDIT_CALLBACK_TOKEN", cfg.XenditCallbackToken, func(s string) (payments.Provider, error) { return payments.NewXendit(s) }},
-		{"STRIPE_WEBHOOK_SECRET", cfg.StripeWebhookSecret, func(s string) (payments.Provider, error) { return payments.NewStripe(s) }},
-	} {
-		if p.secret == "" {
-			continue
-		}
-		provider, err := p.build(p.secret)
-		if err != nil {
-			return nil, fmt.Errorf("configuration:\n  %s: %v", p.variable, err)
-		}
-		providers = append(providers, provider)
-	}
-	return providers, nil
-}
-
-// newStatusClients returns a status client for each gateway that can be
-// asked: Midtrans with its server key, Xendit and Stripe with their
-// secret API keys, and the sandbox gateway when it is on and this process
-// knows where it answers (the web role here, or SANDBOX_CALLBACK_URL).
-func newStatusClients(cfg config.Config, sandboxURL string) ([]payments.StatusClient, error) {
-	var clients []payments.StatusClient
-	if cfg.MidtransServerKey != "" {
-		c, err := payments.NewMidtransStatus(cfg.MidtransServerKey, cfg.MidtransAPIURL)
-		if err != nil {
-			return nil, fmt.Errorf("configuration:\n  MIDTRANS_SERVER_KEY: %v", err)
-		}
-		clients = append(clients, c)
-	}
-	if cfg.XenditSecretKey != "" {
-		c, err := payments.NewXenditStatus(cfg.XenditSecretKey, cfg.XenditAPIURL)
-		if err != nil {
-			return nil, fmt.Errorf("configuration:\n  XENDIT_SECRET_KEY: %v", err)
-		}
-		clients = append(clients, c)
-	}
-	if cfg.StripeSecretKey != "" {
-		c, err := payments.NewStripeStatus(cfg.StripeSecretKey, cfg.StripeAPIURL)
-		if err != nil {
-			return nil, fmt.Errorf("configuration:\n  STRIPE_SECRET_KEY: %v", err)
-		}
-		clients = append(clients, c)
-	}
-	if cfg.SandboxGateway && sandboxURL != "" {
-		clients = append(clients, &payments.SandboxStatus{BaseURL: strings.TrimSuffix(sandboxURL, "/")})
-	}
-	return clients, nil
 }
 
 // callbackURL is where the sandbox gateway sends its callbacks:

@@ -8,26 +8,26 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 )
 
-// signSecrets is where sign finds each gateway's secret by default: the
+// secretVariable is where sign finds a gateway's secret by default: the
 // variable the server checks its callbacks with.
-var signSecrets = map[string]string{
-	payments.SandboxName:  "SANDBOX_WEBHOOK_SECRET",
-	payments.MidtransName: "MIDTRANS_SERVER_KEY",
-	payments.XenditName:   "XENDIT_CALLBACK_TOKEN",
-	payments.StripeName:   "STRIPE_WEBHOOK_SECRET",
+func secretVariable(provider string) string {
+	e, _ := gateways.Find(provider)
+	return e.SecretVariable
 }
 
 // defaultSecret is the first secret of the variable the server checks
 // provider's callbacks with; for the sandbox, the development secret when
 // the variable is unset.
 func defaultSecret(provider string, getenv func(string) string) string {
-	if provider == payments.SandboxName {
+	if provider == sandbox.Name {
 		return firstSecret(getenv)
 	}
-	return strings.TrimSpace(strings.Split(getenv(signSecrets[provider]), ",")[0])
+	return strings.TrimSpace(strings.Split(getenv(secretVariable(provider)), ",")[0])
 }
 
 // sign is `sekali sign`: it signs a callback body the way its gateway
@@ -36,7 +36,7 @@ func defaultSecret(provider string, getenv func(string) string) string {
 // prints the body with its signature_key.
 func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("sign", stderr)
-	provider := fs.String("provider", payments.SandboxName, "the gateway's format: "+strings.Join(payments.SenderProviders, ", "))
+	provider := fs.String("provider", sandbox.Name, "the gateway's format: "+strings.Join(gateways.Names(), ", "))
 	id := fs.String("id", "", "event id: webhook-id for sandbox (required) and Xendit (optional); Midtrans and Stripe take theirs from the body")
 	body := fs.String("body", "", "the exact body to sign; - reads it from standard input")
 	secret := fs.String("secret", "", "the secret (default: the variable the server reads — SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN or STRIPE_WEBHOOK_SECRET — or, for sandbox, the development secret)")
@@ -45,10 +45,10 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if !slices.Contains(payments.SenderProviders, *provider) {
-		return &exitError{code: 2, msg: fmt.Sprintf("sign: --provider must be one of %s", strings.Join(payments.SenderProviders, ", "))}
+	if !slices.Contains(gateways.Names(), *provider) {
+		return &exitError{code: 2, msg: fmt.Sprintf("sign: --provider must be one of %s", strings.Join(gateways.Names(), ", "))}
 	}
-	if *body == "" || (*provider == payments.SandboxName && *id == "") {
+	if *body == "" || (*provider == sandbox.Name && *id == "") {
 		fs.Usage()
 		return &exitError{code: 2, msg: "sign needs --body (and --id for sandbox)"}
 	}
@@ -61,10 +61,10 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 	}
 	if *secret == "" {
 		if *secret = defaultSecret(*provider, getenv); *secret == "" {
-			return &exitError{code: 2, msg: fmt.Sprintf("sign: --secret or %s is needed for %s", signSecrets[*provider], *provider)}
+			return &exitError{code: 2, msg: fmt.Sprintf("sign: --secret or %s is needed for %s", secretVariable(*provider), *provider)}
 		}
 	}
-	sender, err := payments.NewSender(*provider, *secret)
+	sender, err := gateways.NewSender(*provider, *secret)
 	if err != nil {
 		return fmt.Errorf("--secret: %w", err)
 	}
@@ -76,7 +76,7 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if *provider == payments.MidtransName {
+	if *provider == midtrans.Name {
 		fmt.Fprintf(stdout, "%s\n", signed)
 		return nil
 	}

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 )
@@ -30,13 +34,13 @@ func TestSignEachGateway(t *testing.T) {
 		receiver payments.Provider
 		body     string
 	}{
-		{"sandbox", payments.NewSandbox([][]byte{testenv.SandboxKey}),
+		{"sandbox", sandbox.NewProvider([][]byte{testenv.SandboxKey}),
 			`{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000,"currency":"IDR"}`},
-		{"midtrans", must(payments.NewMidtrans(env["MIDTRANS_SERVER_KEY"])),
+		{"midtrans", must(midtrans.NewProvider(env["MIDTRANS_SERVER_KEY"])),
 			`{"order_id":"ORD-1","transaction_id":"tx-1","transaction_status":"settlement","status_code":"200","gross_amount":"150000.00"}`},
-		{"xendit", must(payments.NewXendit(env["XENDIT_CALLBACK_TOKEN"])),
+		{"xendit", must(xendit.NewProvider(env["XENDIT_CALLBACK_TOKEN"])),
 			`{"id":"inv-1","external_id":"ORD-1","status":"PAID","paid_amount":150000,"currency":"IDR"}`},
-		{"stripe", must(payments.NewStripe(env["STRIPE_WEBHOOK_SECRET"])),
+		{"stripe", must(stripe.NewProvider(env["STRIPE_WEBHOOK_SECRET"])),
 			`{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount_received":15000000,"currency":"idr","metadata":{"order_id":"ORD-1"}}}}`},
 	} {
 		var out bytes.Buffer

@@ -30,6 +30,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -114,7 +116,7 @@ func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *
 		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, Retries: RetrySchedule,
 		stop: make(chan struct{}),
 	}
-	g.Speak(payments.NewSandboxSender(key))
+	g.Speak(sandbox.NewSender(key))
 	return g
 }
 
@@ -157,7 +159,7 @@ func (g *Gateway) status(c echo.Context) error {
 	if !ok {
 		return c.JSON(http.StatusNotFound, map[string]string{"error": "no payment for this order"})
 	}
-	body, err := g.senders[payments.SandboxName].Body(f)
+	body, err := g.senders[sandbox.Name].Body(f)
 	if err != nil {
 		return err
 	}
@@ -192,7 +194,7 @@ func (g *Gateway) ParsePlan(outcome, copies, mode, provider string) (Plan, error
 	case sender == nil:
 		return p, models.Errorf(models.EInvalid, "provider must be one of %s (a gateway is here when its secret is set)",
 			strings.Join(g.formats, ", "))
-	case p.Mode == ModeLost && provider != payments.SandboxName:
+	case p.Mode == ModeLost && provider != sandbox.Name:
 		return p, models.Errorf(models.EInvalid, "lost works in the sandbox format: the status endpoint answers in it")
 	}
 	for _, status := range []models.PaymentEvent{p.Outcome, models.EventFailed} {
@@ -290,14 +292,14 @@ func (g *Gateway) lose(orderID string, ev event) {
 // deliver sends ev until it is answered 2xx or the retry schedule runs
 // out, recording each attempt.
 func (g *Gateway) deliver(orderID string, ev event, note string) {
-	if ev.format == payments.SandboxName { // the status endpoint answers in the sandbox format
+	if ev.format == sandbox.Name { // the status endpoint answers in the sandbox format
 		g.mu.Lock()
 		g.last[orderID] = ev.fact
 		g.mu.Unlock()
 	}
 	id := ev.fact.EventID
-	if ev.format == payments.MidtransName {
-		id = payments.MidtransKey(ev.fact) // it sends no event id
+	if ev.format == midtrans.Name {
+		id = midtrans.Key(ev.fact) // it sends no event id
 	}
 	for attempt := 1; ; attempt++ {
 		status, result := g.send(ev)

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/sandboxgw"
@@ -18,11 +21,11 @@ import (
 func TestParsePlan(t *testing.T) {
 	t.Parallel()
 	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
-	midtrans, err := payments.NewSender(payments.MidtransName, "SB-Mid-server-PLAN0123456789")
+	midtrans, err := gateways.NewSender(midtrans.Name, "SB-Mid-server-PLAN0123456789")
 	if err != nil {
 		t.Fatal(err)
 	}
-	xendit, err := payments.NewSender(payments.XenditName, "xnd-callback-token-plan-0123")
+	xendit, err := gateways.NewSender(xendit.Name, "xnd-callback-token-plan-0123")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +70,7 @@ func TestCloseStopsRetries(t *testing.T) {
 	g := sandboxgw.New(nil, testenv.SandboxKey, sekali.URL, testenv.Logger(t))
 	g.Retries = []time.Duration{time.Hour}
 	order := &models.Order{ID: "ORD-CLOSE", TotalAmount: 1000, Currency: "IDR"}
-	g.Start(order, sandboxgw.Plan{Outcome: models.EventPaid, Copies: 1, Mode: sandboxgw.ModeSequential, Provider: payments.SandboxName})
+	g.Start(order, sandboxgw.Plan{Outcome: models.EventPaid, Copies: 1, Mode: sandboxgw.ModeSequential, Provider: sandbox.Name})
 	testenv.Eventually(t, 10*time.Second, "the first delivery answered 503", func() bool {
 		return len(g.Deliveries(order.ID)) == 1
 	})

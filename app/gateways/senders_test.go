@@ -1,10 +1,15 @@
-package payments_test
+package gateways_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -22,24 +27,24 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 		receiver                payments.Provider
 		key                     func(f payments.Fact) string
 	}{
-		{payments.SandboxName, testenv.SandboxSecret, "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0",
-			payments.NewSandbox([][]byte{testenv.SandboxKey}), func(f payments.Fact) string { return f.EventID }},
-		{payments.MidtransName, midtransKey, "SB-Mid-server-NOT-OURS", must(payments.NewMidtrans(midtransKey)),
+		{sandbox.Name, testenv.SandboxSecret, "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0",
+			sandbox.NewProvider([][]byte{testenv.SandboxKey}), func(f payments.Fact) string { return f.EventID }},
+		{midtrans.Name, midtransKey, "SB-Mid-server-NOT-OURS", must(midtrans.NewProvider(midtransKey)),
 			func(f payments.Fact) string {
 				return f.TransactionID + ":" + map[models.PaymentEvent]string{models.EventPaid: "settlement", models.EventPending: "pending",
 					models.EventFailed: "deny", models.EventExpired: "expire", models.EventRefunded: "refund"}[f.Status]
 			}},
-		{payments.XenditName, xenditToken, "xnd-callback-token-NOT-OURS", must(payments.NewXendit(xenditToken)),
+		{xendit.Name, xenditToken, "xnd-callback-token-NOT-OURS", must(xendit.NewProvider(xenditToken)),
 			func(f payments.Fact) string { return f.EventID }},
-		{payments.StripeName, stripeSecret, "whsec_not_ours_0123456789", must(payments.NewStripe(stripeSecret)),
+		{stripe.Name, stripeSecret, "whsec_not_ours_0123456789", must(stripe.NewProvider(stripeSecret)),
 			func(f payments.Fact) string { return f.EventID }},
 	} {
 		t.Run(tc.provider, func(t *testing.T) {
-			sender, err := payments.NewSender(tc.provider, tc.secret)
+			sender, err := gateways.NewSender(tc.provider, tc.secret)
 			if err != nil {
 				t.Fatal(err)
 			}
-			forger, err := payments.NewSender(tc.provider, tc.other)
+			forger, err := gateways.NewSender(tc.provider, tc.other)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,6 +90,13 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 		})
 	}
 }
+
+// The test secrets of the three gateways.
+const (
+	midtransKey  = "SB-Mid-server-TEST0123456789abcdef"
+	xenditToken  = "xnd-callback-token-0123456789"
+	stripeSecret = "whsec_test_0123456789abcdef"
+)
 
 func must[T any](v T, err error) T {
 	if err != nil {

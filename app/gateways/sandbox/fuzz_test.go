@@ -1,11 +1,11 @@
-package payments_test
+package sandbox_test
 
 import (
 	"net/http"
 	"testing"
 
 	"github.com/sekali/sekali/app/canonjson"
-	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/models"
 )
 
@@ -40,14 +40,14 @@ func FuzzSandboxParse(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.id, []byte(s.body))
 	}
-	sandbox := payments.NewSandbox(nil)
+	p := sandbox.NewProvider(nil)
 	f.Fuzz(func(t *testing.T, id string, body []byte) {
 		var h http.Header // a nil header must work too
 		if id != "" {
 			h = http.Header{}
 			h.Set("webhook-id", id)
 		}
-		ev, err := sandbox.Parse(h, body)
+		ev, err := p.Parse(h, body)
 		canonical, canonErr := canonjson.Canonicalize(body)
 
 		if err != nil {
@@ -85,7 +85,7 @@ func FuzzSandboxParse(f *testing.F) {
 		if canonErr != nil {
 			return
 		}
-		ev2, err2 := sandbox.Parse(h, canonical)
+		ev2, err2 := p.Parse(h, canonical)
 		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
 			t.Fatalf("Parse(body) error %v, Parse(canonical) error %v\nbody:      %q\ncanonical: %q", err, err2, body, canonical)
 		}

@@ -1,0 +1,41 @@
+// Package httpjson is how the gateway packages ask a gateway's API: one
+// JSON request with basic auth, a bounded answer, a timeout.
+package httpjson
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+)
+
+// MaxBody bounds an answer read.
+const MaxBody = 1 << 20
+
+// NewClient is the HTTP client of a gateway's API: every request ends
+// within timeout.
+func NewClient(timeout time.Duration) *http.Client { return &http.Client{Timeout: timeout} }
+
+// DefaultTimeout bounds one request to a gateway's API.
+const DefaultTimeout = 10 * time.Second
+
+// Get GETs url with user as the basic-auth user (the gateways take their
+// secret key there, with no password) and returns the status and at most
+// MaxBody bytes of the answer.
+func Get(ctx context.Context, client *http.Client, url, user string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if user != "" {
+		req.SetBasicAuth(user, "")
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, MaxBody))
+	return res.StatusCode, b, err
+}

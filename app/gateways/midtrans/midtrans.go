@@ -1,0 +1,164 @@
+// Package midtrans is Midtrans's side of Sekali: its HTTP notifications
+// (Snap and Core API), its status API, and a sender of its notifications
+// for the tests and the sandbox page.
+//
+//   - Authentication: the body's signature_key is the hex SHA-512 of
+//     order_id + status_code + gross_amount + the server key, compared in
+//     constant time (docs.midtrans.com/reference/handle-async-payment).
+//   - Key: Midtrans sends no event id, so the key is derived from what
+//     makes a notification one fact: transaction_id:transaction_status,
+//     plus :fraud_status when there is one. The same status delivered
+//     again is a duplicate; capture then settlement are two facts.
+//   - Status: capture with fraud_status accept, and settlement → paid (the
+//     second of the two is stale: the same charge is already paid);
+//     capture with challenge, pending, authorize → pending; deny, cancel,
+//     failure → failed; expire → expired; refund, partial_refund →
+//     refunded. Anything else is ignored.
+//   - Amount: gross_amount is a decimal text in the currency's major unit
+//     ("150000.00").
+package midtrans
+
+import (
+	"crypto/sha512"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// Name is Midtrans's path segment: POST /callbacks/midtrans.
+const Name = "midtrans"
+
+// Provider receives Midtrans's HTTP notifications.
+type Provider struct {
+	serverKey string
+}
+
+// CheckServerKey checks the form of a server key (MIDTRANS_SERVER_KEY:
+// "Mid-server-…" in production, "SB-Mid-server-…" in the sandbox).
+func CheckServerKey(serverKey string) error {
+	if !strings.HasPrefix(serverKey, "Mid-server-") && !strings.HasPrefix(serverKey, "SB-Mid-server-") {
+		return errors.New(`a Midtrans server key starts with "Mid-server-" or "SB-Mid-server-"`)
+	}
+	return nil
+}
+
+// NewProvider returns the adapter for the server key.
+func NewProvider(serverKey string) (*Provider, error) {
+	if err := CheckServerKey(serverKey); err != nil {
+		return nil, err
+	}
+	return &Provider{serverKey: serverKey}, nil
+}
+
+// Name implements payments.Provider.
+func (*Provider) Name() string { return Name }
+
+// EventHeaders implements payments.Provider: Parse reads the body alone.
+func (*Provider) EventHeaders() []string { return nil }
+
+// Notification is the part of a notification Sekali reads.
+type Notification struct {
+	OrderID           string `json:"order_id"`
+	TransactionID     string `json:"transaction_id"`
+	TransactionStatus string `json:"transaction_status"`
+	FraudStatus       string `json:"fraud_status,omitempty"`
+	StatusCode        string `json:"status_code"`
+	GrossAmount       string `json:"gross_amount"`
+	Currency          string `json:"currency"`
+	SignatureKey      string `json:"signature_key"`
+	PaymentType       string `json:"payment_type,omitempty"`
+}
+
+// Signature is the signature_key Midtrans computes for n.
+func Signature(n Notification, serverKey string) string {
+	sum := sha512.Sum512([]byte(n.OrderID + n.StatusCode + n.GrossAmount + serverKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// Verify implements payments.Provider: the signature in the body.
+func (p *Provider) Verify(_ http.Header, body []byte, _ time.Time) error {
+	var n Notification
+	if err := json.Unmarshal(body, &n); err != nil || n.SignatureKey == "" {
+		return errors.New("no signature_key in the body")
+	}
+	want := Signature(n, p.serverKey)
+	if subtle.ConstantTimeCompare([]byte(strings.ToLower(n.SignatureKey)), []byte(want)) != 1 {
+		return errors.New("signature_key does not match")
+	}
+	return nil
+}
+
+// eventOf maps transaction_status (and fraud_status) to an event.
+func eventOf(status, fraud string) (models.PaymentEvent, bool) {
+	switch status {
+	case "capture":
+		switch fraud {
+		case "", "accept":
+			return models.EventPaid, true
+		case "challenge":
+			return models.EventPending, true
+		case "deny":
+			return models.EventFailed, true
+		}
+	case "settlement":
+		return models.EventPaid, true
+	case "pending", "authorize":
+		return models.EventPending, true
+	case "deny", "cancel", "failure":
+		return models.EventFailed, true
+	case "expire":
+		return models.EventExpired, true
+	case "refund", "partial_refund":
+		return models.EventRefunded, true
+	}
+	return "", false
+}
+
+// Parse implements payments.Provider.
+func (*Provider) Parse(_ http.Header, body []byte) (payments.Event, error) {
+	return parse(body)
+}
+
+// parse reads a notification, or a status answer: the status API answers
+// with the notification's fields.
+func parse(body []byte) (payments.Event, error) {
+	var n Notification
+	if err := json.Unmarshal(body, &n); err != nil {
+		return payments.Event{}, models.Errorf(models.EMissingField, "the notification's fields must be strings: %v", err)
+	}
+	status, ok := eventOf(n.TransactionStatus, n.FraudStatus)
+	if !ok {
+		return payments.Event{}, fmt.Errorf("%w: transaction_status %q", payments.ErrIgnored, n.TransactionStatus)
+	}
+	if n.Currency == "" {
+		n.Currency = "IDR" // Midtrans settles in rupiah; older notifications omit the field
+	}
+	key := n.TransactionID + ":" + n.TransactionStatus
+	if n.FraudStatus != "" {
+		key += ":" + n.FraudStatus
+	}
+	ev := payments.Event{Key: key, OrderID: n.OrderID, TransactionID: n.TransactionID, Status: status, Currency: n.Currency}
+	f := payments.Fields{}
+	f.Text("order_id", n.OrderID)
+	f.Text("transaction_id", n.TransactionID)
+	switch n.FraudStatus { // part of the key, and not covered by the signature: only Midtrans's values
+	case "", "accept", "challenge", "deny":
+	default:
+		f.Fail("fraud_status must be accept, challenge or deny")
+	}
+	f.Currency("currency", n.Currency)
+	amount, ok := payments.MinorFromDecimal(n.GrossAmount, n.Currency)
+	if !ok {
+		f.Fail("gross_amount %q is not an amount of %s", n.GrossAmount, n.Currency)
+	}
+	ev.Amount = amount
+	return ev, f.Err
+}

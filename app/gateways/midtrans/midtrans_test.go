@@ -1,0 +1,36 @@
+package midtrans
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/models"
+)
+
+const serverKey = "SB-Mid-server-TEST0123456789abcdef"
+
+// The signature formula of docs.midtrans.com/reference/handle-async-payment
+// (SHA-512 of order_id + status_code + gross_amount + server key) on the
+// sample notification of github.com/Midtrans/midtrans-python-client
+// examples/transaction_actions/notification_example.py, with this test's
+// server key; computed independently with sha512sum.
+func TestMidtransSignatureVector(t *testing.T) {
+	t.Parallel()
+	n := Notification{OrderID: "test-transaction-321", StatusCode: "201", GrossAmount: "24145.00"}
+	const want = "47b0cff6bf53c9f00ae26872cfcf232837e5c130402abc98e224d19dcf763ae73e1b630c08c8eea589ee08091c3eb75bea627127ddae961195eca9715130246f"
+	if got := Signature(n, serverKey); got != want {
+		t.Fatalf("signature %s, want %s", got, want)
+	}
+	m, _ := NewProvider(serverKey)
+	body := []byte(`{"currency":"IDR","fraud_status":"accept","gross_amount":"24145.00","order_id":"test-transaction-321",` +
+		`"payment_type":"bank_transfer","status_code":"201","status_message":"Success, Bank Transfer transaction is created",` +
+		`"transaction_id":"6ee793df-9b1d-4343-8eda-cc9663b4222f","transaction_status":"pending",` +
+		`"transaction_time":"2018-10-24 15:34:33","signature_key":"` + want + `"}`)
+	if err := m.Verify(nil, body, time.Now()); err != nil {
+		t.Fatalf("the published sample with its signature: %v", err)
+	}
+	ev, err := m.Parse(nil, body)
+	if err != nil || ev.Key != "6ee793df-9b1d-4343-8eda-cc9663b4222f:pending:accept" || ev.Status != models.EventPending || ev.Amount != 24145 {
+		t.Fatalf("parsed %+v, %v", ev, err)
+	}
+}

@@ -1,0 +1,71 @@
+package midtrans
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// Sender writes Midtrans's notifications, signed with a server key: the
+// sign command, the replayer, the sandbox page and the tests speak the
+// format through it; the Provider never does.
+type Sender struct{ serverKey string }
+
+// NewSender returns the sender for the server key.
+func NewSender(serverKey string) (payments.Sender, error) {
+	if err := CheckServerKey(serverKey); err != nil {
+		return nil, err
+	}
+	return Sender{serverKey: serverKey}, nil
+}
+
+// Provider implements payments.Sender.
+func (Sender) Provider() string { return Name }
+
+// statuses are the transaction_status and status_code Midtrans sends for
+// each fact.
+var statuses = map[models.PaymentEvent][2]string{
+	models.EventPaid:     {"settlement", "200"},
+	models.EventPending:  {"pending", "201"},
+	models.EventFailed:   {"deny", "202"},
+	models.EventExpired:  {"expire", "407"},
+	models.EventRefunded: {"refund", "200"},
+}
+
+// Key is the key Sekali derives from the Midtrans notification of f,
+// which carries no event id: transaction_id:transaction_status.
+func Key(f payments.Fact) string { return f.TransactionID + ":" + statuses[f.Status][0] }
+
+// Body implements payments.Sender.
+func (Sender) Body(f payments.Fact) ([]byte, error) {
+	st, ok := statuses[f.Status]
+	if !ok {
+		return nil, fmt.Errorf("midtrans %s: %w", f.Status, payments.ErrNotExpressible)
+	}
+	return json.Marshal(Notification{OrderID: f.OrderID, TransactionID: f.TransactionID,
+		TransactionStatus: st[0], StatusCode: st[1], GrossAmount: payments.MajorText(f.Amount, f.Currency, 2),
+		Currency: f.Currency, PaymentType: "bank_transfer"})
+}
+
+// Sign implements payments.Sender: it sets the body's signature_key;
+// Midtrans signs no header.
+func (s Sender) Sign(body []byte, _ string, _ time.Time) (http.Header, []byte, error) {
+	var fields map[string]any
+	var n Notification
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // numbers are written back as they came
+	if err := dec.Decode(&fields); err != nil {
+		return nil, nil, fmt.Errorf("not a Midtrans notification: %w", err)
+	}
+	if err := json.Unmarshal(body, &n); err != nil {
+		return nil, nil, fmt.Errorf("not a Midtrans notification: %w", err)
+	}
+	fields["signature_key"] = Signature(n, s.serverKey)
+	signed, err := json.Marshal(fields)
+	return http.Header{"Content-Type": {"application/json"}}, signed, err
+}

@@ -1,0 +1,65 @@
+package midtrans
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/sekali/sekali/app/gateways/httpjson"
+	"github.com/sekali/sekali/app/payments"
+)
+
+// StatusClient asks Midtrans's GET /v2/{order_id}/status: the answer has
+// the notification's fields, so it parses to the notification's event and
+// key (transaction_id:transaction_status[:fraud_status]).
+type StatusClient struct {
+	BaseURL   string // https://api.midtrans.com, https://api.sandbox.midtrans.com, or a test server
+	serverKey string
+	Client    *http.Client
+}
+
+// APIURL is Midtrans's API for the server key: the sandbox's for an "SB-"
+// key.
+func APIURL(serverKey string) string {
+	if len(serverKey) > 3 && serverKey[:3] == "SB-" {
+		return "https://api.sandbox.midtrans.com"
+	}
+	return "https://api.midtrans.com"
+}
+
+// NewStatusClient returns the status client for the server key; the API
+// is APIURL(serverKey) unless baseURL says otherwise.
+func NewStatusClient(serverKey, baseURL string) (*StatusClient, error) {
+	if err := CheckServerKey(serverKey); err != nil {
+		return nil, err
+	}
+	if baseURL == "" {
+		baseURL = APIURL(serverKey)
+	}
+	return &StatusClient{BaseURL: baseURL, serverKey: serverKey, Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
+}
+
+// Provider implements payments.StatusClient.
+func (*StatusClient) Provider() string { return Name }
+
+// Status implements payments.StatusClient.
+func (c *StatusClient) Status(ctx context.Context, orderID string) (payments.Event, bool, error) {
+	code, body, err := httpjson.Get(ctx, c.Client, c.BaseURL+"/v2/"+url.PathEscape(orderID)+"/status", c.serverKey)
+	if err != nil {
+		return payments.Event{}, false, err
+	}
+	var head struct {
+		StatusCode string `json:"status_code"`
+	}
+	json.Unmarshal(body, &head)
+	// Midtrans answers an unknown order with HTTP 200 and status_code 404.
+	if code == http.StatusNotFound || head.StatusCode == "404" {
+		return payments.Event{}, false, nil
+	}
+	if code != http.StatusOK {
+		return payments.Event{}, false, fmt.Errorf("midtrans status: HTTP %d", code)
+	}
+	return payments.Answer(parse(body))
+}

@@ -1,0 +1,96 @@
+// Package sandbox is the built-in gateway's side of Sekali: the
+// notifications of web/sandboxgw, the pretend payment page that `make
+// run` turns on. It is the seeds' own format, for development, QA and
+// the tests; a production deployment leaves it off.
+//
+//   - Authentication: Standard Webhooks (webhook-id, webhook-timestamp,
+//     webhook-signature: HMAC-SHA256), with every key of
+//     SANDBOX_WEBHOOK_SECRET, so secrets can be rotated without a gap.
+//   - Key: the webhook-id header, the event id.
+//   - Status: payment_status is the event itself: paid, failed, expired,
+//     pending, refunded.
+//   - Amount: paid_amount, a whole number of the currency's minor units.
+package sandbox
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/models"
+)
+
+// Name is the sandbox's path segment: POST /callbacks/sandbox.
+const Name = "sandbox"
+
+// Provider receives the sandbox gateway's notifications. Its body is
+//
+//	{"order_id": "...", "transaction_id": "...", "payment_status": "paid",
+//	 "paid_amount": 150000, "currency": "IDR"}
+type Provider struct {
+	keys [][]byte
+}
+
+// NewProvider returns the sandbox provider; every key in keys is
+// accepted, so secrets can be rotated without a gap.
+func NewProvider(keys [][]byte) *Provider { return &Provider{keys: keys} }
+
+// Name implements payments.Provider.
+func (*Provider) Name() string { return Name }
+
+// EventHeaders implements payments.Provider: the event id comes in
+// webhook-id.
+func (*Provider) EventHeaders() []string { return eventHeaders }
+
+var eventHeaders = []string{stdwebhooks.HeaderID}
+
+// Verify implements payments.Provider.
+func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
+	return stdwebhooks.Verify(p.keys, h, body, now)
+}
+
+// Body is the sandbox body, for clients that send one.
+type Body struct {
+	OrderID       string              `json:"order_id"`
+	TransactionID string              `json:"transaction_id"`
+	PaymentStatus models.PaymentEvent `json:"payment_status"`
+	PaidAmount    int64               `json:"paid_amount"`
+	Currency      string              `json:"currency"`
+}
+
+// Parse implements payments.Provider. Every field is required and must
+// have its type; paid_amount is an integer ≥ 0 (it may be 0 for events
+// other than paid and refunded).
+func (*Provider) Parse(h http.Header, body []byte) (payments.Event, error) {
+	return parse(h.Get(stdwebhooks.HeaderID), body)
+}
+
+func parse(eventID string, body []byte) (payments.Event, error) {
+	v, err := canonjson.Decode(body)
+	if err != nil {
+		return payments.Event{}, models.Errorf(models.EInvalidPayload, "the body is refused: %s", canonjson.Reason(err))
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return payments.Event{}, models.Errorf(models.EMissingField, "the body must be a JSON object")
+	}
+	ev := payments.Event{Key: eventID}
+	if len(ev.Key) > payments.MaxFieldLength || !models.CleanText(ev.Key) {
+		return payments.Event{}, models.Errorf(models.EMissingField, "webhook-id must be at most %d characters of text without NUL", payments.MaxFieldLength)
+	}
+	f := payments.Fields{Object: obj}
+	ev.OrderID = f.String("order_id")
+	ev.TransactionID = f.String("transaction_id")
+	ev.Status = models.PaymentEvent(f.String("payment_status"))
+	ev.Amount = f.MinorUnits("paid_amount")
+	ev.Currency = f.String("currency")
+	if f.Err == nil && !ev.Status.Valid() {
+		f.Fail("payment_status must be one of paid, failed, expired, pending, refunded")
+	}
+	if f.Err == nil {
+		f.Currency("currency", ev.Currency)
+	}
+	return ev, f.Err
+}

@@ -1,0 +1,51 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/sekali/sekali/app/gateways/httpjson"
+	"github.com/sekali/sekali/app/payments"
+)
+
+// StatusClient asks the sandbox gateway's GET /sandbox/status/{order_id}:
+// the last event it sent for the order, with its event id, so the answer
+// has the notification's key.
+type StatusClient struct {
+	BaseURL string
+	Client  *http.Client
+}
+
+// NewStatusClient returns the status client of the sandbox gateway that
+// answers at baseURL.
+func NewStatusClient(baseURL string) *StatusClient {
+	return &StatusClient{BaseURL: baseURL, Client: httpjson.NewClient(httpjson.DefaultTimeout)}
+}
+
+// Provider implements payments.StatusClient.
+func (*StatusClient) Provider() string { return Name }
+
+// Status implements payments.StatusClient.
+func (s *StatusClient) Status(ctx context.Context, orderID string) (payments.Event, bool, error) {
+	code, body, err := httpjson.Get(ctx, s.Client, s.BaseURL+"/sandbox/status/"+url.PathEscape(orderID), "")
+	if err != nil {
+		return payments.Event{}, false, err
+	}
+	if code == http.StatusNotFound {
+		return payments.Event{}, false, nil
+	}
+	if code != http.StatusOK {
+		return payments.Event{}, false, fmt.Errorf("sandbox status: HTTP %d", code)
+	}
+	var answer struct {
+		EventID string          `json:"event_id"`
+		Body    json.RawMessage `json:"body"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return payments.Event{}, false, fmt.Errorf("sandbox status: %w", err)
+	}
+	return payments.Answer(parse(answer.EventID, answer.Body))
+}

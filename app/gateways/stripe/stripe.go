@@ -1,0 +1,173 @@
+// Package stripe is Stripe's side of Sekali: its webhook events, verified
+// with stripe-go's own webhook package (the library a Stripe shop already
+// has), its API for the status poll, and a sender of its events for the
+// tests and the sandbox page.
+//
+//   - Authentication: Stripe-Signature (t=…,v1=hex HMAC-SHA256 of
+//     t + "." + body) with one of the endpoint secrets (several during a
+//     rotation), within Tolerance. Events of any API version are
+//     accepted when the fields Sekali reads parse: the endpoint's version
+//     is chosen in Stripe's dashboard, not here.
+//   - Key: the event id.
+//   - Events: payment_intent.succeeded (metadata.order_id,
+//     amount_received) → paid; payment_intent.payment_failed → failed;
+//     checkout.session.completed (client_reference_id, amount_total,
+//     payment_status "paid") → paid, "unpaid" → pending; charge.refunded
+//     (metadata.order_id) → refunded. The charge's reference is always its
+//     PaymentIntent's id, so payment_intent.succeeded and
+//     checkout.session.completed for one payment are one charge: the
+//     second is stale. Every other type, and an event without an order id
+//     (another application on the account), is ignored.
+//   - Amount: Stripe's minor units of its own, converted (amounts.go).
+package stripe
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v82"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// Name is Stripe's path segment: POST /callbacks/stripe.
+const Name = "stripe"
+
+// Tolerance is how old a Stripe signature's timestamp may be.
+const Tolerance = 300 * time.Second
+
+// Provider receives Stripe's webhook events.
+type Provider struct {
+	secrets []string
+}
+
+// ParseSecrets reads STRIPE_WEBHOOK_SECRET: one or more "whsec_…"
+// endpoint secrets, comma-separated.
+func ParseSecrets(secrets string) ([]string, error) {
+	var out []string
+	for _, secret := range strings.Split(secrets, ",") {
+		secret = strings.TrimSpace(secret)
+		if !strings.HasPrefix(secret, "whsec_") || len(secret) < 10 {
+			return nil, errors.New(`a Stripe endpoint secret starts with "whsec_"`)
+		}
+		out = append(out, secret)
+	}
+	return out, nil
+}
+
+// NewProvider returns the adapter for STRIPE_WEBHOOK_SECRET.
+func NewProvider(secrets string) (*Provider, error) {
+	s, err := ParseSecrets(secrets)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{secrets: s}, nil
+}
+
+// Name implements payments.Provider.
+func (*Provider) Name() string { return Name }
+
+// EventHeaders implements payments.Provider: Parse reads the body alone.
+func (*Provider) EventHeaders() []string { return nil }
+
+// DeliveryFields are the members of an event that may differ between its
+// deliveries: pending_webhooks is how many endpoints had not yet
+// acknowledged it when this delivery left. The fingerprint leaves it out.
+func (*Provider) DeliveryFields() []string { return []string{"pending_webhooks"} }
+
+// Verify implements payments.Provider.
+func (p *Provider) Verify(h http.Header, body []byte, _ time.Time) error {
+	header := h.Get("Stripe-Signature")
+	if header == "" {
+		return errors.New("no Stripe-Signature header")
+	}
+	var err error
+	for _, secret := range p.secrets {
+		if err = webhook.ValidatePayloadWithTolerance(body, header, secret, Tolerance); err == nil {
+			return nil
+		}
+	}
+	if errors.Is(err, webhook.ErrTooOld) {
+		return errors.New("Stripe-Signature's timestamp is too old")
+	}
+	return errors.New("no Stripe-Signature matches")
+}
+
+// Parse implements payments.Provider.
+func (*Provider) Parse(_ http.Header, body []byte) (payments.Event, error) {
+	return parse(body)
+}
+
+func parse(body []byte) (payments.Event, error) {
+	var e stripego.Event
+	if err := json.Unmarshal(body, &e); err != nil || e.Data == nil {
+		return payments.Event{}, models.Errorf(models.EMissingField, "not a Stripe event: %v", err)
+	}
+	ev := payments.Event{Key: e.ID}
+	var orderID, currency string
+	var amount int64
+	switch e.Type {
+	case "payment_intent.succeeded", "payment_intent.payment_failed":
+		var pi stripego.PaymentIntent
+		if err := json.Unmarshal(e.Data.Raw, &pi); err != nil {
+			return payments.Event{}, models.Errorf(models.EMissingField, "the event's PaymentIntent does not parse: %v", err)
+		}
+		orderID, currency, ev.TransactionID = pi.Metadata["order_id"], string(pi.Currency), pi.ID
+		ev.Status = models.EventFailed
+		if e.Type == "payment_intent.succeeded" {
+			ev.Status, amount = models.EventPaid, pi.AmountReceived
+		}
+	case "checkout.session.completed":
+		var cs stripego.CheckoutSession
+		if err := json.Unmarshal(e.Data.Raw, &cs); err != nil {
+			return payments.Event{}, models.Errorf(models.EMissingField, "the event's Checkout Session does not parse: %v", err)
+		}
+		orderID, currency, ev.TransactionID = cs.ClientReferenceID, string(cs.Currency), cs.ID
+		if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
+			ev.TransactionID = cs.PaymentIntent.ID
+		}
+		switch cs.PaymentStatus {
+		case stripego.CheckoutSessionPaymentStatusPaid:
+			ev.Status, amount = models.EventPaid, cs.AmountTotal
+		case stripego.CheckoutSessionPaymentStatusUnpaid:
+			ev.Status = models.EventPending
+		default:
+			return payments.Event{}, fmt.Errorf("%w: checkout session payment_status %q", payments.ErrIgnored, cs.PaymentStatus)
+		}
+	case "charge.refunded":
+		var ch stripego.Charge
+		if err := json.Unmarshal(e.Data.Raw, &ch); err != nil {
+			return payments.Event{}, models.Errorf(models.EMissingField, "the event's Charge does not parse: %v", err)
+		}
+		orderID, currency, ev.TransactionID = ch.Metadata["order_id"], string(ch.Currency), ch.ID
+		if ch.PaymentIntent != nil && ch.PaymentIntent.ID != "" {
+			ev.TransactionID = ch.PaymentIntent.ID
+		}
+		ev.Status, amount = models.EventRefunded, ch.AmountRefunded
+	default:
+		return payments.Event{}, fmt.Errorf("%w: event type %s", payments.ErrIgnored, e.Type)
+	}
+	if orderID == "" {
+		return payments.Event{}, fmt.Errorf("%w: %s %s names no order of this shop", payments.ErrIgnored, e.Type, e.ID)
+	}
+	ev.OrderID, ev.Currency = orderID, strings.ToUpper(currency)
+	f := payments.Fields{}
+	f.Text("id", ev.Key)
+	f.Text("order id", ev.OrderID)
+	f.Text("PaymentIntent id", ev.TransactionID)
+	if !models.ValidCurrency(ev.Currency) {
+		f.Fail("currency %q is not an ISO 4217 code", currency)
+	}
+	minor, ok := MinorUnits(amount, ev.Currency)
+	if !ok {
+		f.Fail("amount %d is not an amount of %s", amount, ev.Currency)
+	}
+	ev.Amount = minor
+	return ev, f.Err
+}

@@ -1,0 +1,133 @@
+// Package xendit is Xendit's side of Sekali: its invoice callbacks, its
+// invoice API for the status poll, and a sender of its callbacks for the
+// tests and the sandbox page.
+//
+//   - Authentication: the x-callback-token header is the account's callback
+//     verification token, compared in constant time. (It is a static
+//     secret, not a signature of the body: anyone who has it can forge a
+//     callback, so keep it as secret as a password.)
+//   - Key: the webhook-id header when Xendit sends one, else the invoice id
+//     and its status (id:status): PAID then SETTLED are two facts.
+//   - Status: PAID and SETTLED → paid (the second is stale); EXPIRED →
+//     expired; PENDING → pending. Anything else is ignored.
+//   - Amount: paid_amount, a JSON number in the currency's major unit.
+//
+// The body is the invoice callback of github.com/xendit/xendit-node
+// docs/Invoice.md (InvoiceCallback): id, external_id (the order id),
+// status, paid_amount, currency.
+package xendit
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/models"
+)
+
+// Name is Xendit's path segment: POST /callbacks/xendit.
+const Name = "xendit"
+
+// TokenHeader carries Xendit's callback verification token.
+const TokenHeader = "X-Callback-Token"
+
+// Provider receives Xendit's invoice callbacks.
+type Provider struct {
+	token string
+}
+
+// CheckToken checks the form of a callback verification token
+// (XENDIT_CALLBACK_TOKEN).
+func CheckToken(token string) error {
+	if len(token) < 16 {
+		return errors.New("a Xendit callback verification token is at least 16 characters")
+	}
+	return nil
+}
+
+// NewProvider returns the adapter for the callback verification token.
+func NewProvider(token string) (*Provider, error) {
+	if err := CheckToken(token); err != nil {
+		return nil, err
+	}
+	return &Provider{token: token}, nil
+}
+
+// Name implements payments.Provider.
+func (*Provider) Name() string { return Name }
+
+// EventHeaders implements payments.Provider: the key is the webhook-id
+// header when Xendit sends one.
+func (*Provider) EventHeaders() []string { return eventHeaders }
+
+var eventHeaders = []string{stdwebhooks.HeaderID}
+
+// Verify implements payments.Provider: the token header.
+func (p *Provider) Verify(h http.Header, _ []byte, _ time.Time) error {
+	got := h.Values(TokenHeader)
+	if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(p.token)) != 1 {
+		return errors.New("x-callback-token is missing or wrong")
+	}
+	return nil
+}
+
+// Parse implements payments.Provider.
+func (*Provider) Parse(h http.Header, body []byte) (payments.Event, error) {
+	v, err := canonjson.Decode(body)
+	if err != nil {
+		return payments.Event{}, models.Errorf(models.EInvalidPayload, "the body is refused: %s", canonjson.Reason(err))
+	}
+	return parse(h.Get(stdwebhooks.HeaderID), v)
+}
+
+// parse reads an invoice, decoded, from a callback or from the invoice
+// API (which has no webhook-id: eventID is empty).
+func parse(eventID string, v any) (payments.Event, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return payments.Event{}, models.Errorf(models.EMissingField, "the invoice callback must be a JSON object")
+	}
+	f := payments.Fields{Object: obj}
+	status := f.String("status")
+	if f.Err != nil {
+		return payments.Event{}, f.Err
+	}
+	var event models.PaymentEvent
+	switch status {
+	case "PAID", "SETTLED":
+		event = models.EventPaid
+	case "EXPIRED":
+		event = models.EventExpired
+	case "PENDING":
+		event = models.EventPending
+	default:
+		return payments.Event{}, fmt.Errorf("%w: invoice status %q", payments.ErrIgnored, status)
+	}
+	ev := payments.Event{Status: event}
+	ev.TransactionID = f.String("id")
+	ev.OrderID = f.String("external_id")
+	ev.Currency = f.String("currency")
+	ev.Key = eventID
+	if ev.Key == "" {
+		ev.Key = ev.TransactionID + ":" + status
+	}
+	f.Text("webhook-id or id", ev.Key)
+	if f.Err == nil {
+		f.Currency("currency", ev.Currency)
+	}
+	if event == models.EventPaid && f.Err == nil {
+		// A number, as Xendit documents it: a number in quotes is refused.
+		paid := f.Number("paid_amount")
+		amount, ok := payments.MinorFromDecimal(string(paid), ev.Currency)
+		if f.Err == nil && !ok {
+			f.Fail("paid_amount %s is not an amount of %s", paid, ev.Currency)
+		}
+		ev.Amount = amount
+	}
+	return ev, f.Err
+}
