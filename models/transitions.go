@@ -4,7 +4,13 @@ package models
 type PaymentEvent string
 
 const (
-	EventPaid    PaymentEvent = "paid"
+	EventPaid PaymentEvent = "paid"
+	// EventDeclined: one attempt to pay failed (a card declined, a fraud
+	// check refused it) and the customer may try again on the same
+	// payment: the order stays pending and keeps its stock.
+	EventDeclined PaymentEvent = "declined"
+	// EventFailed: the gateway ended the whole payment (cancelled it):
+	// no attempt can follow, and the order fails.
 	EventFailed  PaymentEvent = "failed"
 	EventExpired PaymentEvent = "expired"
 	EventPending PaymentEvent = "pending"
@@ -15,7 +21,7 @@ const (
 // Valid reports whether e is one of the events.
 func (e PaymentEvent) Valid() bool {
 	switch e {
-	case EventPaid, EventFailed, EventExpired, EventPending, EventRefunded:
+	case EventPaid, EventDeclined, EventFailed, EventExpired, EventPending, EventRefunded:
 		return true
 	}
 	return false
@@ -31,6 +37,9 @@ const (
 	ActionRecordPending Action = "record_pending"
 	// ActionPay moves a pending order to paid; the payment succeeds.
 	ActionPay Action = "pay"
+	// ActionDecline records a failed attempt: the payment is failed, the
+	// order stays pending with its stock, and may still be paid.
+	ActionDecline Action = "decline"
 	// ActionFail moves a pending order to failed and releases its stock.
 	ActionFail Action = "fail"
 	// ActionExpire moves a pending order to expired and releases its stock.
@@ -81,6 +90,8 @@ func Decide(s OrderStatus, ev PaymentEvent, chargeKnown bool) Action {
 		switch ev {
 		case EventPaid:
 			return ActionPay
+		case EventDeclined:
+			return ActionDecline
 		case EventFailed:
 			return ActionFail
 		case EventExpired:
@@ -114,7 +125,7 @@ func (a Action) PaymentStatus() (PaymentStatus, bool) {
 	switch a {
 	case ActionPay:
 		return PaymentSucceeded, true
-	case ActionFail:
+	case ActionFail, ActionDecline:
 		return PaymentFailed, true
 	case ActionExpire:
 		return PaymentExpired, true

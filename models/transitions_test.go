@@ -21,10 +21,10 @@ var (
 		models.OrderExpired, models.OrderCancelled, models.OrderRefundRequired,
 	}
 	allEvents = []models.PaymentEvent{
-		models.EventPaid, models.EventFailed, models.EventExpired, models.EventPending,
+		models.EventPaid, models.EventDeclined, models.EventFailed, models.EventExpired, models.EventPending,
 	}
 	allActions = []models.Action{
-		models.ActionStale, models.ActionRecordPending, models.ActionPay, models.ActionFail,
+		models.ActionStale, models.ActionRecordPending, models.ActionPay, models.ActionDecline, models.ActionFail,
 		models.ActionExpire, models.ActionRereserve, models.ActionSecondCharge,
 	}
 )
@@ -41,6 +41,8 @@ var decideTable = []struct {
 	// chargeKnown does not change the outcome.
 	{models.OrderPending, models.EventPaid, false, models.ActionPay},
 	{models.OrderPending, models.EventPaid, true, models.ActionPay},
+	{models.OrderPending, models.EventDeclined, false, models.ActionDecline},
+	{models.OrderPending, models.EventDeclined, true, models.ActionDecline},
 	{models.OrderPending, models.EventFailed, false, models.ActionFail},
 	{models.OrderPending, models.EventFailed, true, models.ActionFail},
 	{models.OrderPending, models.EventExpired, false, models.ActionExpire},
@@ -51,6 +53,8 @@ var decideTable = []struct {
 	// paid: only a new reference's paid event does something (a second charge).
 	{models.OrderPaid, models.EventPaid, false, models.ActionSecondCharge},
 	{models.OrderPaid, models.EventPaid, true, models.ActionStale},
+	{models.OrderPaid, models.EventDeclined, false, models.ActionStale},
+	{models.OrderPaid, models.EventDeclined, true, models.ActionStale},
 	{models.OrderPaid, models.EventFailed, false, models.ActionStale},
 	{models.OrderPaid, models.EventFailed, true, models.ActionStale},
 	{models.OrderPaid, models.EventExpired, false, models.ActionStale},
@@ -62,6 +66,8 @@ var decideTable = []struct {
 	// already recorded was applied before.
 	{models.OrderFailed, models.EventPaid, false, models.ActionRereserve},
 	{models.OrderFailed, models.EventPaid, true, models.ActionStale},
+	{models.OrderFailed, models.EventDeclined, false, models.ActionStale},
+	{models.OrderFailed, models.EventDeclined, true, models.ActionStale},
 	{models.OrderFailed, models.EventFailed, false, models.ActionStale},
 	{models.OrderFailed, models.EventFailed, true, models.ActionStale},
 	{models.OrderFailed, models.EventExpired, false, models.ActionStale},
@@ -71,6 +77,8 @@ var decideTable = []struct {
 
 	{models.OrderExpired, models.EventPaid, false, models.ActionRereserve},
 	{models.OrderExpired, models.EventPaid, true, models.ActionStale},
+	{models.OrderExpired, models.EventDeclined, false, models.ActionStale},
+	{models.OrderExpired, models.EventDeclined, true, models.ActionStale},
 	{models.OrderExpired, models.EventFailed, false, models.ActionStale},
 	{models.OrderExpired, models.EventFailed, true, models.ActionStale},
 	{models.OrderExpired, models.EventExpired, false, models.ActionStale},
@@ -80,6 +88,8 @@ var decideTable = []struct {
 
 	{models.OrderCancelled, models.EventPaid, false, models.ActionRereserve},
 	{models.OrderCancelled, models.EventPaid, true, models.ActionStale},
+	{models.OrderCancelled, models.EventDeclined, false, models.ActionStale},
+	{models.OrderCancelled, models.EventDeclined, true, models.ActionStale},
 	{models.OrderCancelled, models.EventFailed, false, models.ActionStale},
 	{models.OrderCancelled, models.EventFailed, true, models.ActionStale},
 	{models.OrderCancelled, models.EventExpired, false, models.ActionStale},
@@ -90,6 +100,8 @@ var decideTable = []struct {
 	// refund_required: a new reference is one more charge to refund.
 	{models.OrderRefundRequired, models.EventPaid, false, models.ActionSecondCharge},
 	{models.OrderRefundRequired, models.EventPaid, true, models.ActionStale},
+	{models.OrderRefundRequired, models.EventDeclined, false, models.ActionStale},
+	{models.OrderRefundRequired, models.EventDeclined, true, models.ActionStale},
 	{models.OrderRefundRequired, models.EventFailed, false, models.ActionStale},
 	{models.OrderRefundRequired, models.EventFailed, true, models.ActionStale},
 	{models.OrderRefundRequired, models.EventExpired, false, models.ActionStale},
@@ -182,6 +194,7 @@ func TestActionProperties(t *testing.T) {
 		{models.ActionStale, false, "", false, false},
 		{models.ActionRecordPending, false, models.PaymentPending, true, false},
 		{models.ActionPay, true, models.PaymentSucceeded, true, false},
+		{models.ActionDecline, false, models.PaymentFailed, true, false},
 		{models.ActionFail, false, models.PaymentFailed, true, true},
 		{models.ActionExpire, false, models.PaymentExpired, true, true},
 		// The payment status of a re-reservation depends on the stock.

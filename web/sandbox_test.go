@@ -205,13 +205,33 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 	if amount := page.Find(".gateway-amount").Text(); amount != "Rp 250.000" {
 		t.Errorf("amount shown %q", amount)
 	}
-	decline := page.Find("form:has(button:contains('Decline'))")
-	fields := url.Values{}
-	decline.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) { fields.Set(s.AttrOr("name", ""), s.AttrOr("value", "")) })
-	p := c.post("/sandbox/pay/"+id, fields)
-	if loc := p.Header.Get("Location"); !strings.HasPrefix(loc, "/orders/"+id+"?t=") {
-		t.Fatalf("Decline went to %q, want the order page", loc)
+	press := func(label string) {
+		t.Helper()
+		form := page.Find("form:has(button:contains('" + label + "'))")
+		fields := url.Values{}
+		form.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) { fields.Set(s.AttrOr("name", ""), s.AttrOr("value", "")) })
+		p := c.post("/sandbox/pay/"+id, fields)
+		if loc := p.Header.Get("Location"); !strings.HasPrefix(loc, "/orders/"+id+"?t=") {
+			t.Fatalf("%s went to %q, want the order page", label, loc)
+		}
 	}
+	// A declined card is one failed attempt: the order stays pending with
+	// its stock, and its page offers another try.
+	press("Decline the card")
+	testenv.Eventually(t, 10*time.Second, "the declined attempt to be recorded", func() bool {
+		var n int64
+		c.db.Model(&models.Payment{}).Where("order_id = ? AND status = ?", id, models.PaymentFailed).Count(&n)
+		return n == 1
+	})
+	order := c.get("/orders/" + id + "?t=" + url.QueryEscape(token)).Doc(t)
+	if status := order.Find(".stat .badge").First().Text(); status != "pending" {
+		t.Errorf("after a declined card the order is %q, want pending", status)
+	}
+	if !strings.Contains(order.Find(".flash").Text(), "declined") || order.Find("a.button:contains('Try again')").Length() != 1 {
+		t.Errorf("the order page after a declined card says %q and offers no Try again", order.Find(".flash").Text())
+	}
+	// Cancelling the payment ends it: the order fails.
+	press("Cancel the payment")
 	testenv.Eventually(t, 10*time.Second, "the order to fail", func() bool {
 		var o models.Order
 		c.db.Take(&o, "id = ?", id)

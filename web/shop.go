@@ -148,6 +148,9 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if o.Invoice != nil {
 		v.Invoice = o.Invoice.Number
 	}
+	if n := len(o.Payments); o.Status == models.OrderPending && n > 0 && o.Payments[n-1].Status == models.PaymentFailed {
+		v.Declined = true // the latest attempt: payments are read in id order
+	}
 	if o.Status == models.OrderPending && s.deps.PaymentPage != nil {
 		v.PayURL = s.deps.PaymentPage.PayURL(o.ID, token)
 	}

@@ -32,7 +32,7 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 		{midtrans.Name, midtransKey, "SB-Mid-server-NOT-OURS", must(midtrans.NewProvider(midtransKey)),
 			func(f payments.Fact) string {
 				return f.TransactionID + ":" + map[models.PaymentEvent]string{models.EventPaid: "settlement", models.EventPending: "pending",
-					models.EventFailed: "deny", models.EventExpired: "expire", models.EventRefunded: "refund"}[f.Status]
+					models.EventDeclined: "deny", models.EventFailed: "cancel", models.EventExpired: "expire", models.EventRefunded: "refund"}[f.Status]
 			}},
 		{xendit.Name, xenditToken, "xnd-callback-token-NOT-OURS", must(xendit.NewProvider(xenditToken)),
 			func(f payments.Fact) string { return f.EventID }},
@@ -49,7 +49,7 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			expressed := 0
-			for _, status := range []models.PaymentEvent{models.EventPaid, models.EventPending, models.EventFailed, models.EventExpired, models.EventRefunded} {
+			for _, status := range []models.PaymentEvent{models.EventPaid, models.EventPending, models.EventDeclined, models.EventFailed, models.EventExpired, models.EventRefunded} {
 				for _, money := range []struct {
 					amount   int64
 					currency string

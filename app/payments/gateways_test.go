@@ -418,3 +418,42 @@ func TestMidtransFraudStatusIsChecked(t *testing.T) {
 		t.Errorf("fraud_status accept: %+v", out)
 	}
 }
+
+// Stripe's payment_intent.payment_failed is one declined attempt: the
+// PaymentIntent returns to requires_payment_method and the customer tries
+// again on it. The order stays pending with its stock until the
+// payment_intent.succeeded that follows pays it, once; only
+// payment_intent.canceled ends the payment, and the order with it.
+func TestStripeFailedAttemptThenSuccessPaysOnce(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	before := f.snapshot(id, sku)
+	failedPI := paymentIntent(id, "pi_retry_"+id, 5000000, "idr")
+	failedPI["status"], failedPI["amount_received"] = "requires_payment_method", 0
+	if out := f.send(stripeEvent("evt_failed_"+id, "payment_intent.payment_failed", failedPI)); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPending {
+		t.Fatalf("payment_failed: %s %s (%s), want processed with the order pending", out.Result, out.OrderStatus, out.Detail)
+	}
+	if s := f.snapshot(id, sku); s.stock != before.stock || s.payments["pi_retry_"+id] != models.PaymentFailed {
+		t.Fatalf("after payment_failed: %+v; want the stock held and the attempt failed", s)
+	}
+	if out := f.send(stripeEvent("evt_ok_"+id, "payment_intent.succeeded", paymentIntent(id, "pi_retry_"+id, 5000000, "idr"))); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+		t.Fatalf("succeeded after the failure: %+v", out)
+	}
+	if s := f.snapshot(id, sku); s.stock != before.stock || s.payments["pi_retry_"+id] != models.PaymentSucceeded || s.outbox != 2 {
+		t.Errorf("after the success: %+v; want paid once, the stock never released", s)
+	}
+
+	// payment_intent.canceled ends the payment: the order fails and
+	// releases its stock.
+	other, sku := f.orderIn(models.OrderPending)
+	before = f.snapshot(other, sku)
+	canceled := paymentIntent(other, "pi_cancel_"+other, 5000000, "idr")
+	canceled["status"], canceled["amount_received"] = "canceled", 0
+	if out := f.send(stripeEvent("evt_cancel_"+other, "payment_intent.canceled", canceled)); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderFailed {
+		t.Fatalf("canceled: %+v", out)
+	}
+	if s := f.snapshot(other, sku); s.stock != before.stock+1 {
+		t.Errorf("after canceled: stock %d, want %d (released)", s.stock, before.stock+1)
+	}
+}

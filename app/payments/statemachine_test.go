@@ -165,13 +165,16 @@ func TestStateMachine(t *testing.T) {
 	// Pending: every event applies.
 	cases = append(cases,
 		tc{models.OrderPending, models.EventPaid, "tx-new", want{processed, models.OrderPaid, models.PaymentSucceeded, 0, 2}},
+		// A declined attempt fails the payment, not the order: it keeps
+		// its stock, and may still be paid.
+		tc{models.OrderPending, models.EventDeclined, "tx-new", want{processed, models.OrderPending, models.PaymentFailed, 0, 0}},
 		tc{models.OrderPending, models.EventFailed, "tx-new", want{processed, models.OrderFailed, models.PaymentFailed, +1, 0}},
 		tc{models.OrderPending, models.EventExpired, "tx-new", want{processed, models.OrderExpired, models.PaymentExpired, +1, 0}},
 		tc{models.OrderPending, models.EventPending, "tx-new", want{processed, models.OrderPending, models.PaymentPending, 0, 0}},
 	)
-	// Every other state: failed, expired and pending events are stale.
+	// Every other state: declined, failed, expired and pending events are stale.
 	for _, s := range all[1:] {
-		for _, ev := range []models.PaymentEvent{models.EventFailed, models.EventExpired, models.EventPending} {
+		for _, ev := range []models.PaymentEvent{models.EventDeclined, models.EventFailed, models.EventExpired, models.EventPending} {
 			cases = append(cases, tc{s, ev, "tx-new", want{stale, s, "", 0, 0}})
 		}
 	}
@@ -243,6 +246,31 @@ func TestStateMachine(t *testing.T) {
 	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0) // no worker runs here
 	if err != nil || !report.OK {
 		t.Fatalf("audit after the state machine: %v %+v", err, report.Violations)
+	}
+}
+
+// A declined attempt and then a success on the same charge — a card
+// declined, then accepted on the same PaymentIntent — pay the order once;
+// its stock is never released, so it is never re-reserved either.
+func TestDeclinedThenPaidPaysOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	orderID, sku := f.orderIn(models.OrderPending)
+	before := f.snapshot(orderID, sku)
+	if out := f.deliver(orderID, "tx-retry", models.EventDeclined, 0); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPending {
+		t.Fatalf("declined: %+v", out)
+	}
+	if out := f.deliver(orderID, "tx-retry", models.EventPaid, price); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+		t.Fatalf("paid after the decline: %+v", out)
+	}
+	after := f.snapshot(orderID, sku)
+	if after.stock != before.stock || after.payments["tx-retry"] != models.PaymentSucceeded || len(after.payments) != 1 {
+		t.Errorf("after a decline and a payment: %+v; want the stock untouched and one succeeded payment", after)
+	}
+	var moves int64
+	f.db.Model(&models.StockMovement{}).Where("order_id = ? AND kind <> ?", orderID, models.MovementReserve).Count(&moves)
+	if moves != 0 {
+		t.Errorf("%d release or re-reserve movements; the stock must stay reserved throughout", moves)
 	}
 }
 

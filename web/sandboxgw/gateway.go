@@ -62,8 +62,10 @@ const (
 // Modes lists the modes, for the form.
 var Modes = []string{ModeSequential, ModeConcurrent, ModeConflict, ModeOutOfOrder, ModeLost}
 
-// Outcomes lists the payment statuses the gateway can report.
-var Outcomes = []string{string(models.EventPaid), string(models.EventFailed), string(models.EventExpired)}
+// Outcomes lists the payment statuses the gateway can report: a payment,
+// a declined attempt (the customer may try again), the payment cancelled
+// (it ends), the payment expired.
+var Outcomes = []string{string(models.EventPaid), string(models.EventDeclined), string(models.EventFailed), string(models.EventExpired)}
 
 // orderOpener is what the gateway needs of the orders service: the order,
 // if the token opens it.
@@ -185,8 +187,8 @@ func (g *Gateway) ParsePlan(outcome, copies, mode, provider string) (Plan, error
 	n, err := strconv.Atoi(copies)
 	sender := g.senders[provider]
 	switch {
-	case p.Outcome != models.EventPaid && p.Outcome != models.EventFailed && p.Outcome != models.EventExpired:
-		return p, models.Errorf(models.EInvalid, "outcome must be one of paid, failed, expired")
+	case !slices.Contains(Outcomes, outcome):
+		return p, models.Errorf(models.EInvalid, "outcome must be one of %s", strings.Join(Outcomes, ", "))
 	case err != nil || n < 1 || n > MaxCopies:
 		return p, models.Errorf(models.EInvalid, "copies must be a whole number from 1 to %d", MaxCopies)
 	case !slices.Contains(Modes, p.Mode):

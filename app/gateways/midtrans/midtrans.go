@@ -11,9 +11,11 @@
 //     again is a duplicate; capture then settlement are two facts.
 //   - Status: capture with fraud_status accept, and settlement → paid (the
 //     second of the two is stale: the same charge is already paid);
-//     capture with challenge, pending, authorize → pending; deny, cancel,
-//     failure → failed; expire → expired; refund, partial_refund →
-//     refunded. Anything else is ignored.
+//     capture with challenge, pending, authorize → pending; deny, failure,
+//     capture with fraud_status deny → declined (one attempt failed: a
+//     Snap order may be retried with another attempt until it is paid or
+//     expires); cancel → failed; expire → expired; refund, partial_refund
+//     → refunded. Anything else is ignored.
 //   - Amount: gross_amount is a decimal text in the currency's major unit
 //     ("150000.00").
 package midtrans
@@ -106,13 +108,15 @@ func eventOf(status, fraud string) (models.PaymentEvent, bool) {
 		case "challenge":
 			return models.EventPending, true
 		case "deny":
-			return models.EventFailed, true
+			return models.EventDeclined, true
 		}
 	case "settlement":
 		return models.EventPaid, true
 	case "pending", "authorize":
 		return models.EventPending, true
-	case "deny", "cancel", "failure":
+	case "deny", "failure":
+		return models.EventDeclined, true
+	case "cancel":
 		return models.EventFailed, true
 	case "expire":
 		return models.EventExpired, true

@@ -32,7 +32,8 @@ func (Sender) Provider() string { return Name }
 var statuses = map[models.PaymentEvent][2]string{
 	models.EventPaid:     {"settlement", "200"},
 	models.EventPending:  {"pending", "201"},
-	models.EventFailed:   {"deny", "202"},
+	models.EventDeclined: {"deny", "202"},
+	models.EventFailed:   {"cancel", "202"},
 	models.EventExpired:  {"expire", "407"},
 	models.EventRefunded: {"refund", "200"},
 }

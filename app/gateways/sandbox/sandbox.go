@@ -7,8 +7,9 @@
 //     webhook-signature: HMAC-SHA256), with every key of
 //     SANDBOX_WEBHOOK_SECRET, so secrets can be rotated without a gap.
 //   - Key: the webhook-id header, the event id.
-//   - Status: payment_status is the event itself: paid, failed, expired,
-//     pending, refunded.
+//   - Status: payment_status is the event itself: paid, declined (this
+//     attempt failed; the customer may try again), failed (the gateway
+//     ended the payment), expired, pending, refunded.
 //   - Amount: paid_amount, a whole number of the currency's minor units.
 package sandbox
 
@@ -87,7 +88,7 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 	ev.Amount = f.MinorUnits("paid_amount")
 	ev.Currency = f.String("currency")
 	if f.Err == nil && !ev.Status.Valid() {
-		f.Fail("payment_status must be one of paid, failed, expired, pending, refunded")
+		f.Fail("payment_status must be one of paid, declined, failed, expired, pending, refunded")
 	}
 	if f.Err == nil {
 		f.Currency("currency", ev.Currency)

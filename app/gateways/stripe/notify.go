@@ -45,10 +45,14 @@ func (Sender) Body(f payments.Fact) ([]byte, error) {
 		typ = "payment_intent.succeeded"
 		object = map[string]any{"id": f.TransactionID, "object": "payment_intent", "amount": amount,
 			"amount_received": amount, "currency": currency, "status": "succeeded", "metadata": meta}
-	case models.EventFailed:
+	case models.EventDeclined:
 		typ = "payment_intent.payment_failed"
 		object = map[string]any{"id": f.TransactionID, "object": "payment_intent", "amount": amount,
 			"amount_received": 0, "currency": currency, "status": "requires_payment_method", "metadata": meta}
+	case models.EventFailed:
+		typ = "payment_intent.canceled"
+		object = map[string]any{"id": f.TransactionID, "object": "payment_intent", "amount": amount,
+			"amount_received": 0, "currency": currency, "status": "canceled", "metadata": meta}
 	case models.EventPending:
 		typ = "checkout.session.completed"
 		object = map[string]any{"id": "cs_" + f.TransactionID, "object": "checkout.session", "client_reference_id": f.OrderID,

@@ -10,7 +10,9 @@
 //     is chosen in Stripe's dashboard, not here.
 //   - Key: the event id.
 //   - Events: payment_intent.succeeded (metadata.order_id,
-//     amount_received) → paid; payment_intent.payment_failed → failed;
+//     amount_received) → paid; payment_intent.payment_failed → declined
+//     (the PaymentIntent returns to requires_payment_method: the customer
+//     may try again); payment_intent.canceled → failed;
 //     checkout.session.completed (client_reference_id, amount_total,
 //     payment_status "paid") → paid, "unpaid" → pending; charge.refunded
 //     (metadata.order_id) → refunded. The charge's reference is always its
@@ -113,15 +115,19 @@ func parse(body []byte) (payments.Event, error) {
 	var orderID, currency string
 	var amount int64
 	switch e.Type {
-	case "payment_intent.succeeded", "payment_intent.payment_failed":
+	case "payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled":
 		var pi stripego.PaymentIntent
 		if err := json.Unmarshal(e.Data.Raw, &pi); err != nil {
 			return payments.Event{}, models.Errorf(models.EMissingField, "the event's PaymentIntent does not parse: %v", err)
 		}
 		orderID, currency, ev.TransactionID = pi.Metadata["order_id"], string(pi.Currency), pi.ID
-		ev.Status = models.EventFailed
-		if e.Type == "payment_intent.succeeded" {
+		switch e.Type {
+		case "payment_intent.succeeded":
 			ev.Status, amount = models.EventPaid, pi.AmountReceived
+		case "payment_intent.payment_failed":
+			ev.Status = models.EventDeclined
+		default:
+			ev.Status = models.EventFailed
 		}
 	case "checkout.session.completed":
 		var cs stripego.CheckoutSession

@@ -131,7 +131,7 @@ export function expressible(status) {
 const MIDTRANS_STATUS = {
   paid: ['settlement', '200'],
   pending: ['pending', '201'],
-  failed: ['deny', '202'],
+  failed: ['cancel', '202'], // the payment ended; a deny is one declined attempt
   expired: ['expire', '407'],
 };
 const XENDIT_STATUS = { paid: 'PAID', pending: 'PENDING', expired: 'EXPIRED' };
@@ -189,8 +189,8 @@ export function eventBody(id, ev) {
               payment_intent: ev.transaction_id, amount_total: amount, currency: 'idr', payment_status: 'unpaid' }
           : { id: ev.transaction_id, object: 'payment_intent', amount, currency: 'idr', metadata: meta,
               amount_received: ev.payment_status === 'paid' ? amount : 0,
-              status: ev.payment_status === 'paid' ? 'succeeded' : 'requires_payment_method' };
-      const type = { paid: 'payment_intent.succeeded', failed: 'payment_intent.payment_failed', pending: 'checkout.session.completed' }[
+              status: ev.payment_status === 'paid' ? 'succeeded' : 'canceled' };
+      const type = { paid: 'payment_intent.succeeded', failed: 'payment_intent.canceled', pending: 'checkout.session.completed' }[
         /** @type {'paid' | 'failed' | 'pending'} */ (ev.payment_status)
       ];
       return JSON.stringify({ id, object: 'event', type, data: { object } });
