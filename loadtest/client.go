@@ -9,19 +9,26 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
 )
 
 // client speaks Sekali's API for set-up and verdicts.
 type client struct {
-	base  string
-	token string
-	send  payments.Sender // writes and signs the gateway's notifications
-	http  *http.Client
+	base   string
+	token  string
+	send   payments.Sender // writes and signs the gateway's notifications
+	secret string          // the gateway's secret the sender signs with
+	http   *http.Client
+
+	mu          sync.Mutex
+	registerErr error // the first failure to make a Midtrans transaction known
 }
 
 func (c *client) do(ctx context.Context, method, path string, header http.Header, body []byte, out any) (int, error) {
@@ -115,6 +122,9 @@ func (c *client) notification(f payments.Fact, allowed ...int) *shot {
 	tag := f.EventID
 	if c.send.Provider() == midtrans.Name {
 		f.EventID = "" // Midtrans has none: its key is the transaction and its status
+		if f.Status != models.EventPending {
+			c.makeKnown(f, body)
+		}
 	}
 	return &shot{method: "POST", path: "/callbacks/" + c.send.Provider(), event: f.EventID, notification: true,
 		tag: tag, allowed: allowed, body: body}
@@ -124,4 +134,56 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// makeKnown tells the server's sandbox gateway, which stands in for
+// Midtrans's status API, that the notification's transaction is in the
+// state it says — as a real Midtrans transaction exists before its
+// notification. Sekali confirms every Midtrans notification but a
+// pending one with that API, so a notification of a transaction it does
+// not know is answered "unconfirmed" and changes nothing. The server
+// needs SANDBOX_GATEWAY=on and MIDTRANS_API_URL unset.
+func (c *client) makeKnown(f payments.Fact, body []byte) {
+	_, signed, err := c.send.Sign(body, "", time.Now())
+	if err == nil {
+		err = c.put(midtrans.SandboxAPIPath+"/v2/"+url.PathEscape(f.TransactionID)+"/status", signed)
+	}
+	if err != nil {
+		c.mu.Lock()
+		if c.registerErr == nil {
+			c.registerErr = fmt.Errorf("making Midtrans transaction %s known to the sandbox gateway: %w "+
+				"(replaying Midtrans needs SANDBOX_GATEWAY=on on the server, with MIDTRANS_API_URL unset)", f.TransactionID, err)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// put PUTs a notification with the gateway's secret as the basic-auth
+// user, as its API takes its key.
+func (c *client) put(path string, body []byte) error {
+	req, err := http.NewRequest(http.MethodPut, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(c.secret, "")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, res.Body)
+	if res.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("HTTP %d", res.StatusCode)
+	}
+	return nil
+}
+
+// registrationError is the first failure of makeKnown, once.
+func (c *client) registrationError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.registerErr
+	c.registerErr = nil
+	return err
 }

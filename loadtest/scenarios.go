@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-secret: %w", err)
 	}
-	c := &client{base: strings.TrimRight(cfg.Target, "/"), token: cfg.Token, send: send,
+	c := &client{base: strings.TrimRight(cfg.Target, "/"), token: cfg.Token, send: send, secret: cfg.Secret,
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	var reports []Report
 	found := false
@@ -88,8 +88,10 @@ func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 		r := &runner{cfg: cfg, c: c, stats: newStats(), name: s.Name, run: randomHex(4)}
 		err := s.run(ctx, r)
 		rep := r.stats.report(s.Name)
-		if err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
+		for _, err := range []error{err, c.registrationError()} {
+			if err != nil {
+				rep.Problems = append(rep.Problems, err.Error())
+			}
 		}
 		if ctx.Err() == nil && !cfg.SkipAudit {
 			a, err := c.audit(ctx, cfg.DrainTimeout)

@@ -64,6 +64,11 @@ const (
 	// so the gateway stops sending it; nothing is recorded but its
 	// delivery.
 	ResultIgnored = "ignored"
+	// ResultUnconfirmed: a notification that the gateway's status API
+	// does not confirm. It changes nothing of its own: what the API says
+	// is applied instead, as a status poll's answer would be. Answered
+	// 200 — the API's answer is the fact, and a retry would say the same.
+	ResultUnconfirmed = "unconfirmed"
 
 	ReasonUnknownOrder      = "unknown_order"
 	ReasonAmountMismatch    = "amount_mismatch"
@@ -102,6 +107,7 @@ const (
 	OutcomeConflict             = "conflict"
 	OutcomeRejected             = "rejected"
 	OutcomeIgnored              = "ignored"
+	OutcomeUnconfirmed          = "unconfirmed"
 	OutcomeInvalidSignature     = "invalid_signature"
 	OutcomeInvalidPayload       = "invalid_payload"
 	OutcomeMissingField         = "missing_field"
@@ -123,6 +129,9 @@ type CallbackDelivery struct {
 	DurationMS   int `gorm:"column:duration_ms"`
 	RemoteAddr   string
 	RequestID    string
+	// Note says why an unconfirmed delivery changed nothing: what it
+	// said, and what the gateway's status API said.
+	Note string
 }
 
 // DeliveryCount is how many deliveries of one provider had one outcome in

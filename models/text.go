@@ -22,3 +22,15 @@ const (
 	MaxStock   = 1_000_000_000_000     // units of one product in stock
 	MaxRestock = 1_000_000_000         // units added by one restock
 )
+
+// Truncate cuts s to at most n bytes, at a rune boundary, so that text of
+// our own making fits a bounded column.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

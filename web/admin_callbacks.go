@@ -19,7 +19,7 @@ var callbackResults = []string{
 // deliveryOutcomes are the values of the deliveries list's outcome filter.
 var deliveryOutcomes = append([]string{
 	models.OutcomeProcessed, models.OutcomeStale, models.OutcomeDuplicate, models.OutcomeConflict,
-	models.OutcomeRejected, models.OutcomeIgnored, models.OutcomeError, payments.FilterRefused,
+	models.OutcomeRejected, models.OutcomeIgnored, models.OutcomeUnconfirmed, models.OutcomeError, payments.FilterRefused,
 }, payments.RefusedOutcomes...)
 
 // adminCallbacks is GET /admin/callbacks: one row per provider event,

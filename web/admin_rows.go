@@ -22,7 +22,7 @@ func callbackRow(c models.PaymentCallback) views.CallbackRow {
 func deliveryRow(d models.CallbackDelivery) views.DeliveryRow {
 	r := views.DeliveryRow{
 		ID: d.ID, Provider: d.Provider, ReceivedAt: d.ReceivedAt, Outcome: d.Outcome, ResponseCode: d.ResponseCode,
-		DurationMS: d.DurationMS, RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
+		DurationMS: d.DurationMS, RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, Note: d.Note,
 	}
 	if d.CallbackID != nil {
 		r.CallbackID = *d.CallbackID

@@ -16,6 +16,9 @@ type callbackJSON struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	OrderID        string `json:"order_id"`
 	OrderStatus    string `json:"order_status,omitempty"`
+	// Detail says, for an unconfirmed notification, what it and the
+	// gateway's API said.
+	Detail string `json:"detail,omitempty"`
 }
 
 // receiveCallback is POST /callbacks/:provider. Everything from the size
@@ -32,10 +35,14 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		RequestID:   requestID(c),
 	})
 	if out.Code() == "" {
-		return c.JSON(http.StatusOK, callbackJSON{
+		answer := callbackJSON{
 			Result: out.Result, Provider: out.Provider, IdempotencyKey: out.Key,
 			OrderID: out.OrderID, OrderStatus: string(out.OrderStatus),
-		})
+		}
+		if out.Result == models.ResultUnconfirmed {
+			answer.Detail = out.Detail
+		}
+		return c.JSON(http.StatusOK, answer)
 	}
 	p := newProblem(out.Code(), out.Detail)
 	p.Result, p.Reason = out.Result, out.Reason

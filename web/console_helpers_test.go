@@ -89,16 +89,17 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		t.Fatal(err)
 	}
 	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	midtransProvider, err := midtrans.NewProvider(midtransKey)
+	// The listener first: the sandbox gateway sends its callbacks to it,
+	// and answers there as Midtrans's status API.
+	var handler http.Handler
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	midtransProvider, err := midtrans.NewProvider(midtransKey, "http://"+hs.Listener.Addr().String()+midtrans.SandboxAPIPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
 	t.Cleanup(callbacks.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
-	// The listener first: the sandbox gateway sends its callbacks to it.
-	var handler http.Handler
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
 	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://"+hs.Listener.Addr().String(), log)
 	gateway.Retries = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}
 	midtransFormat, err := gateways.NewSender(midtrans.Name, midtransKey)

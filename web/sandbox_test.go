@@ -10,6 +10,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -112,7 +113,9 @@ func TestSandboxGatewayConflictAndOutOfOrder(t *testing.T) {
 // The QA panel speaks each configured gateway's format: five concurrent
 // copies of a Midtrans settlement go to /callbacks/midtrans, signed with
 // the server key, keyed transaction:status — one processed, four
-// duplicates, one Midtrans payment.
+// duplicates, one Midtrans payment. Each is confirmed with the gateway's
+// emulation of Midtrans's status API, which answers only to the server
+// key.
 func TestSandboxGatewaySpeaksMidtrans(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
@@ -136,6 +139,20 @@ func TestSandboxGatewaySpeaksMidtrans(t *testing.T) {
 	if cb.Provider != "midtrans" || !strings.HasSuffix(cb.IdempotencyKey, ":settlement") || o.Status != models.OrderPaid ||
 		len(o.Payments) != 1 || o.Payments[0].Provider != "midtrans" || o.Payments[0].Amount != 120000 {
 		t.Errorf("callback %s %q, order %s, payments %+v: want one Midtrans settlement paying 120000", cb.Provider, cb.IdempotencyKey, o.Status, o.Payments)
+	}
+	statusURL := c.URL + midtrans.SandboxAPIPath + "/v2/" + cb.TransactionID + "/status"
+	if res, err := http.Get(statusURL); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the status API without the server key: %v %v, want 401", res.StatusCode, err)
+	}
+	client, _ := midtrans.NewStatusClient(midtransKey, c.URL+midtrans.SandboxAPIPath)
+	for _, ask := range []string{cb.TransactionID, id} { // by transaction, and by order
+		ev, found, err := client.Transaction(context.Background(), ask)
+		if err != nil || !found || ev.Key != cb.IdempotencyKey || ev.Amount != 120000 {
+			t.Errorf("the status API on %s: %+v %v %v, want the settlement", ask, ev, found, err)
+		}
+	}
+	if _, found, err := client.Transaction(context.Background(), "tx-nobody-made"); found || err != nil {
+		t.Errorf("the status API on an unknown transaction: found %v, %v; want Midtrans's 404", found, err)
 	}
 }
 

@@ -127,7 +127,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 	bumps := map[int64]*bump{}
 	for i, q := range batch {
 		d := q.row
-		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID}
+		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.Note}
 		if d.CallbackID == nil {
 			continue
 		}
@@ -177,7 +177,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 }
 
 // deliveryColumns are the columns write copies, in the order of its rows.
-var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id"}
+var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id", "note"}
 
 // bump is what one batch adds to one callback's counters.
 type bump struct {

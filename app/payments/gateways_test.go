@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -36,19 +37,20 @@ func gatewayFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	midtrans, err := midtrans.NewProvider(midtransKey)
+	midtransProvider, err := midtrans.NewProvider(midtransKey, midtransAPI.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	xendit, err := xendit.NewProvider(xenditToken)
+	xenditProvider, err := xendit.NewProvider(xenditToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stripe, err := stripe.NewProvider("whsec_old_rotated_out," + stripeSecret)
+	stripeProvider, err := stripe.NewProvider("whsec_old_rotated_out," + stripeSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}), midtrans, xendit, stripe)
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}),
+		midtransProvider, xenditProvider, stripeProvider)
 	t.Cleanup(pay.Close)
 	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
 }
@@ -70,12 +72,25 @@ func (f *fixture) send(d delivery) payments.Outcome {
 	return f.pay.Receive(context.Background(), payments.Delivery{Provider: d.provider, Header: h, Body: bytesReader(d.body), ContentType: "application/json"})
 }
 
-// midtransNotification builds a signed Midtrans notification.
+// midtransNotification builds a signed Midtrans notification of a
+// transaction's new state, and makes that the state midtransAPI answers:
+// a genuine notification.
 func midtransNotification(orderID, txID, status, fraud, gross, currency string) delivery {
+	d := midtransBody(orderID, txID, status, fraud, gross, currency)
+	midtransAPI.set(d.body)
+	return d
+}
+
+// midtransBody builds a signed Midtrans notification, and tells the API
+// nothing.
+func midtransBody(orderID, txID, status, fraud, gross, currency string) delivery {
 	n := midtrans.Notification{OrderID: orderID, TransactionID: txID, TransactionStatus: status, FraudStatus: fraud,
 		StatusCode: "200", GrossAmount: gross, Currency: currency, PaymentType: "bank_transfer"}
-	if status == "pending" {
+	switch status {
+	case "pending":
 		n.StatusCode = "201"
+	case "deny", "cancel", "expire":
+		n.StatusCode = "202"
 	}
 	n.SignatureKey = midtrans.Signature(n, midtransKey)
 	b, _ := json.Marshal(n)
@@ -455,5 +470,111 @@ func TestStripeFailedAttemptThenSuccessPaysOnce(t *testing.T) {
 	}
 	if s := f.snapshot(other, sku); s.stock != before.stock+1 {
 		t.Errorf("after canceled: stock %d, want %d (released)", s.stock, before.stock+1)
+	}
+}
+
+// forge re-signs a genuine Midtrans notification after changing fields
+// the signature does not cover (it covers order_id, status_code and
+// gross_amount only): what an attacker holding one genuine notification
+// can send. The status API is told nothing.
+func forge(genuine delivery, changes map[string]any) delivery {
+	var n map[string]any
+	json.Unmarshal(genuine.body, &n)
+	maps.Copy(n, changes)
+	b, _ := json.Marshal(n)
+	return delivery{provider: midtrans.Name, body: b}
+}
+
+// Midtrans's signature covers three fields, so a holder of one genuine
+// notification can rewrite the rest. Every such forgery is confirmed
+// with the status API first and changes nothing of its own: the delivery
+// is answered 200 unconfirmed, with a note of what each side said, and
+// what the API says is applied instead — which here is nothing new.
+func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	ctx := context.Background()
+	unconfirmed := func(name string, d delivery) {
+		t.Helper()
+		if out := f.send(d); out.Status() != 200 || out.Result != models.ResultUnconfirmed {
+			t.Errorf("%s: %d %s (%s), want 200 unconfirmed", name, out.Status(), out.Result, out.Detail)
+		}
+	}
+
+	// A genuine pending notification re-sent as a settlement of another
+	// transaction: Midtrans does not know that transaction.
+	pending, sku := f.orderIn(models.OrderPending)
+	genuine := midtransNotification(pending, "tx-pend-"+pending, "pending", "", "50000.00", "IDR")
+	if out := f.send(genuine); out.Result != models.ResultProcessed {
+		t.Fatalf("the genuine pending notification: %+v", out)
+	}
+	unconfirmed("pending re-sent as a settlement", forge(genuine, map[string]any{"transaction_status": "settlement", "transaction_id": "tx-forged-" + pending}))
+	unconfirmed("pending re-sent as its own settlement", forge(genuine, map[string]any{"transaction_status": "settlement"}))
+	if s := f.snapshot(pending, sku); s.status != models.OrderPending || s.outbox != 0 || s.payments["tx-forged-"+pending] != "" {
+		t.Errorf("after forged settlements: %+v; want the order pending, nothing paid, no invoice", s)
+	}
+
+	// A genuine deny re-sent as a settlement.
+	denied, sku := f.orderIn(models.OrderPending)
+	deny := midtransNotification(denied, "tx-deny-"+denied, "deny", "", "50000.00", "IDR")
+	if out := f.send(deny); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPending {
+		t.Fatalf("the genuine deny: %+v", out)
+	}
+	unconfirmed("deny re-sent as a settlement", forge(deny, map[string]any{"transaction_status": "settlement"}))
+	if s := f.snapshot(denied, sku); s.status != models.OrderPending || s.payments["tx-deny-"+denied] != models.PaymentFailed || s.outbox != 0 {
+		t.Errorf("after a deny forged into a settlement: %+v; want pending, the attempt failed", s)
+	}
+
+	// A genuine settlement re-sent as a refund.
+	paid, sku := f.orderIn(models.OrderPending)
+	settlement := midtransNotification(paid, "tx-paid-"+paid, "settlement", "", "50000.00", "IDR")
+	if out := f.send(settlement); out.Result != models.ResultProcessed {
+		t.Fatalf("the genuine settlement: %+v", out)
+	}
+	unconfirmed("settlement re-sent as a refund", forge(settlement, map[string]any{"transaction_status": "refund"}))
+	if s := f.snapshot(paid, sku); s.status != models.OrderPaid || s.payments["tx-paid-"+paid] != models.PaymentSucceeded {
+		t.Errorf("after a settlement forged into a refund: %+v; want paid", s)
+	}
+
+	// The same body with "currency":"USD", before the genuine one came:
+	// the API's answer — the settlement in rupiah — is what pays the
+	// order; the genuine notification then is a duplicate.
+	usd, sku := f.orderIn(models.OrderPending)
+	inIDR := midtransNotification(usd, "tx-usd-"+usd, "settlement", "", "50000.00", "IDR")
+	unconfirmed("a settlement re-written in USD", forge(inIDR, map[string]any{"currency": "USD"}))
+	var pays []models.Payment
+	f.db.Find(&pays, "order_id = ?", usd)
+	if len(pays) != 1 || pays[0].Currency != "IDR" || pays[0].Amount != price || f.snapshot(usd, sku).status != models.OrderPaid {
+		t.Errorf("after a USD forgery: payments %+v; want one IDR payment of %d, applied from the API's answer", pays, price)
+	}
+	if out := f.send(inIDR); out.Result != models.ResultDuplicate {
+		t.Errorf("the genuine notification after the API's answer was applied: %s, want duplicate", out.Result)
+	}
+
+	// The deliveries say why: unconfirmed, with both sides in the note.
+	testenv.Eventually(t, 10*time.Second, "the unconfirmed deliveries' rows", func() bool {
+		var n int64
+		f.db.Model(&models.CallbackDelivery{}).Where("outcome = ? AND note LIKE ?", models.OutcomeUnconfirmed, "%the status API%").Count(&n)
+		return n == 5
+	})
+	var note string
+	f.db.Raw("SELECT note FROM callback_deliveries WHERE outcome = 'unconfirmed' AND note LIKE ?", "%tx-forged-"+pending+"%").Scan(&note)
+	if !strings.Contains(note, "paid of tx-forged-"+pending) || !strings.Contains(note, "does not know") {
+		t.Errorf("the note of the forged settlement: %q", note)
+	}
+
+	// The API down: 503, so that Midtrans retries; nothing is written.
+	down, _ := f.orderIn(models.OrderPending)
+	midtransAPI.down.Store(true)
+	out := f.send(midtransNotification(down, "tx-down-"+down, "settlement", "", "50000.00", "IDR"))
+	midtransAPI.down.Store(false)
+	var callbacks int64
+	f.db.Model(&models.PaymentCallback{}).Where("order_id = ?", down).Count(&callbacks)
+	if out.Status() != 503 || callbacks != 0 {
+		t.Errorf("the status API down: %d %s with %d callbacks recorded; want 503 and none", out.Status(), out.Result, callbacks)
+	}
+	report, err := audit.WithoutJobs(f.db).Run(ctx, 0)
+	if err != nil || !report.OK {
+		t.Fatalf("audit: %v %+v", err, report.Violations)
 	}
 }

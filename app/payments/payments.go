@@ -49,6 +49,20 @@ type Provider interface {
 	EventHeaders() []string
 }
 
+// Confirmer is implemented by a provider whose notifications are not
+// wholly signed (Midtrans signs order_id, status_code and gross_amount
+// only: its other fields can be changed without breaking the signature).
+// What such a notification says is confirmed with the gateway's API
+// before anything is written, and only what the API says is applied.
+type Confirmer interface {
+	// Confirm asks the gateway's API about ev's transaction and returns
+	// its answer as the Event the gateway's notification of it would
+	// give; found is false when the gateway does not know it. An error
+	// means the API could not answer now: the delivery is answered 503,
+	// and the gateway retries it.
+	Confirm(ctx context.Context, ev Event) (answer Event, found bool, err error)
+}
+
 // deliveryFields is implemented by a provider whose deliveries of one
 // event differ in top-level members that describe the delivery, not the
 // event (Stripe's pending_webhooks counts the endpoints still waiting):
@@ -123,6 +137,7 @@ type Outcome struct {
 	Key          string
 	OrderID      string
 	OrderStatus  models.OrderStatus // after the event, when known
+	note         string             // why an unconfirmed delivery changed nothing, for its row
 	recorded     bool               // the delivery row was written in the applying transaction
 	queued       bool               // the applying transaction wrote tasks to the outbox
 	callbackID   *int64
@@ -137,7 +152,7 @@ const ResultUnknownProvider = "unknown_provider"
 // that decides the HTTP status (models.HTTPStatus) and names the problem.
 func (o Outcome) Code() string {
 	switch o.Result {
-	case models.ResultProcessed, models.ResultStale, models.ResultDuplicate, models.ResultIgnored:
+	case models.ResultProcessed, models.ResultStale, models.ResultDuplicate, models.ResultIgnored, models.ResultUnconfirmed:
 		return ""
 	case models.ResultConflict:
 		return models.EConflict
@@ -211,6 +226,7 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 			DurationMS:   int(time.Since(start).Milliseconds()),
 			RemoteAddr:   d.RemoteAddr,
 			RequestID:    d.RequestID,
+			Note:         out.note,
 		}, out.Result == models.ResultConflict)
 	}
 	s.observe(ctx, out, ev, d.RequestID, time.Since(start))
@@ -237,6 +253,22 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 	}
 	if err != nil {
 		return refusal(models.ErrorCode(err), models.ErrorMessage(err)), Event{}
+	}
+	if c, ok := p.(Confirmer); ok && s.needsConfirming(p.Name(), ev) {
+		answer, found, err := c.Confirm(ctx, ev)
+		switch {
+		case err != nil:
+			s.log.ErrorContext(ctx, "callback could not be confirmed", "provider", p.Name(), "idempotency_key", ev.Key,
+				"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
+			return Outcome{Result: models.ResultError, Detail: "the gateway's status API could not be asked to confirm this notification; retry later"}, ev
+		case !found || !SameEvent(ev, answer):
+			out := s.unconfirmed(ctx, p.Name(), ev, answer, found, d)
+			out.Key, out.OrderID = ev.Key, ev.OrderID
+			return out, ev
+		}
+		// Confirmed: the notification says what the API says, so
+		// applying it applies the API's answer, under the notification's
+		// key and fingerprint.
 	}
 	out, err := s.apply(ctx, p.Name(), ev, d)
 	if err != nil {

@@ -67,18 +67,27 @@ func (s *Service) Poll(ctx context.Context, clients []StatusClient, within time.
 }
 
 // ApplyPolled applies a fact learnt by a status poll as a delivery of its
-// notification would be applied. Its fingerprint marks it as polled.
+// notification would be applied.
 func (s *Service) ApplyPolled(ctx context.Context, provider string, ev Event) Outcome {
+	return s.applyFact(ctx, provider, ev, Delivery{Provider: provider, RemoteAddr: "status poll", RequestID: "poll"})
+}
+
+// applyFact applies a fact learnt from the gateway's API — a status poll's
+// answer, or the answer that an unconfirmed notification was checked
+// against — as a delivery of its notification would be applied. Its
+// fingerprint marks it as polled: it is compared with a notification of
+// the same key by what they say (sameFact).
+func (s *Service) applyFact(ctx context.Context, provider string, ev Event, d Delivery) Outcome {
 	b, _ := json.Marshal([]any{ev.OrderID, ev.TransactionID, ev.Status, ev.Amount, ev.Currency})
 	ev.Fingerprint = polledPrefix + canonjson.Hash(b)
-	out, err := s.apply(ctx, provider, ev, Delivery{Provider: provider, RemoteAddr: "status poll", RequestID: "poll"})
+	out, err := s.apply(ctx, provider, ev, d)
 	out.Provider, out.Key, out.OrderID = provider, ev.Key, ev.OrderID
 	if err != nil {
-		s.log.ErrorContext(ctx, "status poll could not be applied", "provider", provider, "idempotency_key", ev.Key,
-			"order_id", ev.OrderID, "error", err)
+		s.log.ErrorContext(ctx, "a fact from the gateway's API could not be applied", "provider", provider, "idempotency_key", ev.Key,
+			"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
 		return Outcome{Result: models.ResultError}
 	}
-	s.observe(ctx, out, ev, "poll", 0)
+	s.observe(ctx, out, ev, d.RequestID, 0)
 	return out
 }
 

@@ -67,11 +67,13 @@ func TestReplayFailsOnAWrongSecret(t *testing.T) {
 
 // TestReplayEachGatewayFormat: every scenario, in Midtrans's, Xendit's and
 // Stripe's own formats, against a server configured with their secrets —
-// only expected answers, and a green audit.
+// only expected answers, and a green audit. The sandbox gateway is on: it
+// stands in for Midtrans's status API, which every Midtrans notification
+// is confirmed with, and the replayer tells it of each transaction first.
 func TestReplayEachGatewayFormat(t *testing.T) {
 	t.Parallel()
 	const token = "replay-token"
-	env := map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15",
+	env := map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15", "SANDBOX_GATEWAY": "on",
 		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-REPLAY0123456789",
 		"XENDIT_CALLBACK_TOKEN": "xnd-callback-token-replay-0123",
 		"STRIPE_WEBHOOK_SECRET": "whsec_replay_0123456789abcdef"}

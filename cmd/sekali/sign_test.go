@@ -36,7 +36,7 @@ func TestSignEachGateway(t *testing.T) {
 	}{
 		{"sandbox", sandbox.NewProvider([][]byte{testenv.SandboxKey}),
 			`{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":150000,"currency":"IDR"}`},
-		{"midtrans", must(midtrans.NewProvider(env["MIDTRANS_SERVER_KEY"])),
+		{"midtrans", must(midtrans.NewProvider(env["MIDTRANS_SERVER_KEY"], "")),
 			`{"order_id":"ORD-1","transaction_id":"tx-1","transaction_status":"settlement","status_code":"200","gross_amount":"150000.00"}`},
 		{"xendit", must(xendit.NewProvider(env["XENDIT_CALLBACK_TOKEN"])),
 			`{"id":"inv-1","external_id":"ORD-1","status":"PAID","paid_amount":150000,"currency":"IDR"}`},

@@ -91,9 +91,14 @@ type Gateway struct {
 	deliveries map[string][]Delivery    // by order id, oldest first
 	last       map[string]payments.Fact // by order id: the latest sandbox event, for the status endpoint
 	orderIDs   []string                 // in the order their first delivery came, for eviction
-	wg         sync.WaitGroup
-	stop       chan struct{} // closed by Close: no more retries
-	stopOnce   sync.Once
+	// midtrans is what its status API answers (midtrans.go): the signed
+	// notification of each transaction id, and of each order id its
+	// latest; midtransOrder lists the pairs, oldest first, for eviction.
+	midtrans      map[string][]byte
+	midtransOrder []string
+	wg            sync.WaitGroup
+	stop          chan struct{} // closed by Close: no more retries
+	stopOnce      sync.Once
 }
 
 // Delivery is one HTTP delivery the gateway made.
@@ -115,7 +120,7 @@ func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *
 	g := &Gateway{
 		orders: orders, callbackURL: callbackURL, log: log, now: time.Now,
 		client: &http.Client{Timeout: 10 * time.Second}, senders: map[string]payments.Sender{},
-		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, Retries: RetrySchedule,
+		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, midtrans: map[string][]byte{}, Retries: RetrySchedule,
 		stop: make(chan struct{}),
 	}
 	g.Speak(sandbox.NewSender(key))
@@ -148,6 +153,8 @@ func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET("/sandbox/pay/:id", g.page, mw...)
 	e.POST("/sandbox/pay/:id", g.pay, mw...)
 	e.GET("/sandbox/status/:id", g.status, mw...)
+	e.GET(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransStatus, mw...)
+	e.PUT(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransSetStatus, mw...)
 }
 
 // status is GET /sandbox/status/:id, the gateway's status API: the latest
@@ -212,9 +219,12 @@ func (g *Gateway) ParsePlan(outcome, copies, mode, provider string) (Plan, error
 }
 
 // event is one notification the gateway sends: a fact in a format.
+// changed marks the QA panel's conflicting copy, which says what did not
+// happen: the gateway's status API does not learn it.
 type event struct {
-	format string
-	fact   payments.Fact
+	format  string
+	fact    payments.Fact
+	changed bool
 }
 
 func newID(prefix string) string {
@@ -250,6 +260,7 @@ func (g *Gateway) Start(o *models.Order, p Plan) {
 			g.deliver(o.ID, main, "")
 			changed := main
 			changed.fact.Amount++
+			changed.changed = true
 			for range p.Copies - 1 {
 				g.deliver(o.ID, changed, "conflicting body: same event id, amount + 1")
 			}
@@ -294,6 +305,13 @@ func (g *Gateway) lose(orderID string, ev event) {
 // deliver sends ev until it is answered 2xx or the retry schedule runs
 // out, recording each attempt.
 func (g *Gateway) deliver(orderID string, ev event, note string) {
+	if ev.format == midtrans.Name && !ev.changed { // its status API answers with the notification
+		if _, body, err := payments.Notification(g.senders[ev.format], ev.fact, g.now()); err == nil {
+			var n midtrans.Notification
+			json.Unmarshal(body, &n)
+			g.rememberMidtrans(n, body)
+		}
+	}
 	if ev.format == sandbox.Name { // the status endpoint answers in the sandbox format
 		g.mu.Lock()
 		g.last[orderID] = ev.fact

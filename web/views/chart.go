@@ -7,7 +7,7 @@ import (
 
 // ChartSeries are the stacks of the deliveries chart, bottom to top. Every
 // refusal (bad signature, payload, size or type) is one series, "refused".
-var ChartSeries = []string{"processed", "duplicate", "stale", "ignored", "conflict", "rejected", "error", "refused"}
+var ChartSeries = []string{"processed", "duplicate", "stale", "ignored", "unconfirmed", "conflict", "rejected", "error", "refused"}
 
 // Chart is the deliveries-per-minute chart as SVG geometry: one bar per
 // minute, stacked by series. It is computed here so the SVG needs no

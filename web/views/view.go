@@ -132,6 +132,7 @@ type DeliveryRow struct {
 	DurationMS   int       `json:"duration_ms"`
 	RemoteAddr   string    `json:"remote_addr"`
 	RequestID    string    `json:"request_id"`
+	Note         string    `json:"note,omitempty"` // why an unconfirmed delivery changed nothing
 }
 
 // TransitionRow is one change of an order's status.

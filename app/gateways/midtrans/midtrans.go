@@ -5,6 +5,11 @@
 //   - Authentication: the body's signature_key is the hex SHA-512 of
 //     order_id + status_code + gross_amount + the server key, compared in
 //     constant time (docs.midtrans.com/reference/handle-async-payment).
+//     The signature covers those three fields only, so whoever holds one
+//     genuine notification can change its status, transaction, currency
+//     and amount of the other fields. Every notification but a pending one
+//     is therefore confirmed with the status API (Confirm, Midtrans's
+//     "Challenge Response"): the pipeline applies what the API says.
 //   - Key: Midtrans sends no event id, so the key is derived from what
 //     makes a notification one fact: transaction_id:transaction_status,
 //     plus :fraud_status when there is one. The same status delivered
@@ -21,6 +26,7 @@
 package midtrans
 
 import (
+	"context"
 	"crypto/sha512"
 	"crypto/subtle"
 	"encoding/hex"
@@ -41,6 +47,7 @@ const Name = "midtrans"
 // Provider receives Midtrans's HTTP notifications.
 type Provider struct {
 	serverKey string
+	api       *StatusClient // confirms what a notification says
 }
 
 // CheckServerKey checks the form of a server key (MIDTRANS_SERVER_KEY:
@@ -52,12 +59,21 @@ func CheckServerKey(serverKey string) error {
 	return nil
 }
 
-// NewProvider returns the adapter for the server key.
-func NewProvider(serverKey string) (*Provider, error) {
-	if err := CheckServerKey(serverKey); err != nil {
+// NewProvider returns the adapter for the server key, which confirms
+// notifications with the status API at apiURL (APIURL(serverKey) when
+// empty).
+func NewProvider(serverKey, apiURL string) (*Provider, error) {
+	api, err := NewStatusClient(serverKey, apiURL)
+	if err != nil {
 		return nil, err
 	}
-	return &Provider{serverKey: serverKey}, nil
+	return &Provider{serverKey: serverKey, api: api}, nil
+}
+
+// Confirm implements payments.Confirmer: what Midtrans's status API says
+// of the notification's transaction.
+func (p *Provider) Confirm(ctx context.Context, ev payments.Event) (payments.Event, bool, error) {
+	return p.api.Transaction(ctx, ev.TransactionID)
 }
 
 // Name implements payments.Provider.
@@ -138,6 +154,9 @@ func parse(body []byte) (payments.Event, error) {
 	if err := json.Unmarshal(body, &n); err != nil {
 		return payments.Event{}, models.Errorf(models.EMissingField, "the notification's fields must be strings: %v", err)
 	}
+	// Midtrans has written statuses in capitals (a DANA and ShopeePay
+	// sample of its status API says "PENDING").
+	n.TransactionStatus, n.FraudStatus = strings.ToLower(n.TransactionStatus), strings.ToLower(n.FraudStatus)
 	status, ok := eventOf(n.TransactionStatus, n.FraudStatus)
 	if !ok {
 		return payments.Event{}, fmt.Errorf("%w: transaction_status %q", payments.ErrIgnored, n.TransactionStatus)

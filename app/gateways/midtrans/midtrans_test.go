@@ -21,7 +21,7 @@ func TestMidtransSignatureVector(t *testing.T) {
 	if got := Signature(n, serverKey); got != want {
 		t.Fatalf("signature %s, want %s", got, want)
 	}
-	m, _ := NewProvider(serverKey)
+	m, _ := NewProvider(serverKey, "")
 	body := []byte(`{"currency":"IDR","fraud_status":"accept","gross_amount":"24145.00","order_id":"test-transaction-321",` +
 		`"payment_type":"bank_transfer","status_code":"201","status_message":"Success, Bank Transfer transaction is created",` +
 		`"transaction_id":"6ee793df-9b1d-4343-8eda-cc9663b4222f","transaction_status":"pending",` +

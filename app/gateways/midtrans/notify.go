@@ -2,6 +2,7 @@ package midtrans
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -69,4 +70,25 @@ func (s Sender) Sign(body []byte, _ string, _ time.Time) (http.Header, []byte, e
 	fields["signature_key"] = Signature(n, s.serverKey)
 	signed, err := json.Marshal(fields)
 	return http.Header{"Content-Type": {"application/json"}}, signed, err
+}
+
+// StatusAnswer is what Midtrans's status API answers about the
+// transaction of a signed notification: the notification's fields, with
+// the status API's status_message. The sandbox gateway answers so.
+func StatusAnswer(notification []byte) ([]byte, error) {
+	var fields map[string]any
+	dec := json.NewDecoder(bytes.NewReader(notification))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil {
+		return nil, fmt.Errorf("not a Midtrans notification: %w", err)
+	}
+	fields["status_message"] = "Success, transaction is found"
+	return json.Marshal(fields)
+}
+
+// Authorizes reports whether r carries the server key as its basic-auth
+// user, as a request to Midtrans's API does.
+func (s Sender) Authorizes(r *http.Request) bool {
+	user, _, ok := r.BasicAuth()
+	return ok && subtle.ConstantTimeCompare([]byte(user), []byte(s.serverKey)) == 1
 }

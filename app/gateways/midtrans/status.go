@@ -11,9 +11,10 @@ import (
 	"github.com/sekali/sekali/app/payments"
 )
 
-// StatusClient asks Midtrans's GET /v2/{order_id}/status: the answer has
-// the notification's fields, so it parses to the notification's event and
-// key (transaction_id:transaction_status[:fraud_status]).
+// StatusClient asks Midtrans's GET /v2/{id}/status, where id is an order
+// id or a transaction id. The answer has the notification's fields, so it
+// parses to the notification's event and key
+// (transaction_id:transaction_status[:fraud_status]).
 type StatusClient struct {
 	BaseURL   string // https://api.midtrans.com, https://api.sandbox.midtrans.com, or a test server
 	serverKey string
@@ -44,9 +45,23 @@ func NewStatusClient(serverKey, baseURL string) (*StatusClient, error) {
 // Provider implements payments.StatusClient.
 func (*StatusClient) Provider() string { return Name }
 
-// Status implements payments.StatusClient.
+// Status implements payments.StatusClient: the order's latest
+// transaction.
 func (c *StatusClient) Status(ctx context.Context, orderID string) (payments.Event, bool, error) {
-	code, body, err := httpjson.Get(ctx, c.Client, c.BaseURL+"/v2/"+url.PathEscape(orderID)+"/status", c.serverKey)
+	return c.get(ctx, orderID)
+}
+
+// Transaction is what Midtrans says of one transaction: the Challenge
+// Response of docs.midtrans.com/reference/handle-notifications, which the
+// midtrans-php and midtrans-nodejs-client notification helpers make with
+// the notification's transaction_id. found is false when Midtrans does
+// not know it.
+func (c *StatusClient) Transaction(ctx context.Context, transactionID string) (payments.Event, bool, error) {
+	return c.get(ctx, transactionID)
+}
+
+func (c *StatusClient) get(ctx context.Context, id string) (payments.Event, bool, error) {
+	code, body, err := httpjson.Get(ctx, c.Client, c.BaseURL+"/v2/"+url.PathEscape(id)+"/status", c.serverKey)
 	if err != nil {
 		return payments.Event{}, false, err
 	}
@@ -54,7 +69,8 @@ func (c *StatusClient) Status(ctx context.Context, orderID string) (payments.Eve
 		StatusCode string `json:"status_code"`
 	}
 	json.Unmarshal(body, &head)
-	// Midtrans answers an unknown order with HTTP 200 and status_code 404.
+	// Midtrans answers an unknown id with HTTP 200 and status_code 404
+	// (for a Snap order: no payment method chosen yet).
 	if code == http.StatusNotFound || head.StatusCode == "404" {
 		return payments.Event{}, false, nil
 	}
