@@ -30,6 +30,7 @@ var allModels = []any{
 	&models.Order{},
 	&models.OrderItem{},
 	&models.Payment{},
+	&models.Refund{},
 	&models.PaymentCallback{},
 	&models.CallbackDelivery{},
 	&models.APIIdempotencyKey{},

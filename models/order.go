@@ -18,23 +18,34 @@ const (
 	OrderExpired        OrderStatus = "expired"
 	OrderCancelled      OrderStatus = "cancelled"
 	OrderRefundRequired OrderStatus = "refund_required"
-	// OrderRefunded: the payment was refunded at the gateway. The stock is
-	// not given back (the goods may have shipped): an admin decides.
+	// OrderPartiallyRefunded: part of the payment was refunded at the
+	// gateway; the rest may follow. The order keeps its stock.
+	OrderPartiallyRefunded OrderStatus = "partially_refunded"
+	// OrderRefunded: the payment was refunded at the gateway, in full. The
+	// stock is not given back (the goods may have shipped): an admin
+	// decides.
 	OrderRefunded OrderStatus = "refunded"
 )
 
 // HoldsStock reports whether an order in this state keeps its items
 // reserved (the audit counts reserve + rereserve - release = 1 for these).
-// A refunded order keeps them: a refund does not bring goods back.
+// A refunded order keeps them, in part or in full: a refund does not
+// bring goods back.
 func (s OrderStatus) HoldsStock() bool {
-	return s == OrderPending || s == OrderPaid || s == OrderRefunded
+	return s == OrderPending || s == OrderPaid || s == OrderPartiallyRefunded || s == OrderRefunded
 }
 
 // WasPaid reports whether an order in this state was paid: paid, or paid
 // and refunded since. Its invoice and its "order paid" email are owed
 // either way — a refund does not undo the sale's paperwork, and a job
 // that runs after the refund must not find nothing to do.
-func (s OrderStatus) WasPaid() bool { return s == OrderPaid || s == OrderRefunded }
+func (s OrderStatus) WasPaid() bool {
+	return s == OrderPaid || s == OrderPartiallyRefunded || s == OrderRefunded
+}
+
+// Refundable reports whether an order in this state has its own charge
+// taken and not yet refunded in full.
+func (s OrderStatus) Refundable() bool { return s == OrderPaid || s == OrderPartiallyRefunded }
 
 // Order is a customer's order. Amounts are minor units of Currency.
 type Order struct {

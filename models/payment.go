@@ -28,16 +28,34 @@ var PaymentFrom = map[PaymentStatus][]PaymentStatus{
 }
 
 // Payment is one charge, identified by (Provider, ProviderReference).
+// RefundedAmount is what its refunds add up to: at most Amount; the
+// status turns refunded when it reaches Amount.
 type Payment struct {
 	ID                int64         `json:"-"`
 	Provider          string        `json:"provider"`
 	ProviderReference string        `json:"provider_reference"`
 	OrderID           string        `json:"-"`
 	Amount            int64         `json:"amount"`
+	RefundedAmount    int64         `json:"refunded_amount"`
 	Currency          string        `json:"currency"`
 	Status            PaymentStatus `json:"status"`
 	CreatedAt         time.Time     `json:"created_at"`
 	UpdatedAt         time.Time     `json:"updated_at"`
+}
+
+// Refund is one refund of a payment at the gateway, keyed by the
+// gateway's id of it (RefundKey), so that a refund told twice — by two
+// notifications, by a notification and a poll — is one row.
+type Refund struct {
+	ID         int64     `json:"-"`
+	Provider   string    `json:"provider"`
+	RefundKey  string    `json:"refund_key"`
+	PaymentID  int64     `json:"-"`
+	OrderID    string    `json:"-"`
+	Amount     int64     `json:"amount"`
+	Currency   string    `json:"currency"`
+	CallbackID *int64    `json:"-"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // CallbackStatus is the state of a recorded provider event.
@@ -74,6 +92,9 @@ const (
 	ReasonAmountMismatch    = "amount_mismatch"
 	ReasonCurrencyMismatch  = "currency_mismatch"
 	ReasonReferenceMismatch = "reference_belongs_to_other_order"
+	// ReasonRefundExceedsPayment: the refunds would add up to more than
+	// the charge.
+	ReasonRefundExceedsPayment = "refund_exceeds_payment"
 )
 
 // PaymentCallback is one provider event, keyed by (Provider,

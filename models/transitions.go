@@ -52,28 +52,48 @@ const (
 	// paid (or awaiting a refund, or refunded) as refund_required; the order
 	// is unchanged.
 	ActionSecondCharge Action = "second_charge"
-	// ActionRefund: the order's own charge was refunded. The payment and
-	// the order become refunded; the stock stays with the order.
+	// ActionRefund: the order's own charge is now refunded in full. The
+	// payment and the order become refunded; the stock stays with the
+	// order.
 	ActionRefund Action = "refund"
+	// ActionPartialRefund: part of the order's own charge was refunded.
+	// The order becomes (or stays) partially_refunded; the payment stays
+	// succeeded, its refunded amount grows.
+	ActionPartialRefund Action = "partial_refund"
 	// ActionRefundCharge: a charge that had to be refunded (a second
-	// charge, or a late payment without stock) was; the payment becomes
-	// refunded, the order stays as it is (a refund_required order holds
-	// no stock, and keeps saying what happened to it).
+	// charge, or a late payment without stock) is now refunded in full;
+	// the payment becomes refunded, the order stays as it is (a
+	// refund_required order holds no stock, and keeps saying what
+	// happened to it).
 	ActionRefundCharge Action = "refund_charge"
+	// ActionPartialRefundCharge: part of such a charge was refunded: its
+	// refunded amount grows, nothing else changes.
+	ActionPartialRefundCharge Action = "partial_refund_charge"
 )
 
-// DecideRefund returns the action of a refund of the charge whose payment
-// row has status charge ("" when the charge is unknown) on an order in
-// state s. Only a charge that was taken can be refunded; anything else is
-// stale (recorded, nothing changes).
-func DecideRefund(s OrderStatus, charge PaymentStatus) Action {
+// DecideRefund returns the action of new refunds of the charge whose
+// payment row has status charge ("" when the charge is unknown) on an
+// order in state s; full reports whether they bring the charge's
+// refunds up to its whole amount. Only a charge that was taken can be
+// refunded; anything else is stale (recorded, nothing changes). The
+// caller has found the refunds new and within the charge.
+func DecideRefund(s OrderStatus, charge PaymentStatus, full bool) Action {
 	switch {
-	case charge == PaymentSucceeded && s == OrderPaid:
+	case charge == PaymentSucceeded && s.Refundable() && full:
 		return ActionRefund
-	case charge == PaymentRefundRequired:
+	case charge == PaymentSucceeded && s.Refundable():
+		return ActionPartialRefund
+	case charge == PaymentRefundRequired && full:
 		return ActionRefundCharge
+	case charge == PaymentRefundRequired:
+		return ActionPartialRefundCharge
 	}
 	return ActionStale
+}
+
+// Refunds reports whether the action records refunds.
+func (a Action) Refunds() bool {
+	return a == ActionRefund || a == ActionPartialRefund || a == ActionRefundCharge || a == ActionPartialRefundCharge
 }
 
 // Decide returns the action of event ev on an order in state s
@@ -105,7 +125,7 @@ func Decide(s OrderStatus, ev PaymentEvent, chargeKnown bool) Action {
 		return ActionStale
 	}
 	switch s {
-	case OrderPaid, OrderRefundRequired, OrderRefunded: // the order has had its charge: this one is to be refunded
+	case OrderPaid, OrderRefundRequired, OrderPartiallyRefunded, OrderRefunded: // the order has had its charge: this one is to be refunded
 		return ActionSecondCharge
 	case OrderFailed, OrderExpired, OrderCancelled:
 		return ActionRereserve
@@ -150,8 +170,8 @@ func (a Action) OrderFrom() []OrderStatus {
 	switch a {
 	case ActionPay, ActionFail, ActionExpire:
 		return []OrderStatus{OrderPending}
-	case ActionRefund:
-		return []OrderStatus{OrderPaid}
+	case ActionRefund, ActionPartialRefund:
+		return []OrderStatus{OrderPaid, OrderPartiallyRefunded}
 	case ActionRereserve:
 		return []OrderStatus{OrderFailed, OrderExpired, OrderCancelled}
 	}
@@ -169,6 +189,8 @@ func (a Action) OrderStatusAfter(s OrderStatus) OrderStatus {
 		return OrderExpired
 	case ActionRefund:
 		return OrderRefunded
+	case ActionPartialRefund:
+		return OrderPartiallyRefunded
 	}
 	return s
 }

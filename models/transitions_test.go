@@ -18,7 +18,7 @@ import (
 var (
 	allStatuses = []models.OrderStatus{
 		models.OrderPending, models.OrderPaid, models.OrderFailed,
-		models.OrderExpired, models.OrderCancelled, models.OrderRefundRequired,
+		models.OrderExpired, models.OrderCancelled, models.OrderRefundRequired, models.OrderPartiallyRefunded,
 	}
 	allEvents = []models.PaymentEvent{
 		models.EventPaid, models.EventDeclined, models.EventFailed, models.EventExpired, models.EventPending,
@@ -108,6 +108,18 @@ var decideTable = []struct {
 	{models.OrderRefundRequired, models.EventExpired, true, models.ActionStale},
 	{models.OrderRefundRequired, models.EventPending, false, models.ActionStale},
 	{models.OrderRefundRequired, models.EventPending, true, models.ActionStale},
+
+	// partially_refunded: as paid, a new reference is a second charge.
+	{models.OrderPartiallyRefunded, models.EventPaid, false, models.ActionSecondCharge},
+	{models.OrderPartiallyRefunded, models.EventPaid, true, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventDeclined, false, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventDeclined, true, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventFailed, false, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventFailed, true, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventExpired, false, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventExpired, true, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventPending, false, models.ActionStale},
+	{models.OrderPartiallyRefunded, models.EventPending, true, models.ActionStale},
 }
 
 func TestDecide(t *testing.T) {
@@ -281,15 +293,16 @@ func TestDecideKeepsStockRule(t *testing.T) {
 func TestOrderStatusHoldsStock(t *testing.T) {
 	t.Parallel()
 	want := map[models.OrderStatus]bool{
-		models.OrderPending:        true,
-		models.OrderPaid:           true,
-		models.OrderFailed:         false,
-		models.OrderExpired:        false,
-		models.OrderCancelled:      false,
-		models.OrderRefundRequired: false,
-		models.OrderRefunded:       true, // a refund does not bring the goods back
-		"":                         false,
-		"unknown":                  false,
+		models.OrderPending:           true,
+		models.OrderPaid:              true,
+		models.OrderFailed:            false,
+		models.OrderExpired:           false,
+		models.OrderCancelled:         false,
+		models.OrderRefundRequired:    false,
+		models.OrderPartiallyRefunded: true,
+		models.OrderRefunded:          true, // a refund does not bring the goods back
+		"":                            false,
+		"unknown":                     false,
 	}
 	for s, w := range want {
 		if got := s.HoldsStock(); got != w {
@@ -298,41 +311,56 @@ func TestOrderStatusHoldsStock(t *testing.T) {
 	}
 }
 
-// A refund applies to a charge that was taken: the order's own (paid →
-// refunded, payment refunded) or one that had to be refunded (a second
-// charge, a late payment without stock: the payment only). Anything else
-// is stale.
+// A refund applies to a charge that was taken: the order's own (paid or
+// partially refunded → refunded when the refunds reach the charge, else
+// partially_refunded; the payment refunded only when in full) or one
+// that had to be refunded (a second charge, a late payment without
+// stock: the payment only). Anything else is stale.
 func TestDecideRefund(t *testing.T) {
 	t.Parallel()
 	charges := []models.PaymentStatus{"", models.PaymentPending, models.PaymentSucceeded, models.PaymentFailed,
 		models.PaymentExpired, models.PaymentRefundRequired, models.PaymentRefunded}
-	want := func(s models.OrderStatus, c models.PaymentStatus) models.Action {
+	want := func(s models.OrderStatus, c models.PaymentStatus, full bool) models.Action {
+		own := (s == models.OrderPaid || s == models.OrderPartiallyRefunded) && c == models.PaymentSucceeded
 		switch {
-		case s == models.OrderPaid && c == models.PaymentSucceeded:
+		case own && full:
 			return models.ActionRefund
-		case c == models.PaymentRefundRequired:
+		case own:
+			return models.ActionPartialRefund
+		case c == models.PaymentRefundRequired && full:
 			return models.ActionRefundCharge
+		case c == models.PaymentRefundRequired:
+			return models.ActionPartialRefundCharge
 		}
 		return models.ActionStale
 	}
 	for _, s := range append(allStatuses, models.OrderRefunded) {
 		for _, c := range charges {
-			got := models.DecideRefund(s, c)
-			if got != want(s, c) {
-				t.Errorf("DecideRefund(%s, %q) = %s, want %s", s, c, got, want(s, c))
-			}
-			if got == models.ActionStale {
-				continue
-			}
-			if ps, ok := got.PaymentStatus(); !ok || ps != models.PaymentRefunded {
-				t.Errorf("%s: payment becomes %q, want refunded", got, ps)
-			}
-			after := got.OrderStatusAfter(s)
-			if (got == models.ActionRefund && after != models.OrderRefunded) || (got == models.ActionRefundCharge && after != s) {
-				t.Errorf("%s on %s leaves the order %s", got, s, after)
-			}
-			if s.HoldsStock() && !after.HoldsStock() {
-				t.Errorf("%s on %s gives the stock back: a refund does not", got, s)
+			for _, full := range []bool{false, true} {
+				got := models.DecideRefund(s, c, full)
+				if got != want(s, c, full) {
+					t.Errorf("DecideRefund(%s, %q, full=%v) = %s, want %s", s, c, full, got, want(s, c, full))
+				}
+				if got == models.ActionStale {
+					continue
+				}
+				if !got.Refunds() {
+					t.Errorf("%s records no refund", got)
+				}
+				ps, ok := got.PaymentStatus()
+				if full != (ok && ps == models.PaymentRefunded) || (!full && ok) {
+					t.Errorf("%s (full=%v): payment becomes %q, %v", got, full, ps, ok)
+				}
+				after := got.OrderStatusAfter(s)
+				switch {
+				case got == models.ActionRefund && after != models.OrderRefunded,
+					got == models.ActionPartialRefund && after != models.OrderPartiallyRefunded,
+					(got == models.ActionRefundCharge || got == models.ActionPartialRefundCharge) && after != s:
+					t.Errorf("%s on %s leaves the order %s", got, s, after)
+				}
+				if s.HoldsStock() && !after.HoldsStock() {
+					t.Errorf("%s on %s gives the stock back: a refund does not", got, s)
+				}
 			}
 		}
 	}
@@ -625,9 +653,11 @@ func TestActionOrderFromAdmitsEveryDecidedState(t *testing.T) {
 			}
 		}
 		for _, charge := range []models.PaymentStatus{models.PaymentSucceeded, models.PaymentRefundRequired, models.PaymentPending, ""} {
-			a := models.DecideRefund(s, charge)
-			if from := a.OrderFrom(); from != nil && !slices.Contains(from, s) {
-				t.Errorf("DecideRefund(%s, %q) = %s, whose UPDATE does not admit %s", s, charge, a, s)
+			for _, full := range []bool{false, true} {
+				a := models.DecideRefund(s, charge, full)
+				if from := a.OrderFrom(); from != nil && !slices.Contains(from, s) {
+					t.Errorf("DecideRefund(%s, %q, %v) = %s, whose UPDATE does not admit %s", s, charge, full, a, s)
+				}
 			}
 		}
 	}

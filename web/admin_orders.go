@@ -13,7 +13,8 @@ import (
 // orderStatuses are the values of the orders list's status filter.
 var orderStatuses = []string{
 	string(models.OrderPending), string(models.OrderPaid), string(models.OrderFailed), string(models.OrderExpired),
-	string(models.OrderCancelled), string(models.OrderRefundRequired), string(models.OrderRefunded),
+	string(models.OrderCancelled), string(models.OrderRefundRequired), string(models.OrderPartiallyRefunded),
+	string(models.OrderRefunded),
 }
 
 // adminOrders is GET /admin/orders: newest first, filtered by status,

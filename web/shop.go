@@ -148,6 +148,11 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if o.Invoice != nil {
 		v.Invoice = o.Invoice.Number
 	}
+	for _, p := range o.Payments {
+		if o.Status.WasPaid() && (p.Status == models.PaymentSucceeded || p.Status == models.PaymentRefunded) {
+			v.Refunded += p.RefundedAmount // the order's own charge
+		}
+	}
 	if n := len(o.Payments); o.Status == models.OrderPending && n > 0 && o.Payments[n-1].Status == models.PaymentFailed {
 		v.Declined = true // the latest attempt: payments are read in id order
 	}

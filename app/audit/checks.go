@@ -22,7 +22,7 @@ WHERE p.stock <> coalesce(m.total, 0)`,
 	},
 	{
 		ID: 2, Name: "reservations",
-		Description: "per order item, reserve + rereserve - release is 1 while the order holds stock (pending, paid, refunded), else 0; no kind twice",
+		Description: "per order item, reserve + rereserve - release is 1 while the order holds stock (pending, paid, partially_refunded, refunded), else 0; no kind twice",
 		Query: `
 WITH counts AS (
     SELECT i.order_id, i.sku, o.status,
@@ -36,7 +36,7 @@ WITH counts AS (
 SELECT format('order %s (%s) item %s: reserve %s, rereserve %s, release %s', order_id, status, sku, reserve, rereserve, release), 'order:' || order_id
 FROM counts
 WHERE reserve > 1 OR rereserve > 1 OR release > 1
-   OR reserve + rereserve - release <> CASE WHEN status IN ('pending', 'paid', 'refunded') THEN 1 ELSE 0 END
+   OR reserve + rereserve - release <> CASE WHEN status IN ('pending', 'paid', 'partially_refunded', 'refunded') THEN 1 ELSE 0 END
 UNION ALL
 SELECT format('order %s item %s: %s movement of %s units, the item has %s', m.order_id, m.sku, m.kind, m.qty, i.qty), 'order:' || m.order_id
 FROM stock_movements m JOIN order_items i ON i.order_id = m.order_id AND i.sku = m.sku
@@ -48,20 +48,25 @@ WHERE m.order_id IS NOT NULL AND i.id IS NULL`,
 	},
 	{
 		ID: 3, Name: "payments",
-		Description: "every paid order has exactly one succeeded payment of its amount and currency; no other order has one; every refunded order has a refunded payment",
+		Description: "every paid or partially refunded order has exactly one succeeded payment of its amount and currency, refunded not at all or in part as its status says; no other order has one; every refunded order has a payment refunded in full",
 		Query: `
-SELECT format('paid order %s has %s succeeded payments', o.id, count(p.id)), 'order:' || o.id
+SELECT format('%s order %s has %s succeeded payments', o.status, o.id, count(p.id)), 'order:' || o.id
 FROM orders o LEFT JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
-WHERE o.status = 'paid'
+WHERE o.status IN ('paid', 'partially_refunded')
 GROUP BY o.id HAVING count(p.id) <> 1
 UNION ALL
-SELECT format('paid order %s is %s %s but its payment %s is %s %s', o.id, o.total_amount, o.currency, p.provider_reference, p.amount, p.currency), 'order:' || o.id
+SELECT format('%s order %s is %s %s but its payment %s is %s %s', o.status, o.id, o.total_amount, o.currency, p.provider_reference, p.amount, p.currency), 'order:' || o.id
 FROM orders o JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
-WHERE o.status = 'paid' AND (p.amount <> o.total_amount OR p.currency <> o.currency)
+WHERE o.status IN ('paid', 'partially_refunded') AND (p.amount <> o.total_amount OR p.currency <> o.currency)
+UNION ALL
+SELECT format('%s order %s has payment %s with %s of %s refunded', o.status, o.id, p.provider_reference, p.refunded_amount, p.amount), 'order:' || o.id
+FROM orders o JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
+WHERE (o.status = 'paid' AND p.refunded_amount <> 0)
+   OR (o.status = 'partially_refunded' AND NOT (p.refunded_amount > 0 AND p.refunded_amount < p.amount))
 UNION ALL
 SELECT format('order %s is %s but payment %s succeeded', o.id, o.status, p.provider_reference), 'order:' || o.id
 FROM orders o JOIN payments p ON p.order_id = o.id AND p.status = 'succeeded'
-WHERE o.status <> 'paid'
+WHERE o.status NOT IN ('paid', 'partially_refunded')
 UNION ALL
 SELECT format('refunded order %s has no refunded payment', o.id), 'order:' || o.id
 FROM orders o
@@ -77,6 +82,25 @@ LEFT JOIN callback_deliveries d ON d.callback_id = c.id AND d.outcome IN ('proce
 WHERE c.status = 'processed'
 GROUP BY c.id HAVING count(d.id) <> 1`,
 	},
+	{
+		ID: 5, Name: "refunds",
+		Description: "refunds never exceed their payment: each payment's refunds add up to its refunded amount, at most what it took, all of it exactly when it is refunded; a refund is in its payment's currency and order",
+		Query: `
+SELECT format('payment %s has %s refunded but its refunds add up to %s', p.provider_reference, p.refunded_amount, coalesce(r.total, 0)), 'order:' || p.order_id
+FROM payments p LEFT JOIN (SELECT payment_id, sum(amount) AS total FROM refunds GROUP BY payment_id) r ON r.payment_id = p.id
+WHERE p.refunded_amount <> coalesce(r.total, 0)
+UNION ALL
+SELECT format('payment %s (%s) has %s of %s refunded', provider_reference, status, refunded_amount, amount), 'order:' || order_id
+FROM payments
+WHERE refunded_amount > amount
+   OR (status = 'refunded' AND refunded_amount <> amount)
+   OR (status IN ('succeeded', 'refund_required') AND refunded_amount = amount AND amount > 0)
+   OR (refunded_amount > 0 AND status NOT IN ('succeeded', 'refund_required', 'refunded'))
+UNION ALL
+SELECT format('refund %s of payment %s is %s of order %s, the payment %s of order %s', r.refund_key, p.provider_reference, r.currency, r.order_id, p.currency, p.order_id), 'order:' || p.order_id
+FROM refunds r JOIN payments p ON p.id = r.payment_id
+WHERE r.currency <> p.currency OR r.order_id <> p.order_id OR r.provider <> p.provider`,
+	},
 }
 
 // JobChecks are the invariants that need the jobs (invoices, emails, job
@@ -85,7 +109,7 @@ GROUP BY c.id HAVING count(d.id) <> 1`,
 // paid after @settled_before, whose jobs may still be running.
 var JobChecks = []Check{
 	{
-		ID: 5, Name: "invoices",
+		ID: 6, Name: "invoices",
 		Description: "every paid order has exactly one invoice of its amount; none for orders never paid; numbers gapless per year",
 		Query: `
 SELECT format('paid order %s has %s invoices', o.id, count(i.id)), 'order:' || o.id
@@ -95,7 +119,7 @@ GROUP BY o.id HAVING count(i.id) <> 1
 UNION ALL
 SELECT format('order %s is %s but has invoice %s', o.id, o.status, i.number), 'order:' || o.id
 FROM invoices i JOIN orders o ON o.id = i.order_id
-WHERE o.status NOT IN ('paid', 'refunded')
+WHERE o.status NOT IN ('paid', 'partially_refunded', 'refunded')
 UNION ALL
 SELECT format('invoice %s is %s %s, its order %s is %s %s', i.number, i.amount, i.currency, o.id, o.total_amount, o.currency), 'order:' || o.id
 FROM invoices i JOIN orders o ON o.id = i.order_id
@@ -112,7 +136,7 @@ FROM invoice_counters c LEFT JOIN invoices i ON i.year = c.year
 GROUP BY c.year, c.last HAVING c.last <> coalesce(max(i.sequence), 0)`,
 	},
 	{
-		ID: 6, Name: "emails",
+		ID: 7, Name: "emails",
 		Description: "every paid order has exactly one order_paid email, and it is sent",
 		Query: `
 SELECT format('paid order %s has %s order_paid emails, %s sent', o.id, count(e.id), count(e.id) FILTER (WHERE e.status = 'sent')), 'order:' || o.id
@@ -121,7 +145,7 @@ WHERE o.status = 'paid' AND o.paid_at <= @settled_before
 GROUP BY o.id HAVING count(e.id) <> 1 OR count(e.id) FILTER (WHERE e.status = 'sent') <> 1`,
 	},
 	{
-		ID: 7, Name: "jobs",
+		ID: 8, Name: "jobs",
 		Description: "no job is processing more than a minute past its lease; every succeeded invoice or email job has its effect",
 		Query: `
 SELECT format('job %s has been processing %s past its lease', idempotency_key, date_trunc('second', now() - locked_until)), 'job:' || idempotency_key

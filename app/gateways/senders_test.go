@@ -2,6 +2,7 @@ package gateways_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,8 +32,12 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 			sandbox.NewProvider([][]byte{testenv.SandboxKey}), func(f payments.Fact) string { return f.EventID }},
 		{midtrans.Name, midtransKey, "SB-Mid-server-NOT-OURS", must(midtrans.NewProvider(midtransKey, "")),
 			func(f payments.Fact) string {
-				return f.TransactionID + ":" + map[models.PaymentEvent]string{models.EventPaid: "settlement", models.EventPending: "pending",
+				key := f.TransactionID + ":" + map[models.PaymentEvent]string{models.EventPaid: "settlement", models.EventPending: "pending",
 					models.EventDeclined: "deny", models.EventFailed: "cancel", models.EventExpired: "expire", models.EventRefunded: "refund"}[f.Status]
+				if f.Status == models.EventRefunded { // and the refunded total
+					key += ":" + payments.MajorText(f.Amount, f.Currency, 2)
+				}
+				return key
 			}},
 		{xendit.Name, xenditToken, "xnd-callback-token-NOT-OURS", must(xendit.NewProvider(xenditToken)),
 			func(f payments.Fact) string { return f.EventID }},
@@ -55,7 +60,7 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 					currency string
 				}{{150000, "IDR"}, {1999, "USD"}} {
 					f := payments.Fact{EventID: "evt_" + string(status), OrderID: "ORD-SEND", TransactionID: "tx_send_1",
-						Status: status, Amount: money.amount, Currency: money.currency}
+						Status: status, Amount: money.amount, Currency: money.currency, RefundID: "rf_send_1"}
 					h, body, err := payments.Notification(sender, f, at)
 					if errors.Is(err, payments.ErrNotExpressible) {
 						continue
@@ -77,6 +82,15 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 					if ev.Key != tc.key(f) || ev.OrderID != f.OrderID || ev.TransactionID != f.TransactionID ||
 						ev.Status != f.Status || ev.Currency != f.Currency || (moves && ev.Amount != f.Amount) {
 						t.Errorf("%s %s: read back %+v from\n%s", status, money.currency, ev, body)
+					}
+					// A refund is named by its id where the gateway names
+					// refunds (Stripe states the charge's total only).
+					wantRefunds := []payments.Refund(nil)
+					if status == models.EventRefunded && tc.provider != stripe.Name {
+						wantRefunds = []payments.Refund{{Key: f.RefundID, Amount: f.Amount}}
+					}
+					if !slices.Equal(ev.Refunds, wantRefunds) {
+						t.Errorf("%s %s: refunds %+v, want %+v", status, money.currency, ev.Refunds, wantRefunds)
 					}
 					fh, fbody, _ := payments.Notification(forger, f, at)
 					if tc.receiver.Verify(fh, fbody, at) == nil {

@@ -93,7 +93,13 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 	if err != nil {
 		return Outcome{}, nil, err
 	}
-	dec := decide(ev, o, charge)
+	var refunds refundPlan
+	if ev.Status == models.EventRefunded && charge != nil && charge.OrderID == ev.OrderID {
+		if refunds, err = planRefunds(tx, provider, ev, charge); err != nil {
+			return Outcome{}, nil, err
+		}
+	}
+	dec := decide(ev, o, charge, refunds)
 	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
 	result := callbackResult{status: models.CallbackProcessed, result: dec.result, processedAt: &now}
 	switch {
@@ -101,6 +107,10 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		out.Result, out.Reason = models.ResultRejected, dec.reason
 		out.Detail = rejectionDetail(dec.reason, ev, o)
 		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
+	case dec.action.Refunds():
+		if out.OrderStatus, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID); err != nil {
+			return Outcome{}, nil, err
+		}
 	case dec.action != models.ActionStale:
 		if out.OrderStatus, out.queued, err = s.effect(tx, provider, ev, o, dec.action, cb.ID); err != nil {
 			return Outcome{}, nil, err
@@ -150,34 +160,42 @@ type decision struct {
 // lockOrder locks the event's order with SELECT … FOR UPDATE, as
 // orders.Lock does, and reads in the same statement the charge the event
 // names (nil when unknown): one round trip instead of two on every new
-// event. The order is nil when there is no such order.
+// event. The order is nil when there is no such order. The charge's row
+// is not locked: every change of it happens under its order's lock.
 func lockOrder(tx *gorm.DB, provider string, ev Event) (*models.Order, *models.Payment, error) {
 	var rows []struct {
 		models.Order
-		ChargeOrderID *string
-		ChargeStatus  *models.PaymentStatus
+		ChargeID             *int64
+		ChargeOrderID        *string
+		ChargeStatus         *models.PaymentStatus
+		ChargeAmount         *int64
+		ChargeRefundedAmount *int64
+		ChargeCurrency       *string
 	}
 	// Find, not Scan: GORM's Scan has the statement's text formatted for
 	// its logger on every call, a few per cent of the server's CPU here.
 	err := tx.Raw(`
-SELECT o.*, p.order_id AS charge_order_id, p.status AS charge_status
+SELECT o.*, p.id AS charge_id, p.order_id AS charge_order_id, p.status AS charge_status,
+       p.amount AS charge_amount, p.refunded_amount AS charge_refunded_amount, p.currency AS charge_currency
 FROM orders o LEFT JOIN payments p ON p.provider = ? AND p.provider_reference = ?
 WHERE o.id = ?
 FOR UPDATE OF o`, provider, ev.TransactionID, ev.OrderID).Find(&rows).Error
 	if err != nil || len(rows) == 0 {
 		return nil, nil, err
 	}
-	o := rows[0].Order
-	if rows[0].ChargeOrderID == nil {
+	r := rows[0]
+	o := r.Order
+	if r.ChargeOrderID == nil {
 		return &o, nil, nil
 	}
-	return &o, &models.Payment{Provider: provider, ProviderReference: ev.TransactionID,
-		OrderID: *rows[0].ChargeOrderID, Status: *rows[0].ChargeStatus}, nil
+	return &o, &models.Payment{ID: *r.ChargeID, Provider: provider, ProviderReference: ev.TransactionID,
+		OrderID: *r.ChargeOrderID, Status: *r.ChargeStatus, Amount: *r.ChargeAmount,
+		RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency}, nil
 }
 
 // decide decides, under the order's lock, what the event does to order o
-// given what is known of its charge.
-func decide(ev Event, o *models.Order, charge *models.Payment) decision {
+// given what is known of its charge, and for a refund what it adds.
+func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPlan) decision {
 	if o == nil {
 		return decision{reason: models.ReasonUnknownOrder}
 	}
@@ -195,7 +213,10 @@ func decide(ev Event, o *models.Order, charge *models.Payment) decision {
 	chargeKnown := chargeStatus == models.PaymentSucceeded || chargeStatus == models.PaymentRefundRequired ||
 		chargeStatus == models.PaymentRefunded
 	if ev.Status == models.EventRefunded {
-		dec.action = models.DecideRefund(o.Status, chargeStatus)
+		dec.action, dec.reason = decideRefund(ev, o, charge, refunds)
+		if dec.reason != "" {
+			return dec
+		}
 	} else {
 		dec.action = models.Decide(o.Status, ev.Status, chargeKnown)
 	}
@@ -290,7 +311,8 @@ func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallba
 	return &cb, nil
 }
 
-// effect applies a non-stale action to the locked order and returns the
+// effect applies a non-stale action other than a refund (refund.go) to
+// the locked order and returns the
 // order's status afterwards, and whether it wrote tasks to the outbox.
 func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action, callbackID int64) (_ models.OrderStatus, queued bool, err error) {
 	now := s.now()
@@ -315,9 +337,6 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 	if err != nil {
 		return "", false, err
 	}
-	if payStatus == models.PaymentRefunded {
-		return o.Status, false, refundPayment(tx, provider, ev.TransactionID, now)
-	}
 	if err := upsertPayment(tx, provider, ev, o.ID, payStatus); err != nil {
 		return "", false, err
 	}
@@ -328,15 +347,6 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 		return o.Status, true, nil
 	}
 	return o.Status, false, nil
-}
-
-// refundPayment marks the charge refunded. Its amount stays the charge's:
-// a refund notification may carry a partial amount, and the charge is
-// what the audit compares with the order.
-func refundPayment(tx *gorm.DB, provider, reference string, now time.Time) error {
-	return tx.Model(&models.Payment{}).
-		Where("provider = ? AND provider_reference = ? AND status IN ?", provider, reference, models.PaymentFrom[models.PaymentRefunded]).
-		Updates(map[string]any{"status": models.PaymentRefunded, "updated_at": now.UTC()}).Error
 }
 
 // rereserve takes a late-paid order's stock back: paid when every item is
@@ -387,6 +397,8 @@ func rejectionDetail(reason string, ev Event, o *models.Order) string {
 		return fmt.Sprintf("currency %s does not match the order currency %s", ev.Currency, o.Currency)
 	case models.ReasonReferenceMismatch:
 		return fmt.Sprintf("transaction_id %q belongs to another order", ev.TransactionID)
+	case models.ReasonRefundExceedsPayment:
+		return fmt.Sprintf("the refunds of %q would exceed what it paid", ev.TransactionID)
 	}
 	return reason
 }

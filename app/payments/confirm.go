@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sekali/sekali/models"
 )
@@ -21,10 +22,10 @@ func (s *Service) needsConfirming(provider string, ev Event) bool {
 }
 
 // SameEvent reports whether two events say the same: key, order, charge,
-// status, amount and currency.
+// status, amount, currency and refunds.
 func SameEvent(a, b Event) bool {
 	return a.Key == b.Key && a.OrderID == b.OrderID && a.TransactionID == b.TransactionID &&
-		a.Status == b.Status && a.Amount == b.Amount && a.Currency == b.Currency
+		a.Status == b.Status && a.Amount == b.Amount && a.Currency == b.Currency && slices.Equal(a.Refunds, b.Refunds)
 }
 
 // unconfirmed answers a notification that the gateway's API does not

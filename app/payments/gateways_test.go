@@ -578,3 +578,182 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 		t.Fatalf("audit: %v %+v", err, report.Violations)
 	}
 }
+
+// midtransRefund builds a genuine Midtrans refund notification (and makes
+// it the transaction's state at the status API): the refunds so far, by
+// refund_key and amount, their cumulative refund_amount, and whether the
+// bank has confirmed them.
+func midtransRefund(orderID, txID, status string, confirmed bool, refunds ...midtrans.NotifiedRefund) delivery {
+	var total int64
+	for i := range refunds {
+		amount, _ := payments.MinorFromDecimal(refunds[i].RefundAmount, "IDR")
+		total += amount
+		if confirmed {
+			refunds[i].BankConfirmedAt = "2026-12-01 10:00:00"
+		}
+	}
+	n := midtrans.Notification{OrderID: orderID, TransactionID: txID, TransactionStatus: status, FraudStatus: "accept",
+		StatusCode: "200", GrossAmount: "50000.00", Currency: "IDR", PaymentType: "credit_card",
+		RefundAmount: payments.MajorText(total, "IDR", 2), Refunds: refunds}
+	n.SignatureKey = midtrans.Signature(n, midtransKey)
+	b, _ := json.Marshal(n)
+	midtransAPI.set(b)
+	return delivery{provider: midtrans.Name, body: b}
+}
+
+// refundsOf is what the database holds of an order's refunds: the
+// payment's refunded total and each refund's key and amount.
+func (f *fixture) refundsOf(orderID string) (refunded int64, refunds map[string]int64) {
+	f.t.Helper()
+	f.db.Raw("SELECT coalesce(sum(refunded_amount), 0) FROM payments WHERE order_id = ?", orderID).Scan(&refunded)
+	var rows []models.Refund
+	f.db.Find(&rows, "order_id = ?", orderID)
+	refunds = map[string]int64{}
+	for _, r := range rows {
+		refunds[r.RefundKey] = r.Amount
+	}
+	return refunded, refunds
+}
+
+// Refunds are amounts. Two partial refunds of one Midtrans transaction
+// are two facts, each answered 200 (the second used to share the
+// first's key and be a 409 that Midtrans retried for days): the order is
+// partially_refunded after the first and refunded when they reach the
+// payment, the amounts exact, the stock kept. Midtrans's second,
+// bank-confirmed notification of a refund and a repeat add nothing; a
+// refund above what is left is refused with 422 and writes nothing.
+func TestMidtransPartialRefundsAddUp(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	tx := "tx-refunds-" + id
+	if out := f.send(midtransNotification(id, tx, "settlement", "", "50000.00", "IDR")); out.Result != models.ResultProcessed {
+		t.Fatalf("paying: %+v", out)
+	}
+	before := f.snapshot(id, sku)
+	first := midtrans.NotifiedRefund{RefundChargebackID: "202502070943231234", RefundAmount: "20000.00", RefundKey: "rk-1-" + id}
+	second := midtrans.NotifiedRefund{RefundChargebackID: "202502070943231235", RefundAmount: "30000.00", RefundKey: "rk-2-" + id}
+
+	out := f.send(midtransRefund(id, tx, "partial_refund", false, first))
+	if out.Status() != 200 || out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPartiallyRefunded {
+		t.Fatalf("the first partial refund: %d %s %s (%s)", out.Status(), out.Result, out.OrderStatus, out.Detail)
+	}
+	if refunded, rows := f.refundsOf(id); refunded != 20000 || len(rows) != 1 || rows["rk-1-"+id] != 20000 {
+		t.Errorf("after the first refund: refunded %d, refunds %v", refunded, rows)
+	}
+	// The same refund, now confirmed by the bank: a fact of its own, and
+	// nothing new.
+	if out := f.send(midtransRefund(id, tx, "partial_refund", true, first)); out.Status() != 200 || out.Result != models.ResultStale {
+		t.Errorf("the bank-confirmed notification of the first refund: %d %s, want 200 stale", out.Status(), out.Result)
+	}
+	out = f.send(midtransRefund(id, tx, "refund", true, first, second))
+	if out.Status() != 200 || out.Result != models.ResultProcessed || out.OrderStatus != models.OrderRefunded {
+		t.Fatalf("the second refund: %d %s %s (%s)", out.Status(), out.Result, out.OrderStatus, out.Detail)
+	}
+	after := f.snapshot(id, sku)
+	if refunded, rows := f.refundsOf(id); refunded != 50000 || len(rows) != 2 || rows["rk-2-"+id] != 30000 ||
+		after.payments[tx] != models.PaymentRefunded || after.stock != before.stock {
+		t.Errorf("after both refunds: refunded %d, refunds %v, %+v; want 50000 in two refunds, the payment refunded, the stock kept", refunded, rows, after)
+	}
+	if out := f.send(midtransRefund(id, tx, "refund", true, first, second)); out.Result != models.ResultDuplicate {
+		t.Errorf("the last notification again: %s, want duplicate", out.Result)
+	}
+
+	// Above what is left: 60000 of a 50000 charge.
+	other, _ := f.orderIn(models.OrderPending)
+	otherTx := "tx-over-" + other
+	f.send(midtransNotification(other, otherTx, "settlement", "", "50000.00", "IDR"))
+	out = f.send(midtransRefund(other, otherTx, "partial_refund", false, midtrans.NotifiedRefund{RefundAmount: "60000.00", RefundKey: "rk-over-" + other}))
+	if out.Status() != 422 || out.Reason != models.ReasonRefundExceedsPayment {
+		t.Errorf("a refund above the payment: %d %s %s, want 422 refund_exceeds_payment", out.Status(), out.Result, out.Reason)
+	}
+	if refunded, rows := f.refundsOf(other); refunded != 0 || len(rows) != 0 || f.snapshot(other, "").status != models.OrderPaid {
+		t.Errorf("after a refused refund: refunded %d, refunds %v; want nothing written", refunded, rows)
+	}
+	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
+	if err != nil || !report.OK {
+		t.Fatalf("audit: %v %+v", err, report.Violations)
+	}
+}
+
+// Stripe states only the charge's cumulative amount_refunded (its refund
+// list is not expanded at current API versions): each charge.refunded
+// adds what its total adds, whatever order they come in.
+func TestStripeRefundsByTheChargeTotal(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	pi := "pi_refunds_" + id
+	f.send(stripeEvent("evt_pay_"+id, "payment_intent.succeeded", paymentIntent(id, pi, 5000000, "idr")))
+	refunded := func(event string, total int64) payments.Outcome {
+		return f.send(stripeEvent(event, "charge.refunded", map[string]any{"id": "ch_" + pi, "object": "charge", "payment_intent": pi,
+			"amount": 5000000, "amount_refunded": total * 100, "refunded": total == price, "currency": "idr", "metadata": map[string]string{"order_id": id}}))
+	}
+	if out := refunded("evt_r1_"+id, 20000); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPartiallyRefunded {
+		t.Fatalf("20000 refunded: %+v", out)
+	}
+	if out := refunded("evt_r2_"+id, 50000); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderRefunded {
+		t.Fatalf("50000 refunded: %+v", out)
+	}
+	if out := refunded("evt_r1_late_"+id, 20000); out.Result != models.ResultStale {
+		t.Errorf("an earlier total, late: %s, want stale", out.Result)
+	}
+	if total, rows := f.refundsOf(id); total != 50000 || len(rows) != 2 || rows[pi+":refunded:20000"] != 20000 || rows[pi+":refunded:50000"] != 30000 {
+		t.Errorf("refunded %d in %v; want 20000 then 30000", total, rows)
+	}
+}
+
+// A body two parsers could read differently is refused by every gateway
+// before anything is written: keys equal but for case (encoding/json
+// would fill one field from either, the last one winning) are a 400, in a
+// gateway's own body and in one nested inside it. Where the gateway
+// documents a number, a number in quotes is a 422.
+func TestAmbiguousBodiesAreRefusedByEveryGateway(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	// after writes extra right after the member member of body: a key
+	// encoding/json cannot write beside its case variant.
+	after := func(body []byte, member, extra string) []byte {
+		if !strings.Contains(string(body), member) {
+			t.Fatalf("no %s in %s", member, body)
+		}
+		return []byte(strings.Replace(string(body), member, member+extra, 1))
+	}
+	sbx := testenv.SandboxBody(id, "tx-case-sbx-"+id, models.EventPaid, price)
+	sbx = after(sbx, `"payment_status":"paid"`, `,"PAYMENT_STATUS":"expired"`)
+	mid := midtransNotification(id, "tx-case-"+id, "pending", "", "50000.00", "IDR")
+	mid.body = after(mid.body, `"transaction_status":"pending"`, `,"TRANSACTION_STATUS":"expire"`)
+	xnd := xenditInvoice(id, "inv-case-"+id, "PAID", "50000", "IDR")
+	xnd.body = after(xnd.body, `"status":"PAID"`, `,"Status":"EXPIRED"`)
+	stp := stripeEvent("evt_case_"+id, "payment_intent.succeeded", paymentIntent(id, "pi_case_"+id, 5000000, "idr"))
+	stp.body = after(stp.body, `"status":"succeeded"`, `,"Status":"canceled"`) // inside data.object
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: stp.body, Secret: stripeSecret, Timestamp: time.Now()})
+	stp.header = http.Header{"Stripe-Signature": {signed.Header}}
+	for _, tc := range []struct {
+		name string
+		d    delivery
+	}{
+		{"sandbox", delivery{provider: sandbox.Name, header: testenv.SandboxHeaders("evt_case_"+id, sbx, time.Now()), body: sbx}},
+		{"midtrans", mid},
+		{"xendit", xnd},
+		{"stripe", stp},
+	} {
+		if !json.Valid(tc.d.body) {
+			t.Fatalf("%s: not JSON: %s", tc.name, tc.d.body)
+		}
+		if out := f.send(tc.d); out.Status() != 400 || out.Result != models.EInvalidPayload {
+			t.Errorf("%s with keys equal but for case: %d %s (%s), want 400 invalid_payload\n%s", tc.name, out.Status(), out.Result, out.Detail, tc.d.body)
+		}
+	}
+	var callbacks int64
+	f.db.Model(&models.PaymentCallback{}).Where("order_id = ?", id).Count(&callbacks)
+	if callbacks != 0 {
+		t.Errorf("%d callbacks recorded from refused bodies", callbacks)
+	}
+	quoted := xenditInvoice(id, "inv-quoted-"+id, "PAID", "50000", "IDR")
+	quoted.body = []byte(strings.Replace(string(quoted.body), `"paid_amount":50000`, `"paid_amount":"50000"`, 1))
+	if out := f.send(quoted); out.Status() != 422 || out.Result != models.EMissingField {
+		t.Errorf("Xendit paid_amount as a string: %d %s (%s), want 422 missing_field\n%s", out.Status(), out.Result, out.Detail, quoted.body)
+	}
+}

@@ -3,6 +3,7 @@ package payments
 import (
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/sekali/sekali/app/stdwebhooks"
@@ -48,7 +49,7 @@ func TestParsedBodiesRemembersEvents(t *testing.T) {
 		{"evt-1", "v1,first", "ORD-2", 2}, // another body, the same event id: the oldest leaves
 	} {
 		got, err := c.parse(sandbox, header(tc.id, tc.signature), body(tc.order))
-		if w := want(tc.id, body(tc.order)); err != nil || got != w {
+		if w := want(tc.id, body(tc.order)); err != nil || !reflect.DeepEqual(got, w) {
 			t.Fatalf("parse(%s, %s) = %+v, %v; want %+v", tc.id, tc.order, got, err, w)
 		}
 		if len(c.events.items) != tc.remembered {

@@ -108,8 +108,22 @@ type Event struct {
 	OrderID       string
 	TransactionID string // the provider's reference of the charge
 	Status        models.PaymentEvent
-	Amount        int64 // minor units
-	Currency      string
+	// Amount, in minor units: what was paid, for a paid event; for a
+	// refunded one, the charge's refunded total as the gateway states it
+	// (Midtrans refund_amount, Stripe amount_refunded), or the sum of
+	// Refunds where it states none.
+	Amount   int64
+	Currency string
+	// Refunds are the refunds a refunded event names, by the gateway's
+	// id of each (none where the gateway tells only the total).
+	Refunds []Refund
+}
+
+// Refund is one refund at the gateway: its id there, and its amount in
+// minor units of the event's currency.
+type Refund struct {
+	Key    string
+	Amount int64
 }
 
 // Delivery is one HTTP delivery of a callback.

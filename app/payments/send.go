@@ -31,8 +31,14 @@ type Fact struct {
 	OrderID       string
 	TransactionID string
 	Status        models.PaymentEvent
-	Amount        int64  // in Sekali's minor units of Currency
-	Currency      string // ISO 4217, upper case
+	// Amount is in Sekali's minor units of Currency; for a refund, the
+	// refund's amount (for Stripe, which states totals only, the charge's
+	// refunded total).
+	Amount   int64
+	Currency string // ISO 4217, upper case
+	// RefundID names a refund at the gateway (the sandbox's refund_id,
+	// Midtrans's refund_key); empty: the event id does.
+	RefundID string
 }
 
 // ErrNotExpressible is returned for a fact a gateway has no notification

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -205,8 +206,8 @@ func TestStateMachine(t *testing.T) {
 		name := fmt.Sprintf("%s+%s(%s)", c.from, c.ev, c.ref)
 		orderID, sku := f.orderIn(c.from)
 		before := f.snapshot(orderID, sku)
-		amount := int64(price)
-		if c.ev != models.EventPaid {
+		amount := int64(price) // a payment, or a refund in full
+		if c.ev != models.EventPaid && c.ev != models.EventRefunded {
 			amount = 0
 		}
 		out := f.deliver(orderID, c.ref, c.ev, amount)
@@ -316,5 +317,95 @@ func TestRepeatedDeliveryNeedsNoDatabase(t *testing.T) {
 	other := testenv.SandboxBody(orderID, "tx-mem", models.EventPaid, price+1)
 	if out := send(other); out.Status() != 409 || out.Result != "conflict" {
 		t.Fatalf("other body with the database closed: %d %s", out.Status(), out.Result)
+	}
+}
+
+// deliverRefund sends a sandbox refund of amount named refundID, under a
+// fresh event id.
+func (f *fixture) deliverRefund(orderID, ref, refundID string, amount int64) payments.Outcome {
+	f.t.Helper()
+	f.n++
+	body := fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":%d,"currency":"IDR","refund_id":%q}`,
+		orderID, ref+"/"+orderID, amount, refundID)
+	return f.pay.Receive(context.Background(), payments.Delivery{Provider: "sandbox", Body: bytesReader(body), ContentType: "application/json",
+		Header: testenv.SandboxHeaders(fmt.Sprintf("evt_refund_%d", f.n), body, time.Now())})
+}
+
+// Sandbox refunds are amounts too: a partial refund makes the order
+// partially_refunded; one refund told again under another event id adds
+// nothing; a refund above what is left is refused and writes nothing;
+// the refunds that reach the payment make it refunded.
+func TestPartialRefundsAddUp(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, sku := f.orderIn(models.OrderPaid)
+	before := f.snapshot(id, sku)
+	steps := []struct {
+		refundID string
+		amount   int64
+		result   string
+		status   models.OrderStatus
+		refunded int64
+	}{
+		{"r1", 20000, models.ResultProcessed, models.OrderPartiallyRefunded, 20000},
+		{"r1", 20000, models.ResultStale, models.OrderPartiallyRefunded, 20000}, // the same refund, told again
+		{"r2", 10000, models.ResultProcessed, models.OrderPartiallyRefunded, 30000},
+		{"r3", 20001, models.ResultRejected, models.OrderPartiallyRefunded, 30000}, // 20000 is left
+		{"r3", 20000, models.ResultProcessed, models.OrderRefunded, 50000},
+		{"r4", 1, models.ResultStale, models.OrderRefunded, 50000}, // nothing is left to refund
+	}
+	for i, s := range steps {
+		out := f.deliverRefund(id, "tx-pay", s.refundID, s.amount)
+		var refunded int64
+		f.db.Raw("SELECT refunded_amount FROM payments WHERE order_id = ?", id).Scan(&refunded)
+		if out.Result != s.result || out.Status() != map[bool]int{true: 422, false: 200}[s.result == models.ResultRejected] ||
+			f.snapshot(id, sku).status != s.status || refunded != s.refunded {
+			t.Errorf("step %d, %s of %d: %d %s (%s), order %s, refunded %d; want %s, %s, %d", i+1, s.refundID, s.amount,
+				out.Status(), out.Result, out.Reason, f.snapshot(id, sku).status, refunded, s.result, s.status, s.refunded)
+		}
+	}
+	if after := f.snapshot(id, sku); after.stock != before.stock || after.payments["tx-pay"] != models.PaymentRefunded {
+		t.Errorf("after the refunds: %+v; want the stock kept and the payment refunded", after)
+	}
+	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
+	if err != nil || !report.OK {
+		t.Fatalf("audit: %v %+v", err, report.Violations)
+	}
+}
+
+// One refund told by 20 notifications at once, each under an event id of
+// its own (a gateway's two notifications of a refund, a poll and a push):
+// the order lock puts them one after the other, and the refund's unique
+// key makes one of them record it.
+func TestOneRefundToldAtOnceIsRecordedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, _ := f.orderIn(models.OrderPaid)
+	bodies := make([][]byte, 20)
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":20000,"currency":"IDR","refund_id":"r-once"}`,
+			id, "tx-pay/"+id)
+	}
+	results := make([]string, len(bodies))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range bodies {
+		wg.Go(func() {
+			<-start
+			results[i] = f.pay.Receive(context.Background(), payments.Delivery{Provider: "sandbox", Body: bytesReader(bodies[i]),
+				ContentType: "application/json", Header: testenv.SandboxHeaders(fmt.Sprintf("evt_once_%d", i), bodies[i], time.Now())}).Result
+		})
+	}
+	close(start)
+	wg.Wait()
+	counts := map[string]int{}
+	for _, r := range results {
+		counts[r]++
+	}
+	var rows, refunded int64
+	f.db.Model(&models.Refund{}).Where("order_id = ?", id).Count(&rows)
+	f.db.Raw("SELECT refunded_amount FROM payments WHERE order_id = ?", id).Scan(&refunded)
+	if counts[models.ResultProcessed] != 1 || counts[models.ResultStale] != 19 || rows != 1 || refunded != 20000 {
+		t.Errorf("20 notifications of one refund: %v, %d refund rows, %d refunded; want one processed, one row of 20000", counts, rows, refunded)
 	}
 }

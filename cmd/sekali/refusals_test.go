@@ -219,6 +219,7 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		{"3. payments", "UPDATE payments SET amount = amount - 1"},
 		{"2. reservations", "DELETE FROM stock_movements WHERE kind = 'reserve'"},
 		{"4. callbacks", "DELETE FROM callback_deliveries WHERE outcome = 'processed'"},
+		{"5. refunds", "UPDATE payments SET refunded_amount = 1"}, // no refund adds up to it
 	}
 	for _, b := range breakages {
 		if err := a.DB.Exec(b.sql).Error; err != nil {
@@ -227,7 +228,7 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"sekali", "verify"}, a.getenv, &out, io.Discard)
 		if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL  "+b.check+" ") ||
-			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(7 checks, ") {
+			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(8 checks, ") {
 			t.Fatalf("after breaking %s: exit %d, report:\n%s", b.check, exitCode(err), out.String())
 		}
 	}

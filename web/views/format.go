@@ -114,7 +114,7 @@ func Tone(s string) string {
 	case "expired", "cancelled", "stale", "processing", "retry", "too_large", "invalid_payload", "missing_field",
 		"unsupported_media_type", "refused", "noop", "stuck", "scheduled", "unconfirmed":
 		return "warn"
-	case "pending", "duplicate", "active", "queued", "ignored", "refunded":
+	case "pending", "duplicate", "active", "queued", "ignored", "refunded", "partially_refunded":
 		return "info"
 	}
 	return ""

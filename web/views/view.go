@@ -161,6 +161,7 @@ type PaymentRow struct {
 	Reference string    `json:"provider_reference"`
 	OrderID   string    `json:"order_id"`
 	Amount    int64     `json:"amount"`
+	Refunded  int64     `json:"refunded_amount"` // what its refunds add up to
 	Currency  string    `json:"currency"`
 	Status    string    `json:"status"`
 	Created   time.Time `json:"created_at"`

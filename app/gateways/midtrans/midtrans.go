@@ -93,6 +93,28 @@ type Notification struct {
 	Currency          string `json:"currency"`
 	SignatureKey      string `json:"signature_key"`
 	PaymentType       string `json:"payment_type,omitempty"`
+	// For refund and partial_refund: the cumulative refund_amount and
+	// each refund (docs.midtrans.com/reference/get-transaction-status).
+	RefundAmount string           `json:"refund_amount,omitempty"`
+	Refunds      []NotifiedRefund `json:"refunds,omitempty"`
+}
+
+// NotifiedRefund is one element of a notification's refunds.
+type NotifiedRefund struct {
+	// RefundChargebackID can be above 2⁵³ ("202502070943231234" in a
+	// GoPay sample): kept as the digits written, never as a float.
+	RefundChargebackID json.Number `json:"refund_chargeback_id,omitempty"`
+	RefundAmount       string      `json:"refund_amount"`
+	RefundKey          string      `json:"refund_key,omitempty"`
+	BankConfirmedAt    string      `json:"bank_confirmed_at,omitempty"`
+}
+
+// signed is what the signature covers, and the signature.
+type signed struct {
+	OrderID      string `json:"order_id"`
+	StatusCode   string `json:"status_code"`
+	GrossAmount  string `json:"gross_amount"`
+	SignatureKey string `json:"signature_key"`
 }
 
 // Signature is the signature_key Midtrans computes for n.
@@ -103,11 +125,11 @@ func Signature(n Notification, serverKey string) string {
 
 // Verify implements payments.Provider: the signature in the body.
 func (p *Provider) Verify(_ http.Header, body []byte, _ time.Time) error {
-	var n Notification
+	var n signed
 	if err := json.Unmarshal(body, &n); err != nil || n.SignatureKey == "" {
 		return errors.New("no signature_key in the body")
 	}
-	want := Signature(n, p.serverKey)
+	want := Signature(Notification{OrderID: n.OrderID, StatusCode: n.StatusCode, GrossAmount: n.GrossAmount}, p.serverKey)
 	if subtle.ConstantTimeCompare([]byte(strings.ToLower(n.SignatureKey)), []byte(want)) != 1 {
 		return errors.New("signature_key does not match")
 	}
@@ -183,5 +205,52 @@ func parse(body []byte) (payments.Event, error) {
 		f.Fail("gross_amount %q is not an amount of %s", n.GrossAmount, n.Currency)
 	}
 	ev.Amount = amount
+	if status == models.EventRefunded && f.Err == nil {
+		readRefunds(&ev, n, &f)
+	}
 	return ev, f.Err
+}
+
+// readRefunds reads a refund notification's refunds, keyed by their
+// refund_key (the merchant's, or one Midtrans made up), else their
+// refund_chargeback_id; the event's amount is refund_amount, the
+// cumulative total. Its key grows by that total — two partial refunds of
+// one transaction are two facts — and by whether the bank has confirmed
+// every refund: Midtrans notifies each refund twice, without and then
+// with bank_confirmed_at, and the second must not be a conflict of the
+// first. A refund notification that says nothing of amounts (a full
+// refund in an older format) refunds the gross amount.
+func readRefunds(ev *payments.Event, n Notification, f *payments.Fields) {
+	confirmed := len(n.Refunds) > 0
+	var sum int64
+	for i, r := range n.Refunds {
+		key := r.RefundKey
+		if key == "" {
+			key = "chargeback:" + r.RefundChargebackID.String()
+		}
+		f.Text(fmt.Sprintf("refunds[%d].refund_key or refund_chargeback_id", i), key)
+		amount, ok := payments.MinorFromDecimal(r.RefundAmount, n.Currency)
+		if !ok || amount == 0 {
+			f.Fail("refunds[%d].refund_amount %q is not an amount of %s", i, r.RefundAmount, n.Currency)
+		}
+		ev.Refunds = append(ev.Refunds, payments.Refund{Key: key, Amount: amount})
+		sum += amount
+		confirmed = confirmed && r.BankConfirmedAt != ""
+	}
+	switch {
+	case n.RefundAmount != "":
+		total, ok := payments.MinorFromDecimal(n.RefundAmount, n.Currency)
+		if !ok || total < sum {
+			f.Fail("refund_amount %q is not an amount of %s of at least its refunds", n.RefundAmount, n.Currency)
+		}
+		ev.Amount = total
+	case len(n.Refunds) > 0:
+		ev.Amount = sum
+	case n.TransactionStatus == "partial_refund":
+		f.Fail("a partial_refund notification needs refund_amount or refunds")
+	}
+	ev.Key += ":" + payments.MajorText(ev.Amount, n.Currency, 2)
+	if confirmed {
+		ev.Key += ":bank_confirmed"
+	}
 }

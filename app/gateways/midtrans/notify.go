@@ -40,8 +40,15 @@ var statuses = map[models.PaymentEvent][2]string{
 }
 
 // Key is the key Sekali derives from the Midtrans notification of f,
-// which carries no event id: transaction_id:transaction_status.
-func Key(f payments.Fact) string { return f.TransactionID + ":" + statuses[f.Status][0] }
+// which carries no event id: transaction_id:transaction_status, and for
+// a refund its refund_amount.
+func Key(f payments.Fact) string {
+	key := f.TransactionID + ":" + statuses[f.Status][0]
+	if f.Status == models.EventRefunded {
+		key += ":" + payments.MajorText(f.Amount, f.Currency, 2)
+	}
+	return key
+}
 
 // Body implements payments.Sender.
 func (Sender) Body(f payments.Fact) ([]byte, error) {
@@ -49,9 +56,18 @@ func (Sender) Body(f payments.Fact) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("midtrans %s: %w", f.Status, payments.ErrNotExpressible)
 	}
-	return json.Marshal(Notification{OrderID: f.OrderID, TransactionID: f.TransactionID,
+	n := Notification{OrderID: f.OrderID, TransactionID: f.TransactionID,
 		TransactionStatus: st[0], StatusCode: st[1], GrossAmount: payments.MajorText(f.Amount, f.Currency, 2),
-		Currency: f.Currency, PaymentType: "bank_transfer"})
+		Currency: f.Currency, PaymentType: "bank_transfer"}
+	if f.Status == models.EventRefunded { // one refund of f.Amount, not yet confirmed by the bank
+		key := f.RefundID
+		if key == "" {
+			key = "refund-" + f.TransactionID
+		}
+		n.RefundAmount = n.GrossAmount
+		n.Refunds = []NotifiedRefund{{RefundAmount: n.GrossAmount, RefundKey: key}}
+	}
+	return json.Marshal(n)
 }
 
 // Sign implements payments.Sender: it sets the body's signature_key;

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/sekali/sekali/app/canonjson"
@@ -89,7 +90,7 @@ func FuzzSandboxParse(f *testing.F) {
 		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
 			t.Fatalf("Parse(body) error %v, Parse(canonical) error %v\nbody:      %q\ncanonical: %q", err, err2, body, canonical)
 		}
-		if err == nil && ev != ev2 {
+		if err == nil && !reflect.DeepEqual(ev, ev2) {
 			t.Fatalf("Parse(body) = %+v\nParse(canonical) = %+v", ev, ev2)
 		}
 	})

@@ -10,7 +10,10 @@
 //   - Status: payment_status is the event itself: paid, declined (this
 //     attempt failed; the customer may try again), failed (the gateway
 //     ended the payment), expired, pending, refunded.
-//   - Amount: paid_amount, a whole number of the currency's minor units.
+//   - Amount: paid_amount, a whole number of the currency's minor units;
+//     for a refund, the refund's amount (above 0), and refund_id names the
+//     refund (else the event id does): two refunds of one charge are two
+//     refunds, one refund told twice is one.
 package sandbox
 
 import (
@@ -59,6 +62,7 @@ type Body struct {
 	PaymentStatus models.PaymentEvent `json:"payment_status"`
 	PaidAmount    int64               `json:"paid_amount"`
 	Currency      string              `json:"currency"`
+	RefundID      string              `json:"refund_id,omitempty"`
 }
 
 // Parse implements payments.Provider. Every field is required and must
@@ -87,11 +91,21 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 	ev.Status = models.PaymentEvent(f.String("payment_status"))
 	ev.Amount = f.MinorUnits("paid_amount")
 	ev.Currency = f.String("currency")
+	refundID := f.OptionalString("refund_id")
 	if f.Err == nil && !ev.Status.Valid() {
 		f.Fail("payment_status must be one of paid, declined, failed, expired, pending, refunded")
 	}
 	if f.Err == nil {
 		f.Currency("currency", ev.Currency)
+	}
+	if ev.Status == models.EventRefunded && f.Err == nil {
+		if ev.Amount == 0 {
+			f.Fail("paid_amount of a refund is its amount, above 0")
+		}
+		if refundID == "" {
+			refundID = ev.Key
+		}
+		ev.Refunds = []payments.Refund{{Key: refundID, Amount: ev.Amount}}
 	}
 	return ev, f.Err
 }
