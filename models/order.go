@@ -125,3 +125,17 @@ func ValidOrderID(id string) bool {
 	_, err := ulid.ParseStrict(rest)
 	return err == nil
 }
+
+// OrderIDTime is the time an order id was made at (its ULID's time), and
+// false for an id of another form.
+func OrderIDTime(id string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(id, OrderIDPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	u, err := ulid.ParseStrict(rest)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return ulid.Time(u.Time()), true
+}

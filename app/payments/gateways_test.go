@@ -757,3 +757,52 @@ func TestAmbiguousBodiesAreRefusedByEveryGateway(t *testing.T) {
 		t.Errorf("Xendit paid_amount as a string: %d %s (%s), want 422 missing_field\n%s", out.Status(), out.Result, out.Detail, quoted.body)
 	}
 }
+
+// checkoutSession is a Checkout Session of orderID paying through
+// PaymentIntent pi, with its payment_status.
+func checkoutSession(orderID, pi, paymentStatus string) map[string]any {
+	return map[string]any{"id": "cs_" + pi, "object": "checkout.session", "client_reference_id": orderID,
+		"payment_intent": pi, "amount_total": 5000000, "currency": "idr", "payment_status": paymentStatus, "status": "complete"}
+}
+
+// Stripe Checkout with a delayed method (a bank debit): completed comes
+// unpaid, then async_payment_succeeded pays the order, once — it used to
+// be ignored, and the order expired with the money taken. A failed
+// delayed payment ends that attempt, not the order; an expired session
+// ends the payment and releases the stock.
+func TestStripeAsyncCheckoutPaysOnce(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	pi := "pi_async_" + id
+	if out := f.send(stripeEvent("evt_cs_done_"+id, "checkout.session.completed", checkoutSession(id, pi, "unpaid"))); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPending {
+		t.Fatalf("completed, unpaid: %+v", out)
+	}
+	succeeded := stripeEvent("evt_cs_async_"+id, "checkout.session.async_payment_succeeded", checkoutSession(id, pi, "paid"))
+	if out := f.send(succeeded); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+		t.Fatalf("async_payment_succeeded: %s %s (%s), want processed and paid", out.Result, out.OrderStatus, out.Detail)
+	}
+	if out := f.send(succeeded); out.Result != models.ResultDuplicate {
+		t.Errorf("async_payment_succeeded again: %s, want duplicate", out.Result)
+	}
+	if out := f.send(stripeEvent("evt_pi_ok_"+id, "payment_intent.succeeded", paymentIntent(id, pi, 5000000, "idr"))); out.Result != models.ResultStale {
+		t.Errorf("the PaymentIntent's own succeeded event: %s, want stale (one charge)", out.Result)
+	}
+	if s := f.snapshot(id, sku); s.status != models.OrderPaid || len(s.payments) != 1 || s.outbox != 2 {
+		t.Errorf("after the delayed payment: %+v; want paid once", s)
+	}
+
+	failed, sku := f.orderIn(models.OrderPending)
+	before := f.snapshot(failed, sku)
+	if out := f.send(stripeEvent("evt_cs_fail_"+failed, "checkout.session.async_payment_failed", checkoutSession(failed, "pi_fail_"+failed, "unpaid"))); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPending {
+		t.Errorf("async_payment_failed: %s %s, want processed with the order pending", out.Result, out.OrderStatus)
+	}
+	expired := stripeEvent("evt_cs_exp_"+failed, "checkout.session.expired", map[string]any{"id": "cs_exp_" + failed, "object": "checkout.session",
+		"client_reference_id": failed, "amount_total": 5000000, "currency": "idr", "payment_status": "unpaid", "status": "expired"})
+	if out := f.send(expired); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderExpired {
+		t.Errorf("checkout.session.expired: %s %s, want processed and expired", out.Result, out.OrderStatus)
+	}
+	if s := f.snapshot(failed, sku); s.stock != before.stock+1 {
+		t.Errorf("after the session expired: stock %d, want %d (released)", s.stock, before.stock+1)
+	}
+}

@@ -148,10 +148,11 @@ func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
 	}
 }
 
-// stripeAPI is a fake of the two Stripe endpoints the status client
-// reads: the PaymentIntent search (by metadata.order_id) and the events
-// list (by type, newest first, paged by starting_after, two per page).
-func stripeAPI(t *testing.T, intents map[string][]map[string]any, events []map[string]any) *httptest.Server {
+// stripeAPI is a fake of the Stripe endpoints the status client reads:
+// the PaymentIntent search (by metadata.order_id), and the events and
+// Checkout Sessions lists (newest first, paged by starting_after, two per
+// page).
+func stripeAPI(t *testing.T, intents map[string][]map[string]any, events []map[string]any, sessions ...map[string]any) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if user, _, _ := r.BasicAuth(); user != "sk_test_status" {
@@ -165,15 +166,19 @@ func stripeAPI(t *testing.T, intents map[string][]map[string]any, events []map[s
 		case "/v1/payment_intents/search":
 			order := strings.TrimSuffix(strings.TrimPrefix(q.Get("query"), "metadata['order_id']:'"), "'")
 			data = intents[order]
-		case "/v1/events":
+		case "/v1/events", "/v1/checkout/sessions":
+			list := events
+			if r.URL.Path == "/v1/checkout/sessions" {
+				list = sessions
+			}
 			start := 0
-			for i, e := range events {
+			for i, e := range list {
 				if e["id"] == q.Get("starting_after") {
 					start = i + 1
 				}
 			}
-			end := min(start+2, len(events))
-			data, hasMore = events[start:end], end < len(events)
+			end := min(start+2, len(list))
+			data, hasMore = list[start:end], end < len(list)
 		default:
 			http.NotFound(w, r)
 			return
@@ -244,5 +249,40 @@ func TestStripePollFindsTheEventOrFallsBackToTheCharge(t *testing.T) {
 		if o.Status != models.OrderPaid || len(pays) != 1 {
 			t.Errorf("order %s: %s with %d payments, want paid once", id, o.Status, len(pays))
 		}
+	}
+}
+
+// A payment through Stripe Checkout whose PaymentIntent carries no
+// metadata.order_id is not found by the PaymentIntent search: the poll
+// reads the Checkout Sessions created since the order and finds its paid
+// one (client_reference_id); the session's notification afterwards names
+// the same charge and is stale.
+func TestStripePollFindsPaidCheckoutSessions(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	sessions := []map[string]any{
+		checkoutSession("ORD-ELSEWHERE", "pi_else", "paid"),
+		checkoutSession(id, "pi_open_"+id, "unpaid"),
+		checkoutSession(id, "pi_cs_"+id, "paid"),
+	}
+	srv := stripeAPI(t, map[string][]map[string]any{}, nil, sessions...)
+	client, err := stripe.NewStatusClient("sk_test_status", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ev, found, err := client.Status(ctx, id)
+	if err != nil || !found || ev.Key != "cs_pi_cs_"+id+":paid" || ev.TransactionID != "pi_cs_"+id || ev.Status != models.EventPaid || ev.Amount != price {
+		t.Fatalf("status of %s: %+v %v %v; want its paid session, on the second page", id, ev, found, err)
+	}
+	if out := f.pay.ApplyPolled(ctx, stripe.Name, ev); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+		t.Fatalf("the polled session: %+v", out)
+	}
+	if out := f.send(stripeEvent("evt_cs_late_"+id, "checkout.session.completed", checkoutSession(id, "pi_cs_"+id, "paid"))); out.Result != models.ResultStale {
+		t.Errorf("the session's notification after the poll: %s (%s), want stale", out.Result, out.Detail)
+	}
+	if _, found, err := client.Status(ctx, "ORD-NOBODY"); found || err != nil {
+		t.Errorf("an order with no session: found %v, %v", found, err)
 	}
 }

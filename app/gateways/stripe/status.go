@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+	stripego "github.com/stripe/stripe-go/v82"
 )
 
 // StatusClient asks Stripe's API. Stripe has no lookup by order: the
@@ -22,8 +25,9 @@ import (
 // 100). If the event is not among them, the PaymentIntent itself is the
 // answer, keyed {pi}:succeeded: a key of its own, so a notification of the
 // same payment afterwards finds the order paid by the same charge and is
-// stale — still one effect. Orders paid through Checkout without
-// metadata.order_id on the PaymentIntent are not found.
+// stale — still one effect. Without a succeeded PaymentIntent of the
+// order, a paid Checkout Session of it is looked for (paidSession): a
+// Checkout payment whose PaymentIntent carries no metadata.order_id.
 type StatusClient struct {
 	BaseURL   string // https://api.stripe.com, or a test server
 	MaxPages  int
@@ -96,7 +100,7 @@ func (c *StatusClient) Status(ctx context.Context, orderID string) (payments.Eve
 		}
 	}
 	if succeeded == nil {
-		return payments.Event{}, false, nil // nothing paid: nothing to make up for
+		return c.paidSession(ctx, orderID)
 	}
 	q := url.Values{"type": {"payment_intent.succeeded"}, "created[gte]": {fmt.Sprint(pi.Created)}, "limit": {"100"}}
 	for range max(c.MaxPages, 1) {
@@ -125,4 +129,41 @@ func (c *StatusClient) Status(ctx context.Context, orderID string) (payments.Eve
 	event, _ := json.Marshal(map[string]any{"id": pi.ID + ":succeeded", "type": "payment_intent.succeeded",
 		"data": map[string]any{"object": succeeded}})
 	return payments.Answer(parse(event))
+}
+
+// paidSession looks for a paid Checkout Session of the order. Checkout
+// Sessions cannot be searched, nor listed by client_reference_id or
+// metadata, so the sessions created since the order was (its id says
+// when) are read, newest first, at most MaxPages pages of 100 (GET
+// /v1/checkout/sessions). A paid one answers as its
+// checkout.session.completed would, keyed {session}:paid — a key of its
+// own, as the PaymentIntent's fallback: a notification of the same
+// payment afterwards names the same charge and is stale.
+func (c *StatusClient) paidSession(ctx context.Context, orderID string) (payments.Event, bool, error) {
+	q := url.Values{"limit": {"100"}}
+	if t, ok := models.OrderIDTime(orderID); ok {
+		q.Set("created[gte]", fmt.Sprint(t.Add(-time.Minute).Unix())) // a minute for clocks that differ
+	}
+	for range max(c.MaxPages, 1) {
+		page, err := c.list(ctx, "/v1/checkout/sessions", q)
+		if err != nil {
+			return payments.Event{}, false, err
+		}
+		for _, raw := range page.Data {
+			var cs stripego.CheckoutSession
+			if json.Unmarshal(raw, &cs) != nil {
+				continue
+			}
+			if sessionOrder(&cs) == orderID && cs.PaymentStatus == stripego.CheckoutSessionPaymentStatusPaid {
+				event, _ := json.Marshal(map[string]any{"id": cs.ID + ":paid", "type": "checkout.session.completed",
+					"data": map[string]any{"object": raw}})
+				return payments.Answer(parse(event))
+			}
+			q.Set("starting_after", cs.ID)
+		}
+		if !page.HasMore {
+			break
+		}
+	}
+	return payments.Event{}, false, nil // nothing paid: nothing to make up for
 }

@@ -13,13 +13,18 @@
 //     amount_received) → paid; payment_intent.payment_failed → declined
 //     (the PaymentIntent returns to requires_payment_method: the customer
 //     may try again); payment_intent.canceled → failed;
-//     checkout.session.completed (client_reference_id, amount_total,
-//     payment_status "paid") → paid, "unpaid" → pending; charge.refunded
-//     (metadata.order_id) → refunded. The charge's reference is always its
-//     PaymentIntent's id, so payment_intent.succeeded and
-//     checkout.session.completed for one payment are one charge: the
-//     second is stale. Every other type, and an event without an order id
-//     (another application on the account), is ignored.
+//     checkout.session.completed and
+//     checkout.session.async_payment_succeeded (client_reference_id, else
+//     metadata.order_id; amount_total) with payment_status "paid" → paid,
+//     "unpaid" → pending (a delayed method: its outcome follows, as
+//     Stripe's fulfilment guide says); checkout.session.async_payment_failed
+//     → declined; checkout.session.expired → expired; charge.refunded
+//     (metadata.order_id) → refunded, by its cumulative amount_refunded.
+//     The charge's reference is always its PaymentIntent's id (a session's
+//     own id when it has none), so payment_intent.succeeded and a
+//     session's paid event for one payment are one charge: the second is
+//     stale. Every other type, and an event without an order id (another
+//     application on the account), is ignored.
 //   - Amount: Stripe's minor units of its own, converted (amounts.go).
 package stripe
 
@@ -129,19 +134,24 @@ func parse(body []byte) (payments.Event, error) {
 		default:
 			ev.Status = models.EventFailed
 		}
-	case "checkout.session.completed":
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded",
+		"checkout.session.async_payment_failed", "checkout.session.expired":
 		var cs stripego.CheckoutSession
 		if err := json.Unmarshal(e.Data.Raw, &cs); err != nil {
 			return payments.Event{}, models.Errorf(models.EMissingField, "the event's Checkout Session does not parse: %v", err)
 		}
-		orderID, currency, ev.TransactionID = cs.ClientReferenceID, string(cs.Currency), cs.ID
+		orderID, currency, ev.TransactionID = sessionOrder(&cs), string(cs.Currency), cs.ID
 		if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
 			ev.TransactionID = cs.PaymentIntent.ID
 		}
-		switch cs.PaymentStatus {
-		case stripego.CheckoutSessionPaymentStatusPaid:
+		switch {
+		case e.Type == "checkout.session.async_payment_failed": // the delayed payment failed: this attempt ends
+			ev.Status = models.EventDeclined
+		case e.Type == "checkout.session.expired": // the customer never paid: the payment ends
+			ev.Status = models.EventExpired
+		case cs.PaymentStatus == stripego.CheckoutSessionPaymentStatusPaid: // Stripe's fulfilment guide: fulfil now
 			ev.Status, amount = models.EventPaid, cs.AmountTotal
-		case stripego.CheckoutSessionPaymentStatusUnpaid:
+		case cs.PaymentStatus == stripego.CheckoutSessionPaymentStatusUnpaid: // a delayed method: its outcome follows
 			ev.Status = models.EventPending
 		default:
 			return payments.Event{}, fmt.Errorf("%w: checkout session payment_status %q", payments.ErrIgnored, cs.PaymentStatus)
@@ -176,4 +186,13 @@ func parse(body []byte) (payments.Event, error) {
 	}
 	ev.Amount = minor
 	return ev, f.Err
+}
+
+// sessionOrder is the order a Checkout Session pays: its
+// client_reference_id, else its metadata.order_id.
+func sessionOrder(cs *stripego.CheckoutSession) string {
+	if cs.ClientReferenceID != "" {
+		return cs.ClientReferenceID
+	}
+	return cs.Metadata["order_id"]
 }
