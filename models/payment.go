@@ -39,6 +39,7 @@ type Payment struct {
 	RefundedAmount    int64         `json:"refunded_amount"`
 	Currency          string        `json:"currency"`
 	Status            PaymentStatus `json:"status"`
+	Dispute           Dispute       `json:"dispute,omitempty"` // a chargeback: open, won, lost
 	CreatedAt         time.Time     `json:"created_at"`
 	UpdatedAt         time.Time     `json:"updated_at"`
 }

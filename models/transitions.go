@@ -16,12 +16,70 @@ const (
 	EventPending PaymentEvent = "pending"
 	// EventRefunded: the gateway refunded the charge. See DecideRefund.
 	EventRefunded PaymentEvent = "refunded"
+	// EventDisputed: the customer's bank opened a dispute of the charge
+	// (a chargeback); EventDisputeWon and EventDisputeLost: it closed, in
+	// the shop's favour or not. See DecideDispute.
+	EventDisputed    PaymentEvent = "disputed"
+	EventDisputeWon  PaymentEvent = "dispute_won"
+	EventDisputeLost PaymentEvent = "dispute_lost"
 )
+
+// Dispute is the state of a dispute of a charge, as its payment row
+// records it; "" for none. Each only moves forward: none, open, then won
+// or lost.
+type Dispute string
+
+const (
+	DisputeNone Dispute = ""
+	DisputeOpen Dispute = "open"
+	DisputeWon  Dispute = "won"
+	DisputeLost Dispute = "lost"
+)
+
+// rank orders the dispute states: a dispute moves to a higher rank only.
+func (d Dispute) rank() int {
+	switch d {
+	case DisputeOpen:
+		return 1
+	case DisputeWon, DisputeLost:
+		return 2
+	}
+	return 0
+}
+
+// DisputeOf is the dispute state a dispute event records, and false for
+// any other event.
+func DisputeOf(ev PaymentEvent) (Dispute, bool) {
+	switch ev {
+	case EventDisputed:
+		return DisputeOpen, true
+	case EventDisputeWon:
+		return DisputeWon, true
+	case EventDisputeLost:
+		return DisputeLost, true
+	}
+	return DisputeNone, false
+}
+
+// DecideDispute returns the action of dispute event ev on a charge whose
+// payment row has status charge ("" when unknown) and dispute state
+// current: recorded on a charge that was taken when it moves the dispute
+// forward; else stale. No order changes status: a lost dispute marks the
+// payment, and an admin decides what follows.
+func DecideDispute(ev PaymentEvent, charge PaymentStatus, current Dispute) Action {
+	to, ok := DisputeOf(ev)
+	taken := charge == PaymentSucceeded || charge == PaymentRefundRequired || charge == PaymentRefunded
+	if !ok || !taken || to.rank() <= current.rank() {
+		return ActionStale
+	}
+	return ActionDispute
+}
 
 // Valid reports whether e is one of the events.
 func (e PaymentEvent) Valid() bool {
 	switch e {
-	case EventPaid, EventDeclined, EventFailed, EventExpired, EventPending, EventRefunded:
+	case EventPaid, EventDeclined, EventFailed, EventExpired, EventPending, EventRefunded,
+		EventDisputed, EventDisputeWon, EventDisputeLost:
 		return true
 	}
 	return false
@@ -69,6 +127,9 @@ const (
 	// ActionPartialRefundCharge: part of such a charge was refunded: its
 	// refunded amount grows, nothing else changes.
 	ActionPartialRefundCharge Action = "partial_refund_charge"
+	// ActionDispute records a dispute's new state on the charge's payment
+	// row; nothing else changes.
+	ActionDispute Action = "dispute"
 )
 
 // DecideRefund returns the action of new refunds of the charge whose
@@ -103,7 +164,7 @@ func (a Action) Refunds() bool {
 // payment that counts as a charge (succeeded or refund_required): a paid
 // event for such a reference has been applied before and is stale.
 func Decide(s OrderStatus, ev PaymentEvent, chargeKnown bool) Action {
-	if ev == EventRefunded {
+	if _, dispute := DisputeOf(ev); ev == EventRefunded || dispute {
 		return ActionStale
 	}
 	if s == OrderPending {

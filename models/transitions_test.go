@@ -680,3 +680,44 @@ func TestDecideOnARefundedOrder(t *testing.T) {
 		}
 	}
 }
+
+// A dispute is recorded on a charge that was taken, and only moves
+// forward: none, open, then won or lost. A dispute of a charge never
+// taken, one told again, or a late "opened" after the close is stale;
+// Decide leaves every dispute event to DecideDispute.
+func TestDecideDispute(t *testing.T) {
+	t.Parallel()
+	taken := []models.PaymentStatus{models.PaymentSucceeded, models.PaymentRefundRequired, models.PaymentRefunded}
+	for _, tc := range []struct {
+		ev      models.PaymentEvent
+		current models.Dispute
+		want    models.Action
+	}{
+		{models.EventDisputed, models.DisputeNone, models.ActionDispute},
+		{models.EventDisputed, models.DisputeOpen, models.ActionStale},
+		{models.EventDisputed, models.DisputeLost, models.ActionStale},
+		{models.EventDisputeWon, models.DisputeNone, models.ActionDispute},
+		{models.EventDisputeWon, models.DisputeOpen, models.ActionDispute},
+		{models.EventDisputeLost, models.DisputeOpen, models.ActionDispute},
+		{models.EventDisputeLost, models.DisputeWon, models.ActionStale},
+		{models.EventPaid, models.DisputeNone, models.ActionStale},
+	} {
+		for _, charge := range taken {
+			if got := models.DecideDispute(tc.ev, charge, tc.current); got != tc.want {
+				t.Errorf("DecideDispute(%s, %s, %q) = %s, want %s", tc.ev, charge, tc.current, got, tc.want)
+			}
+		}
+		for _, charge := range []models.PaymentStatus{"", models.PaymentPending, models.PaymentFailed, models.PaymentExpired} {
+			if got := models.DecideDispute(tc.ev, charge, tc.current); got != models.ActionStale {
+				t.Errorf("DecideDispute(%s, %q, %q) = %s: a charge never taken cannot be disputed", tc.ev, charge, tc.current, got)
+			}
+		}
+	}
+	for _, s := range append(allStatuses, models.OrderRefunded) {
+		for _, ev := range []models.PaymentEvent{models.EventDisputed, models.EventDisputeWon, models.EventDisputeLost} {
+			if !ev.Valid() || models.Decide(s, ev, true) != models.ActionStale || models.ActionDispute.OrderStatusAfter(s) != s {
+				t.Errorf("%s on %s: Valid %v, Decide %s; want valid, left to DecideDispute, the order unchanged", ev, s, ev.Valid(), models.Decide(s, ev, true))
+			}
+		}
+	}
+}

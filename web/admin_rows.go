@@ -49,7 +49,7 @@ func movementRow(m models.StockMovement) views.MovementRow {
 func paymentRow(p models.Payment) views.PaymentRow {
 	return views.PaymentRow{
 		Provider: p.Provider, Reference: p.ProviderReference, OrderID: p.OrderID, Amount: p.Amount,
-		Refunded: p.RefundedAmount, Currency: p.Currency, Status: string(p.Status), Created: p.CreatedAt, Updated: p.UpdatedAt,
+		Refunded: p.RefundedAmount, Dispute: string(p.Dispute), Currency: p.Currency, Status: string(p.Status), Created: p.CreatedAt, Updated: p.UpdatedAt,
 	}
 }
 

@@ -419,3 +419,29 @@ func TestDashboardCountsDeliveries(t *testing.T) {
 		t.Errorf("the first figure is not a number: %v", err)
 	}
 }
+
+// The console shows what became of an order's money after it was paid:
+// a partial refund (the order partially_refunded, the payment with what
+// was refunded) and a dispute (a badge on the payment, the callback in
+// the story).
+func TestOrderPageShowsRefundsAndDisputes(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "AFTER", 100000, 10)
+	o := c.newOrder("AFTER", 1)
+	c.deliver("evt_after_pay", testenv.SandboxBody(o.ID, "tx-after", models.EventPaid, o.TotalAmount))
+	c.deliver("evt_after_refund", testenv.SandboxBody(o.ID, "tx-after", models.EventRefunded, 25000))
+	c.deliver("evt_after_dispute", testenv.SandboxBody(o.ID, "tx-after", models.EventDisputed, 0))
+	doc := c.get("/admin/orders/" + o.ID).Doc(t)
+	payment := doc.Find("table:has(th:contains('Reference')) tbody tr").First().Text()
+	if !strings.Contains(payment, "Rp 25.000 refunded") || !strings.Contains(payment, "dispute open") {
+		t.Errorf("the payment's row says %q; want what was refunded and the open dispute", payment)
+	}
+	timeline := strings.Join(texts(doc.Find("ol.timeline li .what")), "\n")
+	for _, want := range []string{"status paid → partially_refunded", `callback sandbox "evt_after_dispute": processed`} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("the story lacks %q:\n%s", want, timeline)
+		}
+	}
+}

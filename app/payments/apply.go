@@ -111,6 +111,10 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		if out.OrderStatus, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID); err != nil {
 			return Outcome{}, nil, err
 		}
+	case dec.action == models.ActionDispute:
+		if err = s.dispute(tx, charge, ev.Status); err != nil {
+			return Outcome{}, nil, err
+		}
 	case dec.action != models.ActionStale:
 		if out.OrderStatus, out.queued, err = s.effect(tx, provider, ev, o, dec.action, cb.ID); err != nil {
 			return Outcome{}, nil, err
@@ -171,12 +175,14 @@ func lockOrder(tx *gorm.DB, provider string, ev Event) (*models.Order, *models.P
 		ChargeAmount         *int64
 		ChargeRefundedAmount *int64
 		ChargeCurrency       *string
+		ChargeDispute        *models.Dispute
 	}
 	// Find, not Scan: GORM's Scan has the statement's text formatted for
 	// its logger on every call, a few per cent of the server's CPU here.
 	err := tx.Raw(`
 SELECT o.*, p.id AS charge_id, p.order_id AS charge_order_id, p.status AS charge_status,
-       p.amount AS charge_amount, p.refunded_amount AS charge_refunded_amount, p.currency AS charge_currency
+       p.amount AS charge_amount, p.refunded_amount AS charge_refunded_amount, p.currency AS charge_currency,
+       p.dispute AS charge_dispute
 FROM orders o LEFT JOIN payments p ON p.provider = ? AND p.provider_reference = ?
 WHERE o.id = ?
 FOR UPDATE OF o`, provider, ev.TransactionID, ev.OrderID).Find(&rows).Error
@@ -190,7 +196,7 @@ FOR UPDATE OF o`, provider, ev.TransactionID, ev.OrderID).Find(&rows).Error
 	}
 	return &o, &models.Payment{ID: *r.ChargeID, Provider: provider, ProviderReference: ev.TransactionID,
 		OrderID: *r.ChargeOrderID, Status: *r.ChargeStatus, Amount: *r.ChargeAmount,
-		RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency}, nil
+		RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency, Dispute: *r.ChargeDispute}, nil
 }
 
 // decide decides, under the order's lock, what the event does to order o
@@ -212,7 +218,13 @@ func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPla
 	}
 	chargeKnown := chargeStatus == models.PaymentSucceeded || chargeStatus == models.PaymentRefundRequired ||
 		chargeStatus == models.PaymentRefunded
-	if ev.Status == models.EventRefunded {
+	if _, dispute := models.DisputeOf(ev.Status); dispute {
+		var current models.Dispute
+		if charge != nil {
+			current = charge.Dispute
+		}
+		dec.action = models.DecideDispute(ev.Status, chargeStatus, current)
+	} else if ev.Status == models.EventRefunded {
 		dec.action, dec.reason = decideRefund(ev, o, charge, refunds)
 		if dec.reason != "" {
 			return dec

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -804,5 +805,53 @@ func TestStripeAsyncCheckoutPaysOnce(t *testing.T) {
 	}
 	if s := f.snapshot(failed, sku); s.stock != before.stock+1 {
 		t.Errorf("after the session expired: stock %d, want %d (released)", s.stock, before.stock+1)
+	}
+}
+
+// stripeDispute is a charge.dispute.* event of PaymentIntent pi.
+func stripeDispute(id, typ, pi, status string) delivery {
+	return stripeEvent(id, typ, map[string]any{"id": "du_" + pi, "object": "dispute", "amount": 5000000, "currency": "idr",
+		"charge": "ch_" + pi, "payment_intent": pi, "status": status, "reason": "fraudulent"})
+}
+
+// A Stripe dispute names its PaymentIntent, not the order: it is recorded
+// on that charge's payment (open, then lost) and in the order's story as
+// its callbacks, and changes no order status. One of a charge the shop
+// does not know is ignored; an "opened" that comes after the close is
+// stale.
+func TestStripeDisputesAreRecordedOnThePayment(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	pi := "pi_dispute_" + id
+	f.send(stripeEvent("evt_pay_"+id, "payment_intent.succeeded", paymentIntent(id, pi, 5000000, "idr")))
+	dispute := func() (d models.Dispute) {
+		f.db.Raw("SELECT dispute FROM payments WHERE provider_reference = ?", pi).Scan(&d)
+		return d
+	}
+	out := f.send(stripeDispute("evt_du_open_"+id, "charge.dispute.created", pi, "needs_response"))
+	if out.Result != models.ResultProcessed || out.OrderID != id || out.OrderStatus != models.OrderPaid || dispute() != models.DisputeOpen {
+		t.Fatalf("dispute created: %s for %q, order %s, payment's dispute %q; want processed, the order still paid, the dispute open", out.Result, out.OrderID, out.OrderStatus, dispute())
+	}
+	if out := f.send(stripeDispute("evt_du_lost_"+id, "charge.dispute.closed", pi, "lost")); out.Result != models.ResultProcessed || dispute() != models.DisputeLost {
+		t.Errorf("dispute lost: %s, payment's dispute %q; want processed and lost", out.Result, dispute())
+	}
+	if out := f.send(stripeDispute("evt_du_late_"+id, "charge.dispute.updated", pi, "under_review")); out.Result != models.ResultStale || dispute() != models.DisputeLost {
+		t.Errorf("an update after the close: %s, dispute %q; want stale, still lost", out.Result, dispute())
+	}
+	if s := f.snapshot(id, sku); s.status != models.OrderPaid || s.payments[pi] != models.PaymentSucceeded {
+		t.Errorf("after a lost dispute: %+v; want the order paid, the payment succeeded (and marked lost)", s)
+	}
+	var events []string
+	f.db.Model(&models.PaymentCallback{}).Where("order_id = ?", id).Order("id").Pluck("event_status", &events)
+	if !slices.Equal(events, []string{"paid", "disputed", "dispute_lost", "disputed"}) {
+		t.Errorf("the order's callbacks: %v; want its payment and its dispute's three", events)
+	}
+	if out := f.send(stripeDispute("evt_du_other_"+id, "charge.dispute.created", "pi_not_ours", "needs_response")); out.Status() != 200 || out.Result != models.ResultIgnored {
+		t.Errorf("a dispute of a charge the shop does not know: %d %s, want 200 ignored", out.Status(), out.Result)
+	}
+	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
+	if err != nil || !report.OK {
+		t.Fatalf("audit: %v %+v", err, report.Violations)
 	}
 }

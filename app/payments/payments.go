@@ -37,7 +37,9 @@ type Provider interface {
 	// signature or a secret.
 	Verify(h http.Header, body []byte, now time.Time) error
 	// Parse turns an authenticated body into an Event (the pipeline sets
-	// its Fingerprint). It returns an EInvalidPayload error for malformed
+	// its Fingerprint). An event may leave OrderID empty when it names
+	// its charge only (a Stripe dispute): the pipeline takes the order of
+	// the charge's payment, and ignores the event when there is none. It returns an EInvalidPayload error for malformed
 	// JSON, an EMissingField error for a missing or mistyped field, and
 	// an error wrapping ErrIgnored for a notification the shop does not
 	// handle. The pipeline gives it only the headers EventHeaders names.
@@ -267,6 +269,16 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 	}
 	if err != nil {
 		return refusal(models.ErrorCode(err), models.ErrorMessage(err)), Event{}
+	}
+	if ev.OrderID == "" { // an event that names its charge only (a Stripe dispute)
+		switch err := s.orderOfCharge(ctx, p.Name(), &ev); {
+		case errors.Is(err, errUnknownCharge):
+			return Outcome{Result: models.ResultIgnored, Detail: fmt.Sprintf("%s %s %s", ev.Status, ev.TransactionID, err)}, ev
+		case err != nil:
+			s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
+				"request_id", d.RequestID, "error", err)
+			return Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}, ev
+		}
 	}
 	if c, ok := p.(Confirmer); ok && s.needsConfirming(p.Name(), ev) {
 		answer, found, err := c.Confirm(ctx, ev)

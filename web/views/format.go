@@ -106,9 +106,10 @@ func Percent(part, whole int64) string {
 // Tone is the badge colour of a status, result or outcome.
 func Tone(s string) string {
 	switch s {
-	case "paid", "succeeded", "processed", "sent", "ok", "dispatched", "green", "completed":
+	case "paid", "succeeded", "processed", "sent", "ok", "dispatched", "green", "completed", "dispute won", "dispute_won":
 		return "ok"
 	case "failed", "conflict", "rejected", "error", "refund_required", "invalid_signature", "RED", "archived",
+		"dispute open", "dispute lost", "disputed", "dispute_lost", "refund_exceeds_payment",
 		"unknown_order", "amount_mismatch", "currency_mismatch", "reference_belongs_to_other_order":
 		return "bad"
 	case "expired", "cancelled", "stale", "processing", "retry", "too_large", "invalid_payload", "missing_field",

@@ -9,7 +9,8 @@
 //   - Key: the webhook-id header, the event id.
 //   - Status: payment_status is the event itself: paid, declined (this
 //     attempt failed; the customer may try again), failed (the gateway
-//     ended the payment), expired, pending, refunded.
+//     ended the payment), expired, pending, refunded, disputed,
+//     dispute_won, dispute_lost.
 //   - Amount: paid_amount, a whole number of the currency's minor units;
 //     for a refund, the refund's amount (above 0), and refund_id names the
 //     refund (else the event id does): two refunds of one charge are two
@@ -93,7 +94,7 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 	ev.Currency = f.String("currency")
 	refundID := f.OptionalString("refund_id")
 	if f.Err == nil && !ev.Status.Valid() {
-		f.Fail("payment_status must be one of paid, declined, failed, expired, pending, refunded")
+		f.Fail("payment_status must be one of paid, declined, failed, expired, pending, refunded, disputed, dispute_won, dispute_lost")
 	}
 	if f.Err == nil {
 		f.Currency("currency", ev.Currency)

@@ -23,8 +23,12 @@
 //     The charge's reference is always its PaymentIntent's id (a session's
 //     own id when it has none), so payment_intent.succeeded and a
 //     session's paid event for one payment are one charge: the second is
-//     stale. Every other type, and an event without an order id (another
-//     application on the account), is ignored.
+//     stale. charge.dispute.created and .updated → disputed,
+//     charge.dispute.closed → dispute_won (won, warning_closed) or
+//     dispute_lost (lost): a dispute names its PaymentIntent, not the
+//     order, which the pipeline takes from the payment. Every other type,
+//     and an event without an order id (another application on the
+//     account), is ignored.
 //   - Amount: Stripe's minor units of its own, converted (amounts.go).
 package stripe
 
@@ -166,6 +170,8 @@ func parse(body []byte) (payments.Event, error) {
 			ev.TransactionID = ch.PaymentIntent.ID
 		}
 		ev.Status, amount = models.EventRefunded, ch.AmountRefunded
+	case "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed":
+		return parseDispute(e)
 	default:
 		return payments.Event{}, fmt.Errorf("%w: event type %s", payments.ErrIgnored, e.Type)
 	}
@@ -195,4 +201,44 @@ func sessionOrder(cs *stripego.CheckoutSession) string {
 		return cs.ClientReferenceID
 	}
 	return cs.Metadata["order_id"]
+}
+
+// parseDispute reads a charge.dispute.* event: the dispute of a charge,
+// by its PaymentIntent. It names no order: the pipeline finds it by the
+// PaymentIntent's payment, and ignores the dispute of a charge it does
+// not know.
+func parseDispute(e stripego.Event) (payments.Event, error) {
+	var d stripego.Dispute
+	if err := json.Unmarshal(e.Data.Raw, &d); err != nil {
+		return payments.Event{}, models.Errorf(models.EMissingField, "the event's Dispute does not parse: %v", err)
+	}
+	ev := payments.Event{Key: e.ID, Status: models.EventDisputed, Currency: strings.ToUpper(string(d.Currency))}
+	if d.PaymentIntent != nil {
+		ev.TransactionID = d.PaymentIntent.ID
+	}
+	if ev.TransactionID == "" {
+		return payments.Event{}, fmt.Errorf("%w: %s %s names no PaymentIntent", payments.ErrIgnored, e.Type, e.ID)
+	}
+	if e.Type == "charge.dispute.closed" {
+		switch d.Status {
+		case stripego.DisputeStatusWon, stripego.DisputeStatusWarningClosed:
+			ev.Status = models.EventDisputeWon
+		case stripego.DisputeStatusLost:
+			ev.Status = models.EventDisputeLost
+		default:
+			return payments.Event{}, fmt.Errorf("%w: a closed dispute with status %q", payments.ErrIgnored, d.Status)
+		}
+	}
+	f := payments.Fields{}
+	f.Text("id", ev.Key)
+	f.Text("PaymentIntent id", ev.TransactionID)
+	if !models.ValidCurrency(ev.Currency) {
+		f.Fail("currency %q is not an ISO 4217 code", d.Currency)
+	}
+	amount, ok := MinorUnits(d.Amount, ev.Currency)
+	if !ok {
+		f.Fail("amount %d is not an amount of %s", d.Amount, ev.Currency)
+	}
+	ev.Amount = amount
+	return ev, f.Err
 }
