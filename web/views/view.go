@@ -161,7 +161,7 @@ type PaymentRow struct {
 	Reference string    `json:"provider_reference"`
 	OrderID   string    `json:"order_id"`
 	Amount    int64     `json:"amount"`
-	Refunded  int64     `json:"refunded_amount"` // what its refunds add up to
+	Refunded  int64     `json:"refunded_amount"`   // what its refunds add up to
 	Dispute   string    `json:"dispute,omitempty"` // a chargeback: open, won, lost
 	Currency  string    `json:"currency"`
 	Status    string    `json:"status"`
