@@ -167,6 +167,7 @@ func (m *Maintenance) Prune(ctx context.Context, _ *asynq.Task) error {
 		{"dispatched outbox rows", db.Where("status = ? AND dispatched_at < ?", models.OutboxDispatched, cutoff), &models.OutboxMessage{}},
 		{"idempotency keys", db.Where("created_at < ? AND response_code IS NOT NULL", cutoff), &models.APIIdempotencyKey{}},
 		{"failed log-ins", db.Where("failed_at < ?", m.now().UTC().Add(-admins.FailureWindow)), &models.LoginFailure{}},
+		{"admin actions", db.Where("created_at < ?", cutoff), &models.AdminAction{}},
 		{"delivery counts", db.Where("minute < ?", m.now().UTC().Add(-stats.CountsKeptFor)), &models.DeliveryCount{}},
 	}
 	for _, s := range steps {

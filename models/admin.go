@@ -13,7 +13,12 @@ type AdminAction struct {
 	Result     string
 	Detail     string
 	RemoteAddr string
-	CreatedAt  time.Time
+	CreatedAt  time.Time // the last time, for an aggregated row
+	// Count and WindowStart aggregate the refused log-ins of one client
+	// address in one window into one row: how many, since when. A row of
+	// one action has Count 1 and no WindowStart.
+	Count       int
+	WindowStart *time.Time
 }
 
 // Admin action results.

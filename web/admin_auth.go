@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -128,41 +129,52 @@ func (s *Server) loginForm(c echo.Context) error {
 
 // login is POST /admin/login: email and password against admin_users.
 // An unknown email and a wrong password get the same answer and cost the
-// same time; after admins.MaxFailures failures for the email or from the
-// client address within admins.FailureWindow, the answer is 429 until the
-// oldest of them has aged out. On success the session gets a new token
-// (no session fixation) and the admin goes where they were going.
+// same time. Each attempt is reserved — counted as a failure — before the
+// password is checked (admins.Reserve), so that guesses sent at once are
+// counted before any of them runs bcrypt: after admins.MaxFailures for
+// the email or from the client address within admins.FailureWindow, the
+// answer is 429 until the oldest of them has aged out. An email or a
+// password longer than any real one is refused, and counted, without a
+// hash compared. Refused log-ins are logged one row per address and
+// window. On success the attempt is taken back, the session gets a new
+// token (no session fixation) and the admin goes where they were going.
 func (s *Server) login(c echo.Context) error {
 	ctx := c.Request().Context()
 	// Text the database cannot store (NUL, invalid UTF-8) is dropped: such
 	// an email names no admin, and is counted like any wrong one.
 	email := strings.ToValidUTF8(strings.ReplaceAll(strings.TrimSpace(c.FormValue("email")), "\x00", ""), "")
 	password := c.FormValue("password")
-	form := views.Login{Email: email, Next: c.FormValue("next")}
+	tooLong := len(email) > admins.MaxEmailBytes || len(password) > admins.MaxPasswordBytes
+	form := views.Login{Email: models.Truncate(email, admins.MaxEmailBytes), Next: c.FormValue("next")}
 	addr := c.RealIP()
-	wait, err := s.deps.Admins.RetryAfter(ctx, email, addr)
+	refuse := func(status int, why, message string) error {
+		if err := s.deps.Admins.RecordRefusedLogin(ctx, form.Email, addr, why); err != nil {
+			s.log.ErrorContext(ctx, "could not record a refused log-in", "request_id", requestID(c), "error", err)
+		}
+		form.Error = message
+		return s.page(c, status, "Log in", "", views.LoginPage(form))
+	}
+	attempt, wait, err := s.deps.Admins.Reserve(ctx, email, addr)
 	if err != nil {
 		return err
 	}
 	if wait > 0 {
-		s.record(c, email, "login", "", models.ActionRefused, "too many failed log-ins")
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second).Seconds())))
-		form.Error = "Too many failed log-ins. Try again in " + views.Duration(wait.Round(time.Second)) + "."
-		return s.page(c, http.StatusTooManyRequests, "Log in", "", views.LoginPage(form))
+		return refuse(http.StatusTooManyRequests, "too many failed log-ins",
+			"Too many failed log-ins. Try again in "+views.Duration(wait.Round(time.Second))+".")
+	}
+	if tooLong {
+		return refuse(http.StatusUnprocessableEntity, "email or password too long", fmt.Sprintf(
+			"An email address has at most %d characters, and a password at most %d.", admins.MaxEmailBytes, admins.MaxPasswordBytes))
 	}
 	u, err := s.deps.Admins.Authenticate(ctx, email, password)
 	if errors.Is(err, admins.ErrBadCredentials) {
-		if err := s.deps.Admins.RecordFailure(ctx, email, addr); err != nil {
-			return err
-		}
-		s.record(c, email, "login", "", models.ActionRefused, "wrong email or password")
-		form.Error = "Wrong email or password."
-		return s.page(c, http.StatusUnauthorized, "Log in", "", views.LoginPage(form))
+		return refuse(http.StatusUnauthorized, "wrong email or password", "Wrong email or password.")
 	}
 	if err != nil {
 		return err
 	}
-	if err := s.deps.Admins.ClearFailures(ctx, u.Email); err != nil {
+	if err := s.deps.Admins.Succeeded(ctx, attempt); err != nil {
 		return err
 	}
 	if err := s.deps.Sessions.RenewToken(ctx); err != nil {

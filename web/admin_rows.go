@@ -108,7 +108,7 @@ func emailRow(e models.OutboundEmail) views.EmailRow {
 func actionRow(a models.AdminAction) views.ActionRow {
 	return views.ActionRow{
 		ID: a.ID, At: a.CreatedAt, Admin: a.AdminEmail, Action: a.Action, Target: a.Target, Result: a.Result,
-		Detail: a.Detail, RemoteAddr: a.RemoteAddr,
+		Detail: a.Detail, RemoteAddr: a.RemoteAddr, Count: a.Count, Since: a.WindowStart,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
@@ -87,11 +88,11 @@ func TestLogInFailsAlikeForUnknownEmailAndWrongPassword(t *testing.T) {
 	if c.get("/admin").StatusCode != http.StatusSeeOther {
 		t.Error("a failed log-in opened the console")
 	}
-	var failures, actions int64
+	var failures, refused int64
 	c.db.Model(&models.LoginFailure{}).Count(&failures)
-	c.db.Model(&models.AdminAction{}).Where("action = 'login' AND result = 'refused'").Count(&actions)
-	if failures != 2 || actions != 2 {
-		t.Errorf("recorded %d failures and %d refused log-in actions, want 2 and 2", failures, actions)
+	c.db.Model(&models.AdminAction{}).Where("action = 'login' AND result = 'refused'").Select("coalesce(sum(count), 0)").Scan(&refused)
+	if failures != 2 || refused != 2 {
+		t.Errorf("recorded %d failures and %d refused log-ins, want 2 and 2 (in the address's one row)", failures, refused)
 	}
 }
 
@@ -293,5 +294,62 @@ func TestAdminAPIJSONTwin(t *testing.T) {
 	off := newConsole(t, func(cfg *config.Config) { cfg.AdminAPIToken = "" })
 	if p := off.api("/api/admin/orders"); p.StatusCode != http.StatusNotFound {
 		t.Errorf("no ADMIN_API_TOKEN: %d, want 404", p.StatusCode)
+	}
+}
+
+// 25 guesses sent at once from one address: each is counted before its
+// password is checked, so MaxFailures of them are answered 401 (one
+// bcrypt each) and the rest 429; the right password afterwards is 429
+// too. It used to be 24 × 401 and then a log-in.
+func TestConcurrentGuessesAreThrottled(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	statuses := make([]int, 25)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range statuses {
+		wg.Go(func() {
+			<-start
+			statuses[i] = c.post("/admin/login", url.Values{"email": {adminEmail}, "password": {"guess " + strconv.Itoa(i)}}).StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	counts := map[int]int{}
+	for _, s := range statuses {
+		counts[s]++
+	}
+	if counts[http.StatusUnauthorized] != admins.MaxFailures || counts[http.StatusTooManyRequests] != len(statuses)-admins.MaxFailures {
+		t.Errorf("25 concurrent guesses: %v; want %d × 401 and the rest 429", counts, admins.MaxFailures)
+	}
+	if p := c.post("/admin/login", url.Values{"email": {adminEmail}, "password": {adminPassword}}); p.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the right password after the storm: %d, want 429", p.StatusCode)
+	}
+	var rows []models.AdminAction
+	c.db.Find(&rows, "action = 'login' AND result = 'refused'")
+	if len(rows) != 1 || rows[0].Count != len(statuses)+1 {
+		t.Errorf("refused log-ins logged as %d rows; want one counting %d", len(rows), len(statuses)+1)
+	}
+}
+
+// An email of 3,000 characters or a password of 2 KB is refused with the
+// form's message (422), without a hash compared, and counted: it used to
+// be a 500 that was never counted, one bcrypt each, for ever.
+func TestOverlongLogInIsRefusedAndCounted(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	for i, form := range []url.Values{
+		{"email": {strings.Repeat("a", 3000) + "@example.com"}, "password": {"x"}},
+		{"email": {adminEmail}, "password": {strings.Repeat("p", 2048)}},
+	} {
+		p := c.post("/admin/login", form)
+		if p.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(p.Doc(t).Find(".flash, .field-error, form").Text(), "at most 254 characters") {
+			t.Errorf("over-long input %d: %d, want 422 with the form's message", i+1, p.StatusCode)
+		}
+	}
+	var failures int64
+	c.db.Model(&models.LoginFailure{}).Count(&failures)
+	if failures != 2 {
+		t.Errorf("%d failures counted, want 2", failures)
 	}
 }

@@ -59,10 +59,10 @@ type (
 	}
 	adminService interface {
 		Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error)
-		RetryAfter(ctx context.Context, email, remoteAddr string) (time.Duration, error)
-		RecordFailure(ctx context.Context, email, remoteAddr string) error
-		ClearFailures(ctx context.Context, email string) error
+		Reserve(ctx context.Context, email, remoteAddr string) (admins.Attempt, time.Duration, error)
+		Succeeded(ctx context.Context, a admins.Attempt) error
 		Record(ctx context.Context, a models.AdminAction) error
+		RecordRefusedLogin(ctx context.Context, email, remoteAddr, detail string) error
 		ListActions(ctx context.Context, f admins.ActionFilter) ([]models.AdminAction, int64, error)
 	}
 	storyReader interface {

@@ -104,67 +104,142 @@ func (s *Service) Authenticate(ctx context.Context, email, password string) (*mo
 	return &u, nil
 }
 
-// RetryAfter reports how long log-ins for email from remoteAddr must
-// wait: zero when fewer than MaxFailures failed within FailureWindow for
-// the email and for the address.
-func (s *Service) RetryAfter(ctx context.Context, email, remoteAddr string) (time.Duration, error) {
+// Bounds of what a log-in form may carry: the longest an email address
+// can be (RFC 5321's path limit), and a password longer than any a person
+// types (bcrypt reads 72 bytes of it anyway).
+const (
+	MaxEmailBytes    = 254
+	MaxPasswordBytes = 1024
+)
+
+// ErrTooLong is the answer to a log-in whose email or password is longer
+// than MaxEmailBytes or MaxPasswordBytes: refused before any hash is
+// compared, and counted as a failure.
+var ErrTooLong = models.Errorf(models.EInvalid, "an email address has at most %d characters, a password at most %d", MaxEmailBytes, MaxPasswordBytes)
+
+// Attempt is a log-in attempt that Reserve let through: it counts as a
+// failure from the moment it is reserved, so that guesses sent at once
+// are counted before any of them is checked.
+type Attempt struct {
+	ID    int64
+	Email string
+}
+
+// Reserve takes one attempt for email from remoteAddr, or says how long
+// to wait when MaxFailures failures (attempts in flight included) stand
+// within FailureWindow for the email or for the address. It counts in one
+// transaction that holds the email's and the address's advisory locks, so
+// N guesses sent at once let at most MaxFailures through to the password
+// check: the allowed number of bcrypt runs. The reserved row is the
+// failure; Succeeded takes it back. An email longer than MaxEmailBytes is
+// counted under its first MaxEmailBytes bytes, so that no input can make
+// the count's index refuse the row.
+func (s *Service) Reserve(ctx context.Context, email, remoteAddr string) (Attempt, time.Duration, error) {
 	now := s.now().UTC()
+	a := Attempt{Email: models.Truncate(normalize(email), MaxEmailBytes)}
+	remoteAddr = models.Truncate(remoteAddr, MaxEmailBytes)
 	var wait time.Duration
-	for _, by := range []struct{ column, value string }{{"email", normalize(email)}, {"remote_addr", remoteAddr}} {
-		// The MaxFailures-th most recent failure in the window: once it
-		// leaves the window, one more attempt is allowed.
-		var at []time.Time
-		err := s.db.WithContext(ctx).Model(&models.LoginFailure{}).
-			Where(by.column+" = ? AND failed_at > ?", by.value, now.Add(-FailureWindow)).
-			Order("failed_at DESC").Offset(MaxFailures-1).Limit(1).Pluck("failed_at", &at).Error
-		if err != nil {
-			return 0, fmt.Errorf("admins.RetryAfter: %w", store.Classify(err))
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		// Email first, then address, always: no two log-ins wait for each
+		// other in opposite orders.
+		for _, key := range []string{"admin login email:" + a.Email, "admin login addr:" + remoteAddr} {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", key).Error; err != nil {
+				return err
+			}
 		}
-		if len(at) == 1 {
-			wait = max(wait, at[0].Add(FailureWindow).Sub(now))
+		wait = 0
+		for _, by := range []struct{ column, value string }{{"email", a.Email}, {"remote_addr", remoteAddr}} {
+			// The MaxFailures-th most recent failure in the window: once it
+			// leaves the window, one more attempt is allowed.
+			var at []time.Time
+			err := tx.Model(&models.LoginFailure{}).
+				Where(by.column+" = ? AND failed_at > ?", by.value, now.Add(-FailureWindow)).
+				Order("failed_at DESC").Offset(MaxFailures-1).Limit(1).Pluck("failed_at", &at).Error
+			if err != nil {
+				return err
+			}
+			if len(at) == 1 {
+				wait = max(wait, at[0].Add(FailureWindow).Sub(now))
+			}
 		}
+		if wait > 0 {
+			return nil
+		}
+		f := models.LoginFailure{Email: a.Email, RemoteAddr: remoteAddr, FailedAt: now}
+		if err := tx.Create(&f).Error; err != nil {
+			return err
+		}
+		a.ID = f.ID
+		return nil
+	})
+	if err != nil {
+		return Attempt{}, 0, fmt.Errorf("admins.Reserve: %w", store.Classify(err))
 	}
-	return wait, nil
+	return a, wait, nil
 }
 
-// RecordFailure counts a failed log-in for email and remoteAddr.
-func (s *Service) RecordFailure(ctx context.Context, email, remoteAddr string) error {
-	err := s.db.WithContext(ctx).Create(&models.LoginFailure{
-		Email: normalize(email), RemoteAddr: remoteAddr, FailedAt: s.now().UTC(),
-	}).Error
+// Succeeded takes back a reserved attempt that logged in, with the
+// email's other failures. The client address keeps its other failures:
+// one address guessing at many accounts stays limited.
+func (s *Service) Succeeded(ctx context.Context, a Attempt) error {
+	err := s.db.WithContext(ctx).Where("email = ? OR id = ?", a.Email, a.ID).Delete(&models.LoginFailure{}).Error
 	if err != nil {
-		return fmt.Errorf("admins.RecordFailure: %w", store.Classify(err))
+		return fmt.Errorf("admins.Succeeded: %w", store.Classify(err))
 	}
 	return nil
 }
 
-// ClearFailures forgets the failed log-ins of email after a successful
-// one. The client address keeps its count: one address guessing at many
-// accounts stays limited.
-func (s *Service) ClearFailures(ctx context.Context, email string) error {
-	err := s.db.WithContext(ctx).Where("email = ?", normalize(email)).Delete(&models.LoginFailure{}).Error
-	if err != nil {
-		return fmt.Errorf("admins.ClearFailures: %w", store.Classify(err))
-	}
-	return nil
-}
-
-// Record writes one entry of the action log. It uses its own short
-// context: an action that happened is logged even if the request that
-// asked for it has timed out.
+// Record writes one entry of the action log, its fields cut to their
+// bounds (admin_actions_bounds). It uses its own short context: an action
+// that happened is logged even if the request that asked for it has timed
+// out.
 func (s *Service) Record(ctx context.Context, a models.AdminAction) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = s.now().UTC()
 	}
-	if len(a.Detail) > 2000 {
-		a.Detail = a.Detail[:2000]
-	}
+	bound(&a)
+	a.Count, a.WindowStart = 1, nil
 	if err := s.db.WithContext(ctx).Create(&a).Error; err != nil {
 		return fmt.Errorf("admins.Record: %w", store.Classify(err))
 	}
 	return nil
+}
+
+// RecordRefusedLogin counts a refused log-in (a wrong password, a
+// throttled or over-long attempt) in the one row of its client address
+// and FailureWindow: a stranger cannot grow the log by more than a row
+// per address and window, however much they send. The row keeps the last
+// email tried, and the last reason.
+func (s *Service) RecordRefusedLogin(ctx context.Context, email, remoteAddr, detail string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	now := s.now().UTC()
+	window := now.Truncate(FailureWindow)
+	a := models.AdminAction{AdminEmail: email, Action: "login", Result: models.ActionRefused, Detail: detail,
+		RemoteAddr: remoteAddr, CreatedAt: now, Count: 1, WindowStart: &window}
+	bound(&a)
+	err := s.db.WithContext(ctx).Exec(`
+INSERT INTO admin_actions (admin_email, action, target, result, detail, remote_addr, created_at, count, window_start)
+VALUES (?, ?, '', ?, ?, ?, ?, 1, ?)
+ON CONFLICT (remote_addr, window_start) WHERE window_start IS NOT NULL
+DO UPDATE SET count = admin_actions.count + 1, admin_email = excluded.admin_email, detail = excluded.detail,
+    created_at = greatest(admin_actions.created_at, excluded.created_at)`,
+		a.AdminEmail, a.Action, a.Result, a.Detail, a.RemoteAddr, a.CreatedAt, a.WindowStart).Error
+	if err != nil {
+		return fmt.Errorf("admins.RecordRefusedLogin: %w", store.Classify(err))
+	}
+	return nil
+}
+
+// bound cuts an entry's fields to the lengths admin_actions allows.
+func bound(a *models.AdminAction) {
+	a.AdminEmail = models.Truncate(a.AdminEmail, MaxEmailBytes)
+	a.Action = models.Truncate(a.Action, 64)
+	a.Target = models.Truncate(a.Target, 255)
+	a.Detail = models.Truncate(a.Detail, 2000)
+	a.RemoteAddr = models.Truncate(a.RemoteAddr, 255)
 }
 
 // ActionFilter selects entries of the action log.
@@ -188,7 +263,7 @@ func (s *Service) ListActions(ctx context.Context, f ActionFilter) ([]models.Adm
 	if f.Before > 0 {
 		q = q.Where("id < ?", f.Before)
 	}
-	limit := max(1, min(f.Limit, 200))
+	limit := store.PageSize(f.Limit)
 	var rows []models.AdminAction
 	if err := q.Order("id DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
 		return nil, 0, fmt.Errorf("admins.ListActions: %w", store.Classify(err))

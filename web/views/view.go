@@ -454,6 +454,10 @@ type ActionRow struct {
 	Result     string    `json:"result"`
 	Detail     string    `json:"detail"`
 	RemoteAddr string    `json:"remote_addr"`
+	// Count is how many refused log-ins of one address the row stands
+	// for, since Since (the start of its window); 1 for any other row.
+	Count int        `json:"count"`
+	Since *time.Time `json:"since,omitempty"`
 }
 
 // Actions is the admin action log.
