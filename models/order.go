@@ -64,6 +64,10 @@ type Order struct {
 	// answer.
 	AccessTokenHash string `json:"-"`
 	AccessToken     string `gorm:"-" json:"-"`
+	// ClientAddr is the address of the client that made the order, as
+	// the web layer saw it (behind TRUSTED_PROXIES): what limits the
+	// unpaid orders one client may hold.
+	ClientAddr string `json:"-"`
 
 	Items    []OrderItem `gorm:"foreignKey:OrderID" json:"items"`
 	Payments []Payment   `gorm:"foreignKey:OrderID" json:"payments"`

@@ -14,7 +14,11 @@ type Product struct {
 	Price     int64     `json:"price"`
 	Currency  string    `json:"currency"`
 	Stock     int64     `json:"stock"`
-	CreatedAt time.Time `json:"created_at"`
+	// MaxPerOrder caps the units of this product one order may hold, so
+	// that one buyer cannot hold its whole stock unpaid; nil: no cap of
+	// its own (ORDER_MAX_UNITS still holds).
+	MaxPerOrder *int64    `json:"max_per_order"`
+	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 

@@ -68,10 +68,13 @@ type productJSON struct {
 	Price    int64  `json:"price"`
 	Currency string `json:"currency"`
 	Stock    int64  `json:"stock"`
+	// MaxPerOrder caps the units of the product one order may hold; null:
+	// no cap of its own.
+	MaxPerOrder *int64 `json:"max_per_order"`
 }
 
 func newProductJSON(p *models.Product) productJSON {
-	return productJSON{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock}
+	return productJSON{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock, MaxPerOrder: p.MaxPerOrder}
 }
 
 // createProduct is POST /api/products: a product and its initial stock
@@ -86,7 +89,7 @@ func (s *Server) createProduct(c echo.Context) error {
 		return err
 	}
 	p, err := s.deps.Products.Create(c.Request().Context(), models.Product{
-		SKU: req.SKU, Name: req.Name, Price: req.Price, Currency: req.Currency, Stock: req.Stock,
+		SKU: req.SKU, Name: req.Name, Price: req.Price, Currency: req.Currency, Stock: req.Stock, MaxPerOrder: req.MaxPerOrder,
 	})
 	if err != nil {
 		return err

@@ -96,10 +96,12 @@ func fieldOf(msg string) string {
 // adminProduct is GET /admin/products/:sku: the product, its stock ledger
 // (every movement, newest first) and the restock form.
 func (s *Server) adminProduct(c echo.Context) error {
-	return s.productPage(c, 200, views.RestockForm{Key: newFormKey()})
+	return s.productPage(c, 200, views.RestockForm{Key: newFormKey()}, nil)
 }
 
-func (s *Server) productPage(c echo.Context, status int, restock views.RestockForm) error {
+// productPage shows the product with the restock form, and the limit form
+// as typed when limit is not nil (else as the product has it).
+func (s *Server) productPage(c echo.Context, status int, restock views.RestockForm, limit *views.LimitForm) error {
 	ctx := c.Request().Context()
 	sku := c.Param("sku")
 	p := newParams(c.QueryParams())
@@ -120,6 +122,11 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 		Product: productRow(*prod), Ledger: rows(ledger, movementRow), Restock: restock,
 		Next: nextURL(path, c.QueryParams(), formatID(next)),
 	}
+	if limit != nil {
+		v.Limit = *limit
+	} else if prod.MaxPerOrder != nil {
+		v.Limit.Value = strconv.FormatInt(*prod.MaxPerOrder, 10)
+	}
 	if isAdminAPI(c) {
 		return c.JSON(200, v)
 	}
@@ -135,7 +142,7 @@ func (s *Server) adminRestock(c echo.Context) error {
 	qty, err := strconv.ParseInt(form.Qty, 10, 64)
 	if err != nil {
 		form.Error = "qty must be a whole number of units"
-		return s.productPage(c, 422, form)
+		return s.productPage(c, 422, form, nil)
 	}
 	resp, err := s.runForm(c, scopeProductsRestock, sku, func(tx *gorm.DB) (int, any, error) {
 		p, err := s.deps.Products.RestockTx(tx, sku, qty)
@@ -153,11 +160,43 @@ func (s *Server) adminRestock(c echo.Context) error {
 		}
 		s.record(c, adminOf(c), "restock", sku, models.ActionRefused, models.ErrorMessage(err))
 		form.Error = models.ErrorMessage(err)
-		return s.productPage(c, models.HTTPStatus(models.ErrorCode(err)), form)
+		return s.productPage(c, models.HTTPStatus(models.ErrorCode(err)), form, nil)
 	}
 	if !resp.Replayed {
 		s.record(c, adminOf(c), "restock", sku, models.ActionOK, "+"+form.Qty)
 		s.flash(c, "ok", "Added "+form.Qty+" to "+sku+".")
 	}
+	return seeOther(c, "/admin/products/"+url.PathEscape(sku))
+}
+
+// adminProductLimit is POST /admin/products/:sku/limit: the most units of
+// the product one order may hold, or none (an empty field). Setting it is
+// idempotent by nature: the same value twice is the same state.
+func (s *Server) adminProductLimit(c echo.Context) error {
+	sku := c.Param("sku")
+	form := views.LimitForm{Value: strings.TrimSpace(c.FormValue("max_per_order"))}
+	var limit *int64
+	if form.Value != "" {
+		n, err := strconv.ParseInt(form.Value, 10, 64)
+		if err != nil {
+			form.Error = "a whole number of units, or empty for no cap"
+			return s.productPage(c, 422, views.RestockForm{Key: newFormKey()}, &form)
+		}
+		limit = &n
+	}
+	if _, err := s.deps.Products.SetMaxPerOrder(c.Request().Context(), sku, limit); err != nil {
+		if status := models.HTTPStatus(models.ErrorCode(err)); status != 422 {
+			return err
+		}
+		s.record(c, adminOf(c), "set units per order", sku, models.ActionRefused, models.ErrorMessage(err))
+		form.Error = models.ErrorMessage(err)
+		return s.productPage(c, 422, views.RestockForm{Key: newFormKey()}, &form)
+	}
+	shown := "none"
+	if limit != nil {
+		shown = form.Value
+	}
+	s.record(c, adminOf(c), "set units per order", sku, models.ActionOK, "at most "+shown)
+	s.flash(c, "ok", "Units per order of "+sku+": at most "+shown+".")
 	return seeOther(c, "/admin/products/"+url.PathEscape(sku))
 }

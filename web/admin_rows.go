@@ -95,7 +95,7 @@ func orderRow(o models.Order) views.OrderRow {
 }
 
 func productRow(p models.Product) views.ProductRow {
-	return views.ProductRow{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock}
+	return views.ProductRow{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock, MaxPerOrder: p.MaxPerOrder}
 }
 
 func emailRow(e models.OutboundEmail) views.EmailRow {

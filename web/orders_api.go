@@ -98,6 +98,7 @@ func utc(t *time.Time) *time.Time {
 func (s *Server) createOrder(c echo.Context) error {
 	return runIdempotent(s, c, scopeOrdersCreate, "", orders.CreateRequest.Validate,
 		func(tx *gorm.DB, req orders.CreateRequest) (int, any, error) {
+			req.Client = c.RealIP()
 			o, err := s.deps.Orders.CreateTx(tx, req)
 			if err != nil {
 				return 0, nil, err

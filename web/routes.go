@@ -99,6 +99,7 @@ func (s *Server) routes() {
 	e.POST("/admin/products", s.adminCreateProduct, console...)
 	e.GET("/admin/products/:sku", s.adminProduct, console...)
 	e.POST("/admin/products/:sku/restock", s.adminRestock, console...)
+	e.POST("/admin/products/:sku/limit", s.adminProductLimit, console...)
 	e.GET("/admin/audit", s.adminAudit, console...)
 	e.POST("/admin/audit", s.adminRunAudit, console...)
 	e.GET("/admin/actions", s.adminActions, console...)

@@ -7,6 +7,7 @@ package web
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -46,6 +47,7 @@ type (
 		Create(ctx context.Context, p models.Product) (*models.Product, error)
 		CreateTx(tx *gorm.DB, p models.Product) (*models.Product, error)
 		RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error)
+		SetMaxPerOrder(ctx context.Context, sku string, n *int64) (*models.Product, error)
 		List(ctx context.Context) ([]models.Product, error)
 		Get(ctx context.Context, sku string) (*models.Product, error)
 		Ledger(ctx context.Context, sku string, before int64, limit int) ([]models.StockMovement, int64, error)
@@ -136,7 +138,7 @@ type Server struct {
 func NewServer(log *slog.Logger, cfg config.Config, deps Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.IPExtractor = echo.ExtractIPDirect() // no proxy is trusted unless one is configured
+	e.IPExtractor = clientIP(cfg.TrustedProxies)
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -144,6 +146,23 @@ func NewServer(log *slog.Logger, cfg config.Config, deps Deps) *Server {
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s
+}
+
+// clientIP is how the client's address is read (c.RealIP): the
+// connection's peer, unless proxies are trusted (TRUSTED_PROXIES). Then
+// X-Forwarded-For is read from the right, past the trusted proxies, to
+// the first address that is not one of them — the client as the outermost
+// trusted proxy saw it, which a client cannot forge. Echo trusts loopback
+// and private networks by default; here only the ranges named are.
+func clientIP(proxies []*net.IPNet) echo.IPExtractor {
+	if len(proxies) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range proxies {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // ServeHTTP implements http.Handler.

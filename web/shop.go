@@ -85,7 +85,7 @@ func (s *Server) checkout(c echo.Context) error {
 	}
 	resp, err := s.runForm(c, scopeShopCheckout, "", func(tx *gorm.DB) (int, any, error) {
 		o, err := s.deps.Orders.CreateTx(tx, orders.CreateRequest{
-			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}},
+			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
 		})
 		if err != nil {
 			return 0, nil, err
@@ -114,7 +114,8 @@ func (s *Server) checkout(c echo.Context) error {
 func checkoutField(err error) string {
 	msg := models.ErrorMessage(err)
 	switch {
-	case models.ErrorCode(err) == models.EInsufficientStock, strings.Contains(msg, "qty"), strings.Contains(msg, "units"):
+	case models.ErrorCode(err) == models.EInsufficientStock, strings.Contains(msg, "qty"), strings.Contains(msg, "units"),
+		strings.Contains(msg, "per order"):
 		return "qty"
 	case strings.Contains(msg, "customer_email"):
 		return "email"

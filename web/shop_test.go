@@ -123,6 +123,13 @@ func TestCheckoutErrorsNextToTheField(t *testing.T) {
 	if stock != 3 {
 		t.Errorf("stock %d after refused forms, want 3", stock)
 	}
+	// A product that caps its units per order says so at the quantity.
+	testenv.MustCreateProduct(t, c.db, "SHOP-CAP", 1000, 50)
+	c.db.Model(&models.Product{}).Where("sku = 'SHOP-CAP'").Update("max_per_order", 2)
+	p := c.checkout(c.formKey(t, "SHOP-CAP"), "SHOP-CAP", "3", "a@example.com")
+	if msg := p.Doc(t).Find("#product-SHOP-CAP input[name=qty] + .field-error").Text(); p.StatusCode != 422 || !strings.Contains(msg, "at most 2 of SHOP-CAP per order") {
+		t.Errorf("3 of a product capped at 2 per order: %d, the quantity says %q", p.StatusCode, msg)
+	}
 }
 
 // The order page opens only with the order's token; it shows the status,

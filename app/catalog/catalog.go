@@ -19,12 +19,16 @@ import (
 
 var skuPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// Demo are the products `sekali seed` creates.
+// Demo are the products `sekali seed` creates, each with a cap on the
+// units one order may hold, so that no buyer can hold all of one unpaid.
 var Demo = []models.Product{
-	{SKU: "DEMO-TSHIRT", Name: "Sekali T-shirt", Price: 150000, Currency: "IDR", Stock: 100},
-	{SKU: "DEMO-MUG", Name: "Sekali mug", Price: 75000, Currency: "IDR", Stock: 50},
-	{SKU: "DEMO-LIMITED", Name: "Sekali limited print", Price: 250000, Currency: "IDR", Stock: 3},
+	{SKU: "DEMO-TSHIRT", Name: "Sekali T-shirt", Price: 150000, Currency: "IDR", Stock: 100, MaxPerOrder: Units(10)},
+	{SKU: "DEMO-MUG", Name: "Sekali mug", Price: 75000, Currency: "IDR", Stock: 50, MaxPerOrder: Units(10)},
+	{SKU: "DEMO-LIMITED", Name: "Sekali limited print", Price: 250000, Currency: "IDR", Stock: 3, MaxPerOrder: Units(1)},
 }
+
+// Units is a MaxPerOrder of n.
+func Units(n int64) *int64 { return &n }
 
 // Validate checks a new product.
 func Validate(p models.Product) error {
@@ -42,7 +46,31 @@ func Validate(p models.Product) error {
 	case !models.ValidCurrency(p.Currency):
 		return models.Errorf(models.EInvalid, "currency must be an ISO 4217 code such as IDR")
 	}
+	return validMaxPerOrder(p.MaxPerOrder)
+}
+
+func validMaxPerOrder(n *int64) error {
+	if n != nil && (*n < 1 || *n > models.MaxQty) {
+		return models.Errorf(models.EInvalid, "max_per_order must be 1 to %d units, or none", models.MaxQty)
+	}
 	return nil
+}
+
+// SetMaxPerOrder caps the units of sku one order may hold (nil: no cap of
+// its own), in tx; it returns the product as it is now.
+func SetMaxPerOrder(tx *gorm.DB, sku string, n *int64) (*models.Product, error) {
+	if err := validMaxPerOrder(n); err != nil {
+		return nil, err
+	}
+	var p models.Product
+	res := tx.Model(&p).Clauses(clause.Returning{}).Where("sku = ?", sku).Update("max_per_order", n)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil, models.Errorf(models.ENotFound, "no product %s", sku)
+	}
+	return &p, nil
 }
 
 // Create adds a product with its initial stock as an adjust movement, in
@@ -160,6 +188,20 @@ func (s *Service) CreateTx(tx *gorm.DB, p models.Product) (*models.Product, erro
 // (which also stores the response under the client's Idempotency-Key).
 func (s *Service) RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error) {
 	return Restock(tx, sku, qty)
+}
+
+// SetMaxPerOrder is the package's SetMaxPerOrder in its own transaction.
+func (s *Service) SetMaxPerOrder(ctx context.Context, sku string, n *int64) (*models.Product, error) {
+	var p *models.Product
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		var err error
+		p, err = SetMaxPerOrder(tx, sku, n)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog.SetMaxPerOrder: %w", err)
+	}
+	return p, nil
 }
 
 // List returns every product, by SKU. The catalogue is small: it is not

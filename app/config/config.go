@@ -31,6 +31,7 @@ const (
 	DevSandboxSecret      = "whsec_c2VrYWxpLWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"
 	DefaultOrderTTL       = 15 * time.Minute
 	DefaultOrderMaxUnits  = 100
+	DefaultOpenPerClient  = 10
 	DefaultAdminEmail     = "admin@example.com"
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultTaskRetention  = 72 * time.Hour
@@ -113,6 +114,13 @@ type Config struct {
 
 	OrderTTL       time.Duration // ORDER_TTL
 	OrderMaxUnits  int           // ORDER_MAX_UNITS: units of all items of one order, at most
+	// OpenOrdersPerClient (OPEN_ORDERS_PER_CLIENT) caps the unpaid orders
+	// one client address may hold at once; 0: no cap (the load tests).
+	OpenOrdersPerClient int
+	// TrustedProxies (TRUSTED_PROXIES) are the proxies whose
+	// X-Forwarded-For names the client: comma-separated IPs or CIDRs.
+	// None: the client is the connection's peer.
+	TrustedProxies []*net.IPNet
 	RequestTimeout time.Duration // REQUEST_TIMEOUT: deadline of one HTTP request, pool wait included
 
 	AdminEmail    string // ADMIN_EMAIL
@@ -163,6 +171,8 @@ func Load(getenv func(string) string) (Config, error) {
 		StripeAPIURL:        r.optionalURL("STRIPE_API_URL", "http", "https"),
 		PollWithin:          r.duration("POLL_WITHIN", DefaultPollWithin),
 		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
+		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
+		TrustedProxies:      r.networks("TRUSTED_PROXIES"),
 		RequestTimeout:      r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
 		AdminEmail:          r.str("ADMIN_EMAIL", DefaultAdminEmail),
 		AdminPassword:       r.str("ADMIN_PASSWORD", ""),
@@ -237,6 +247,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("poll_within", c.PollWithin.String()),
 		slog.String("order_ttl", c.OrderTTL.String()),
 		slog.Int("order_max_units", c.OrderMaxUnits),
+		slog.Int("open_orders_per_client", c.OpenOrdersPerClient),
+		slog.String("trusted_proxies", fmt.Sprint(c.TrustedProxies)),
 		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("admin_email", c.AdminEmail),
 		slog.String("admin_password", set(c.AdminPassword)),
@@ -339,14 +351,46 @@ func (r *reader) str(name, def string) string {
 	return def
 }
 
-func (r *reader) positiveInt(name string, def int) int {
+func (r *reader) positiveInt(name string, def int) int { return r.intFrom(name, def, 1) }
+
+func (r *reader) nonNegativeInt(name string, def int) int { return r.intFrom(name, def, 0) }
+
+// intFrom reads a whole number of at least least.
+func (r *reader) intFrom(name string, def, least int) int {
 	v := r.str(name, strconv.Itoa(def))
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		r.fail(name, "%q is not a positive integer", v)
+	if err != nil || n < least {
+		r.fail(name, "%q is not a whole number, %d or more", v, least)
 		return def
 	}
 	return n
+}
+
+// networks reads comma-separated IPs and CIDRs; an IP is its /32 or /128.
+func (r *reader) networks(name string) []*net.IPNet {
+	var out []*net.IPNet
+	for _, part := range strings.Split(r.str(name, ""), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "/") {
+			if ip := net.ParseIP(part); ip != nil {
+				bits := 8 * len(ip.To16())
+				if ip.To4() != nil {
+					bits = 32
+				}
+				part += "/" + strconv.Itoa(bits)
+			}
+		}
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			r.fail(name, "%q is not an IP address or a CIDR range", part)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func (r *reader) boolean(name string, def bool) bool {

@@ -3,6 +3,7 @@ package config_test
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -18,7 +19,7 @@ var allVars = []string{
 	"DATABASE_URL", "DB_MAX_CONNS", "REDIS_URL", "HTTP_ADDR", "SANDBOX_WEBHOOK_SECRET",
 	"ORDER_TTL", "REQUEST_TIMEOUT", "ADMIN_EMAIL", "ADMIN_PASSWORD", "ADMIN_API_TOKEN",
 	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
-	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER",
+	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER", "OPEN_ORDERS_PER_CLIENT", "TRUSTED_PROXIES",
 }
 
 func env(m map[string]string) func(string) string {
@@ -101,6 +102,8 @@ func TestLoadOverrides(t *testing.T) {
 		"ORDER_MAX_UNITS":        "7",
 		"DATABASE_LISTEN_URL":    "postgresql://app:pw@db-primary.internal:5432/shop?sslmode=require",
 		"DB_PGBOUNCER":           "true",
+		"OPEN_ORDERS_PER_CLIENT": "0",
+		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.0.2.7",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -130,6 +133,8 @@ func TestLoadOverrides(t *testing.T) {
 		{"OrderMaxUnits", c.OrderMaxUnits, 7},
 		{"DatabaseListenURL", c.DatabaseListenURL, vars["DATABASE_LISTEN_URL"]},
 		{"DBPgBouncer", c.DBPgBouncer, true},
+		{"OpenOrdersPerClient", c.OpenOrdersPerClient, 0},
+		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.0.2.7/32]"},
 		{"PoolURL", c.PoolURL(), "postgresql://app:pw@db.internal:6432/shop?default_query_exec_mode=exec&sslmode=require"},
 		{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
 		{"len(SandboxKeys)", len(c.SandboxKeys), 1},
@@ -186,6 +191,9 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"ADMIN_SESSION_LIFETIME", "0s", ""},
 		{"COOKIE_SECURE", "maybe", ""},
 		{"ORDER_MAX_UNITS", "0", ""},
+		{"OPEN_ORDERS_PER_CLIENT", "-1", ""},
+		{"TRUSTED_PROXIES", "10.0.0.0/33", ""},
+		{"TRUSTED_PROXIES", "cdn.example.com", ""},
 	}
 	for _, tt := range tests {
 		_, err := config.Load(env(map[string]string{tt.name: tt.value}))

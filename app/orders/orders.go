@@ -47,6 +47,9 @@ type Service struct {
 	// buyer cannot hold a product's whole stock while not paying
 	// (ORDER_MAX_UNITS).
 	MaxUnits int64
+	// OpenPerClient caps the unpaid orders one client address may hold at
+	// once (OPEN_ORDERS_PER_CLIENT); 0: no cap.
+	OpenPerClient int
 }
 
 // NewService returns the orders service. now is the clock; ttl is how long
@@ -59,6 +62,9 @@ func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, ttl time.Du
 type CreateRequest struct {
 	CustomerEmail string        `json:"customer_email"`
 	Items         []ItemRequest `json:"items"`
+	// Client is the address of the client asking, set by the web layer
+	// (not part of the body): the one whose unpaid orders are counted.
+	Client string `json:"-"`
 }
 
 // ItemRequest is one line of a CreateRequest.
@@ -134,6 +140,7 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 	now := s.now().UTC().Truncate(time.Microsecond) // as PostgreSQL stores it
 	token := NewAccessToken()
 	o := &models.Order{
+		ClientAddr:      models.Truncate(req.Client, 255),
 		ID:              models.NewOrderID(now),
 		CustomerEmail:   req.CustomerEmail,
 		Status:          models.OrderPending,
@@ -144,6 +151,9 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 		AccessTokenHash: HashAccessToken(token),
 	}
 	err := tx.Transaction(func(tx *gorm.DB) error {
+		if err := s.checkOpenOrders(tx, o.ClientAddr, now); err != nil {
+			return err
+		}
 		var products []models.Product
 		if err := tx.Where("sku IN ?", skus).Order("sku").Find(&products).Error; err != nil {
 			return err
@@ -158,6 +168,9 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 			}
 			if p.Price < 0 || p.Price > models.MaxPrice {
 				return models.Errorf(models.EInvalid, "product %s has a price beyond %d and cannot be ordered", p.SKU, int64(models.MaxPrice))
+			}
+			if p.MaxPerOrder != nil && items[i].Qty > *p.MaxPerOrder {
+				return models.Errorf(models.EInvalid, "at most %d of %s per order", *p.MaxPerOrder, p.Name)
 			}
 			o.Items = append(o.Items, models.OrderItem{OrderID: o.ID, SKU: p.SKU, Qty: items[i].Qty, UnitPrice: p.Price})
 			// price ≤ MaxPrice and qty ≤ MaxQty: the product fits in int64,
@@ -182,6 +195,31 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 		return nil, err
 	}
 	return o, nil
+}
+
+// checkOpenOrders refuses an order from a client that already holds
+// OpenPerClient unpaid orders that have not expired. It counts under an
+// advisory lock of the client's address, taken in the order's
+// transaction, so that orders sent at once from one client are counted
+// one after the other and the cap holds exactly.
+func (s *Service) checkOpenOrders(tx *gorm.DB, client string, now time.Time) error {
+	if s.OpenPerClient <= 0 || client == "" {
+		return nil
+	}
+	if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", "open orders:"+client).Error; err != nil {
+		return err
+	}
+	var open int64
+	err := tx.Model(&models.Order{}).Where("client_addr = ? AND status = ? AND expires_at > ?", client, models.OrderPending, now).
+		Count(&open).Error
+	if err != nil {
+		return err
+	}
+	if open >= int64(s.OpenPerClient) {
+		return models.Errorf(models.ETooManyRequests,
+			"you have %d unpaid orders; pay or cancel one, or wait until one expires, before ordering again", open)
+	}
+	return nil
 }
 
 func missing(skus []string, found []models.Product) string {

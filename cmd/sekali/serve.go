@@ -86,6 +86,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL)
 	orderService.MaxUnits = int64(cfg.OrderMaxUnits)
+	orderService.OpenPerClient = cfg.OpenOrdersPerClient
 	// The web role listens first: the sandbox gateway answers on its
 	// address, and the gateways that ask it need to know where.
 	var ln net.Listener

@@ -185,3 +185,11 @@ func joinQuery(path, query string) string {
 	}
 	return path + "?" + query
 }
+
+// perOrder is a product's cap on units per order, or "—" for none.
+func perOrder(n *int64) string {
+	if n == nil {
+		return "—"
+	}
+	return Int(*n)
+}

@@ -374,11 +374,12 @@ type Outbox struct {
 
 // ProductRow is one product.
 type ProductRow struct {
-	SKU      string `json:"sku"`
-	Name     string `json:"name"`
-	Price    int64  `json:"price"`
-	Currency string `json:"currency"`
-	Stock    int64  `json:"stock"`
+	SKU         string `json:"sku"`
+	Name        string `json:"name"`
+	Price       int64  `json:"price"`
+	Currency    string `json:"currency"`
+	Stock       int64  `json:"stock"`
+	MaxPerOrder *int64 `json:"max_per_order"` // units one order may hold; nil: no cap of its own
 }
 
 // ProductForm is the new-product form, with what was typed and what was
@@ -409,6 +410,14 @@ type ProductDetail struct {
 	Ledger  []MovementRow `json:"ledger"`
 	Next    string        `json:"next"`
 	Restock RestockForm   `json:"-"`
+	Limit   LimitForm     `json:"-"`
+}
+
+// LimitForm is the form of a product's cap on units per order: what was
+// typed (empty: no cap) and what was wrong with it.
+type LimitForm struct {
+	Value string
+	Error string
 }
 
 // AuditViolation is one broken invariant, linked to the row at fault.
