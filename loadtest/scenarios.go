@@ -262,7 +262,7 @@ func oversell(ctx context.Context, r *runner) error {
 	var shots []*shot
 	for i := range 2 * units {
 		shots = append(shots, &shot{method: "POST", path: "/api/orders", body: body, tag: sku, allowed: []int{201, 409},
-			header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("os-%s-%d", r.run, i)}}})
+			header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("oversell-%s-%04d", r.run, i)}}})
 	}
 	got := count(r.fireAll(ctx, "oversell", shots))[sku]
 	if got["created"] != units || got["insufficient_stock"] != units {
@@ -303,7 +303,7 @@ func steady(ctx context.Context, r *runner) error {
 				return s
 			default:
 				return &shot{method: "POST", path: "/api/orders", body: newOrder, tag: "new order", allowed: []int{201},
-					header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("st-%s-o%d", r.run, i)}}}
+					header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {fmt.Sprintf("steady-%s-order-%d", r.run, i)}}}
 			}
 		})
 	for tag, results := range count(answers) {

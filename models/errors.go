@@ -8,28 +8,29 @@ import (
 // Error codes. They are the machine-readable `code` member of every problem
 // response; web/errors.go maps each to exactly one HTTP status.
 const (
-	EInvalid              = "invalid_request"         // 422: the request is well-formed but its content is not acceptable
-	ENotFound             = "not_found"               // 404
-	EInsufficientStock    = "insufficient_stock"      // 409
-	EInvalidTransition    = "invalid_transition"      // 409
-	EIdempotencyMissing   = "idempotency_key_missing" // 400
-	EIdempotencyReused    = "idempotency_key_reused"  // 422
-	ERequestInProgress    = "request_in_progress"     // 409
-	EIdempotencyInvalid   = "idempotency_key_invalid" // 400
-	EInvalidPayload       = "invalid_payload"         // 400: malformed JSON
-	EMissingField         = "missing_field"           // 422: a required field is missing or mistyped
-	EInvalidSignature     = "invalid_signature"       // 401
-	ETooLarge             = "too_large"               // 413
-	EUnsupportedMediaType = "unsupported_media_type"  // 415
-	EUnauthorized         = "unauthorized"            // 401
-	EConflict             = "conflict"                // 409: same callback key, different payload
-	EAlreadyExists        = "already_exists"          // 409: a product with this SKU exists
-	ERejected             = "rejected"                // 422: a callback for an unknown order or with the wrong amount
-	EForbidden            = "forbidden"               // 403: a cross-origin request to the admin console
-	EMethodNotAllowed     = "method_not_allowed"      // 405
-	ETooManyRequests      = "too_many_requests"       // 429: too many failed log-ins
-	EUnavailable          = "unavailable"             // 503: a retry may succeed
-	EInternal             = "internal"                // 500
+	EInvalid              = "invalid_request"           // 422: the request is well-formed but its content is not acceptable
+	ENotFound             = "not_found"                 // 404
+	EInsufficientStock    = "insufficient_stock"        // 409
+	EInvalidTransition    = "invalid_transition"        // 409
+	EIdempotencyMissing   = "idempotency_key_missing"   // 400
+	EIdempotencyReused    = "idempotency_key_reused"    // 422
+	ERequestInProgress    = "request_in_progress"       // 409
+	EIdempotencyInvalid   = "idempotency_key_invalid"   // 400
+	EIdempotencyTooShort  = "idempotency_key_too_short" // 422: a key shorter than 16 characters
+	EInvalidPayload       = "invalid_payload"           // 400: malformed JSON
+	EMissingField         = "missing_field"             // 422: a required field is missing or mistyped
+	EInvalidSignature     = "invalid_signature"         // 401
+	ETooLarge             = "too_large"                 // 413
+	EUnsupportedMediaType = "unsupported_media_type"    // 415
+	EUnauthorized         = "unauthorized"              // 401
+	EConflict             = "conflict"                  // 409: same callback key, different payload
+	EAlreadyExists        = "already_exists"            // 409: a product with this SKU exists
+	ERejected             = "rejected"                  // 422: a callback for an unknown order or with the wrong amount
+	EForbidden            = "forbidden"                 // 403: a cross-origin request to the admin console
+	EMethodNotAllowed     = "method_not_allowed"        // 405
+	ETooManyRequests      = "too_many_requests"         // 429: too many failed log-ins
+	EUnavailable          = "unavailable"               // 503: a retry may succeed
+	EInternal             = "internal"                  // 500
 )
 
 // statusOf is the one place where an error code becomes an HTTP status.
@@ -40,6 +41,7 @@ var statusOf = map[string]int{
 	EInvalidTransition:    409,
 	EIdempotencyMissing:   400,
 	EIdempotencyInvalid:   400,
+	EIdempotencyTooShort:  422,
 	EIdempotencyReused:    422,
 	ERequestInProgress:    409,
 	EInvalidPayload:       400,

@@ -398,6 +398,7 @@ var httpStatusWant = map[string]int{
 	models.EInvalidTransition:    409,
 	models.EIdempotencyMissing:   400,
 	models.EIdempotencyReused:    422,
+	models.EIdempotencyTooShort:  422,
 	models.ERequestInProgress:    409,
 	models.EIdempotencyInvalid:   400,
 	models.EInvalidPayload:       400,

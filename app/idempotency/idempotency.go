@@ -49,9 +49,17 @@ func New(db *gorm.DB, now func() time.Time, requestTimeout time.Duration) *Keys 
 	return &Keys{db: db, now: now, lockTimeout: max(2*requestTimeout, MinLockTimeout)}
 }
 
-// ParseKey checks an Idempotency-Key header value: 1–255 printable ASCII
-// characters. The header is a structured-field string, so surrounding
-// double quotes are accepted and removed.
+// MinKeyLength is the shortest key accepted. A key is a capability:
+// whoever sends it again with the same body gets the stored answer — an
+// order's answer carries its access token, which reads and cancels the
+// order. So keys must be hard to guess: random, as the shop's forms and
+// the docs make them (a UUID has 36 characters), never a word such as
+// "my-first-order".
+const MinKeyLength = 16
+
+// ParseKey checks an Idempotency-Key header value: 16–255 printable
+// ASCII characters. The header is a structured-field string, so
+// surrounding double quotes are accepted and removed.
 func ParseKey(header string) (string, error) {
 	key := header
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
@@ -67,6 +75,10 @@ func ParseKey(header string) (string, error) {
 		if c < 0x20 || c > 0x7e {
 			return "", models.Errorf(models.EIdempotencyInvalid, "the Idempotency-Key header must be printable ASCII")
 		}
+	}
+	if len(key) < MinKeyLength {
+		return "", models.Errorf(models.EIdempotencyTooShort, "the Idempotency-Key must be at least %d characters, and random "+
+			"(a UUID will do): whoever sends a key again with the same body gets its answer, the order's access token included", MinKeyLength)
 	}
 	return key, nil
 }

@@ -62,7 +62,7 @@ func TestAdminAPI(t *testing.T) {
 			}
 			return a.do(t, "POST", "/api/products/QA-1/restock", h, []byte(body))
 		}
-		first, again := restock("r1", `{"qty":5}`), restock("r1", `{"qty":5}`)
+		first, again := restock("restock-qa-1-first", `{"qty":5}`), restock("restock-qa-1-first", `{"qty":5}`)
 		if first.Status != 200 || first.JSON["stock"] != float64(12) || string(again.Body) != string(first.Body) ||
 			again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("restock and replay: %d %s / %d %s", first.Status, first.Body, again.Status, again.Body)
@@ -70,13 +70,13 @@ func TestAdminAPI(t *testing.T) {
 		if a.stock(t, "QA-1") != 12 {
 			t.Fatalf("stock = %d after one restock of 5 sent twice, want 12", a.stock(t, "QA-1"))
 		}
-		if r := restock("r1", `{"qty":6}`); r.Status != 422 || r.str("code") != "idempotency_key_reused" {
+		if r := restock("restock-qa-1-first", `{"qty":6}`); r.Status != 422 || r.str("code") != "idempotency_key_reused" {
 			t.Fatalf("reuse: %d %s", r.Status, r.Body)
 		}
 		if r := restock("", `{"qty":6}`); r.Status != 400 {
 			t.Fatalf("no key: %d %s", r.Status, r.Body)
 		}
-		if r := a.do(t, "POST", "/api/products/NOPE/restock", auth(http.Header{"Idempotency-Key": {"r2"}}), []byte(`{"qty":1}`)); r.Status != 404 {
+		if r := a.do(t, "POST", "/api/products/NOPE/restock", auth(http.Header{"Idempotency-Key": {"restock-nope-0001"}}), []byte(`{"qty":1}`)); r.Status != 404 {
 			t.Fatalf("unknown sku: %d %s", r.Status, r.Body)
 		}
 	})

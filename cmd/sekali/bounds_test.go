@@ -179,7 +179,7 @@ func TestAmbiguousCallbacksAreRefused(t *testing.T) {
 		t.Errorf("payment_status and PAYMENT_STATUS: %d %s; want 400 invalid_payload", r.Status, r.Body)
 	}
 	order := fmt.Appendf(nil, `{"customer_email":"a@example.com","Customer_Email":"b@example.com","items":[{"sku":%q,"qty":1}]}`, "DEMO-NONE")
-	if r := a.do(t, "POST", "/api/orders", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"amb-case"}}, order); r.Status != 400 || r.str("code") != models.EInvalidPayload {
+	if r := a.do(t, "POST", "/api/orders", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"amb-case-0123456789"}}, order); r.Status != 400 || r.str("code") != models.EInvalidPayload {
 		t.Errorf("an order with customer_email and Customer_Email: %d %s; want 400 invalid_payload", r.Status, r.Body)
 	}
 	now := time.Now()

@@ -121,9 +121,9 @@ func TestOrderIdempotencyKey(t *testing.T) {
 	body := fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":2}]}`, sku)
 
 	t.Run("replay returns the stored response", func(t *testing.T) {
-		first := a.postOrder(t, "key-replay", body)
+		first := a.postOrder(t, "key-replay-0123456789", body)
 		// Same content, other spelling: the fingerprint is canonical.
-		again := a.postOrder(t, "key-replay", strings.ReplaceAll(body, `,"items"`, ` , "items"`))
+		again := a.postOrder(t, "key-replay-0123456789", strings.ReplaceAll(body, `,"items"`, ` , "items"`))
 		if first.Status != 201 || again.Status != 201 || string(first.Body) != string(again.Body) {
 			t.Fatalf("first %d %s, replay %d %s; want the same 201 twice", first.Status, first.Body, again.Status, again.Body)
 		}
@@ -131,9 +131,21 @@ func TestOrderIdempotencyKey(t *testing.T) {
 			t.Fatalf("Idempotent-Replayed: first %q, replay %q", first.Header.Get("Idempotent-Replayed"), again.Header.Get("Idempotent-Replayed"))
 		}
 	})
+	// A key is a capability: whoever sends it again with the body gets the
+	// answer, the access token included. A guessable key such as the one
+	// the README used to show is refused, and nothing is created.
+	t.Run("a short key", func(t *testing.T) {
+		r := a.postOrder(t, "my-first-order", body)
+		if r.Status != 422 || r.str("code") != models.EIdempotencyTooShort || !strings.Contains(r.str("detail"), "at least 16 characters") {
+			t.Fatalf("the key my-first-order: %d %s; want 422 idempotency_key_too_short with the reason", r.Status, r.Body)
+		}
+		if n := a.count(t, "SELECT count(*) FROM api_idempotency_keys WHERE key = 'my-first-order'"); n != 0 {
+			t.Errorf("the short key was stored (%d rows)", n)
+		}
+	})
 	t.Run("reuse with another body", func(t *testing.T) {
-		a.postOrder(t, "key-reuse", body)
-		r := a.postOrder(t, "key-reuse", strings.Replace(body, `"qty":2`, `"qty":3`, 1))
+		a.postOrder(t, "key-reuse-0123456789", body)
+		r := a.postOrder(t, "key-reuse-0123456789", strings.Replace(body, `"qty":2`, `"qty":3`, 1))
 		if r.Status != 422 || r.str("code") != "idempotency_key_reused" {
 			t.Fatalf("reuse: %d %s; want 422 idempotency_key_reused", r.Status, r.Body)
 		}
@@ -152,7 +164,7 @@ func TestOrderIdempotencyKey(t *testing.T) {
 	})
 	t.Run("a refused order is replayed too", func(t *testing.T) {
 		big := strings.Replace(body, `"qty":2`, `"qty":1000`, 1)
-		first, again := a.postOrder(t, "key-short", big), a.postOrder(t, "key-short", big)
+		first, again := a.postOrder(t, "key-short-0123456789", big), a.postOrder(t, "key-short-0123456789", big)
 		if first.Status != 409 || again.Status != 409 || again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("first %d, again %d (replayed %q); want 409 stored and replayed", first.Status, again.Status, again.Header.Get("Idempotent-Replayed"))
 		}
@@ -163,7 +175,7 @@ func TestOrderIdempotencyKey(t *testing.T) {
 		statuses := map[int]int{}
 		ids := map[string]bool{}
 		concurrently(20, func(int) {
-			r := a.postOrder(t, "key-concurrent", body)
+			r := a.postOrder(t, "key-concurrent-0123456789", body)
 			mu.Lock()
 			defer mu.Unlock()
 			statuses[r.Status]++
@@ -176,7 +188,7 @@ func TestOrderIdempotencyKey(t *testing.T) {
 		if n := a.count(t, "SELECT count(*) FROM orders") - before; n != 1 || len(ids) != 1 {
 			t.Fatalf("orders created = %d, distinct ids answered = %d (statuses %v); want 1 and 1", n, len(ids), statuses)
 		}
-		if r := a.postOrder(t, "key-concurrent", body); r.Status != 201 || !ids[r.str("id")] {
+		if r := a.postOrder(t, "key-concurrent-0123456789", body); r.Status != 201 || !ids[r.str("id")] {
 			t.Fatalf("after the race: %d %s; want the stored 201", r.Status, r.Body)
 		}
 	})
