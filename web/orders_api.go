@@ -197,15 +197,18 @@ func storedProblem(err error) (idempotency.Response, error) {
 }
 
 // openOrder is the order a request names, if it shows the order's access
-// token — in Authorization: Bearer, or as ?t= for a link — or the admin
-// token. Anything else is the 404 of an order that does not exist: the id
-// alone opens nothing.
+// token — in Authorization: Bearer, or as ?t= for a link in an email — or
+// the admin token, in the Authorization header only: a URL ends up in
+// logs, histories and proxies, and the admin token opens every order.
+// Anything else is the 404 of an order that does not exist: the id alone
+// opens nothing.
 func (s *Server) openOrder(c echo.Context) (*models.Order, error) {
-	token, _ := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	bearer, _ := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	admin := bearer != "" && s.cfg.AdminAPIToken != "" && subtle.ConstantTimeCompare([]byte(bearer), []byte(s.cfg.AdminAPIToken)) == 1
+	token := bearer
 	if token == "" {
 		token = c.QueryParam("t")
 	}
-	admin := s.cfg.AdminAPIToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminAPIToken)) == 1
 	return s.deps.Orders.Open(c.Request().Context(), c.Param("id"), token, admin)
 }
 

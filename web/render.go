@@ -35,7 +35,11 @@ func (s *Server) page(c echo.Context, status int, title, section string, content
 // ignores the request's cancellation: an error page is often rendered
 // after the request's deadline has been released, and rendering touches
 // no I/O.
+//
+// Every page here is a whole page or, for htmx, a fragment, on one URL:
+// Vary: HX-Request tells a cache that they differ.
 func renderHTML(c echo.Context, status int, comp templ.Component) error {
+	c.Response().Header().Add("Vary", "HX-Request")
 	var buf bytes.Buffer
 	if err := comp.Render(context.WithoutCancel(c.Request().Context()), &buf); err != nil {
 		return err

@@ -175,7 +175,19 @@ func TestSandboxGatewayLostNotificationFoundByThePoll(t *testing.T) {
 	if o.Status != models.OrderPending {
 		t.Fatalf("order %s before the poll, want pending: nothing was sent", o.Status)
 	}
-	status := sandbox.NewStatusClient(c.URL)
+	// The status API answers the merchant (the sandbox secret) and the
+	// order's customer (its token); to anyone else the order does not
+	// exist — it used to tell anyone the amount and the event id.
+	if p := c.get("/sandbox/status/" + id); p.StatusCode != http.StatusNotFound {
+		t.Errorf("the status of a paid order without a credential: %d, want 404", p.StatusCode)
+	}
+	if p := c.get("/sandbox/status/" + id + "?t=" + url.QueryEscape(token)); p.StatusCode != http.StatusOK {
+		t.Errorf("the status with the order's token: %d, want 200", p.StatusCode)
+	}
+	if _, found, _ := sandbox.NewStatusClient(c.URL, []byte("another key entirely")).Status(context.Background(), id); found {
+		t.Error("the status API answered a client with another secret")
+	}
+	status := sandbox.NewStatusClient(c.URL, testenv.SandboxKey)
 	for poll, want := range []int{1, 0} {
 		applied, err := c.payments.Poll(context.Background(), []payments.StatusClient{status}, time.Hour)
 		if err != nil || applied != want {

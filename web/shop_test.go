@@ -168,3 +168,16 @@ func TestShopOrderPageNeedsItsToken(t *testing.T) {
 		t.Errorf("the page refreshes from %q, want %q", live, loc)
 	}
 }
+
+// The shop's pages answer a whole page or, for htmx, a fragment on one
+// URL: they say so to caches.
+func TestShopPagesVaryOnHXRequest(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	for _, h := range []http.Header{nil, {"HX-Request": {"true"}}} {
+		p := c.do(c.client, "GET", "/", nil, h)
+		if p.StatusCode != 200 || !strings.Contains(strings.Join(p.Header.Values("Vary"), ","), "HX-Request") {
+			t.Errorf("GET / (%v): %d, Vary %q; want HX-Request in Vary", h, p.StatusCode, p.Header.Values("Vary"))
+		}
+	}
+}

@@ -81,6 +81,11 @@ func TestOrderNeedsItsAccessToken(t *testing.T) {
 	if r := a.do(t, "GET", "/api/orders/"+id+"?t="+fmt.Sprint(otherToken), nil, nil); r.Status != 404 {
 		t.Errorf("GET with another order's ?t=: %d", r.Status)
 	}
+	// The admin token opens every order: in a header only, never in a URL
+	// (URLs end up in logs, histories and proxies).
+	if r := a.do(t, "GET", "/api/orders/"+id+"?t=admin-secret", nil, nil); r.Status != 404 {
+		t.Errorf("GET with the admin token in ?t=: %d, want 404", r.Status)
+	}
 	if o := a.order(t, id); o.Status != models.OrderPending {
 		t.Fatalf("a refused cancel changed the order to %s", o.Status)
 	}

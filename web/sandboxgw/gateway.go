@@ -160,8 +160,16 @@ func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 // status is GET /sandbox/status/:id, the gateway's status API: the latest
 // event it sent for the order, for Sekali's poller when a notification
 // never came (as Midtrans's /v2/{order_id}/status is). 404 when it sent
-// none.
+// none. Like a real gateway's status API it answers only the merchant —
+// the sandbox secret as the basic-auth user, as Sekali's poller sends it
+// — or the order's own customer, with its access token (?t=); anyone
+// else gets the 404 of an order that does not exist.
 func (g *Gateway) status(c echo.Context) error {
+	if !g.sandboxSender().Authorizes(c.Request()) {
+		if _, err := g.orders.Open(c.Request().Context(), c.Param("id"), c.QueryParam("t"), false); err != nil {
+			return c.JSON(http.StatusNotFound, map[string]string{"error": "no payment for this order"})
+		}
+	}
 	g.mu.Lock()
 	f, ok := g.last[c.Param("id")]
 	g.mu.Unlock()

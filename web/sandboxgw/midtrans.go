@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/payments"
 )
 
@@ -68,6 +69,11 @@ func (g *Gateway) midtransSetStatus(c echo.Context) error {
 	}
 	g.rememberMidtrans(n, body)
 	return c.NoContent(http.StatusNoContent)
+}
+
+func (g *Gateway) sandboxSender() sandbox.Sender {
+	s, _ := g.senders[sandbox.Name].(sandbox.Sender)
+	return s
 }
 
 func (g *Gateway) midtransSender() (midtrans.Sender, bool) {

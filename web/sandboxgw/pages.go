@@ -60,6 +60,7 @@ func render(c echo.Context, status int, content templ.Component) error {
 	if c.Request().Header.Get("HX-Request") == "true" {
 		comp = content
 	}
+	c.Response().Header().Add("Vary", "HX-Request") // a page or its fragment, on one URL
 	var buf bytes.Buffer
 	if err := comp.Render(context.WithoutCancel(c.Request().Context()), &buf); err != nil {
 		return err

@@ -17,8 +17,8 @@ func Configure(cfg config.Config, sandboxURL string) (payments.Gateway, error) {
 		g.Provider = NewProvider(cfg.SandboxKeys)
 		g.Sender = NewSender(cfg.SandboxKeys[0])
 	}
-	if cfg.SandboxGateway && sandboxURL != "" {
-		g.Status = NewStatusClient(strings.TrimSuffix(sandboxURL, "/"))
+	if cfg.SandboxGateway && sandboxURL != "" && len(cfg.SandboxKeys) > 0 {
+		g.Status = NewStatusClient(strings.TrimSuffix(sandboxURL, "/"), cfg.SandboxKeys[0])
 	}
 	return g, nil
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -44,4 +45,15 @@ func (s Sender) Sign(body []byte, eventID string, at time.Time) (http.Header, []
 	h := stdwebhooks.Headers(s.key, eventID, at, body)
 	h.Set("Content-Type", "application/json")
 	return h, body, nil
+}
+
+// Credential is what the sandbox gateway's status API takes as the
+// basic-auth user from the merchant: the webhook secret, as a real
+// gateway takes its secret key.
+func (s Sender) Credential() string { return stdwebhooks.EncodeSecret(s.key) }
+
+// Authorizes reports whether r carries the secret as its basic-auth user.
+func (s Sender) Authorizes(r *http.Request) bool {
+	user, _, ok := r.BasicAuth()
+	return ok && len(s.key) > 0 && subtle.ConstantTimeCompare([]byte(user), []byte(s.Credential())) == 1
 }

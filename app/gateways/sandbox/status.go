@@ -13,16 +13,18 @@ import (
 
 // StatusClient asks the sandbox gateway's GET /sandbox/status/{order_id}:
 // the last event it sent for the order, with its event id, so the answer
-// has the notification's key.
+// has the notification's key. It sends the webhook secret as the
+// basic-auth user, as a merchant sends a real gateway its secret key.
 type StatusClient struct {
-	BaseURL string
-	Client  *http.Client
+	BaseURL    string
+	credential string
+	Client     *http.Client
 }
 
 // NewStatusClient returns the status client of the sandbox gateway that
-// answers at baseURL.
-func NewStatusClient(baseURL string) *StatusClient {
-	return &StatusClient{BaseURL: baseURL, Client: httpjson.NewClient(httpjson.DefaultTimeout)}
+// answers at baseURL, signing with key (the first SANDBOX_WEBHOOK_SECRET).
+func NewStatusClient(baseURL string, key []byte) *StatusClient {
+	return &StatusClient{BaseURL: baseURL, credential: NewSender(key).Credential(), Client: httpjson.NewClient(httpjson.DefaultTimeout)}
 }
 
 // Provider implements payments.StatusClient.
@@ -30,7 +32,7 @@ func (*StatusClient) Provider() string { return Name }
 
 // Status implements payments.StatusClient.
 func (s *StatusClient) Status(ctx context.Context, orderID string) (payments.Event, bool, error) {
-	code, body, err := httpjson.Get(ctx, s.Client, s.BaseURL+"/sandbox/status/"+url.PathEscape(orderID), "")
+	code, body, err := httpjson.Get(ctx, s.Client, s.BaseURL+"/sandbox/status/"+url.PathEscape(orderID), s.credential)
 	if err != nil {
 		return payments.Event{}, false, err
 	}
