@@ -112,8 +112,8 @@ type Config struct {
 	// (SANDBOX_CALLBACK_URL); empty: this server's own address.
 	SandboxCallbackURL string
 
-	OrderTTL       time.Duration // ORDER_TTL
-	OrderMaxUnits  int           // ORDER_MAX_UNITS: units of all items of one order, at most
+	OrderTTL      time.Duration // ORDER_TTL
+	OrderMaxUnits int           // ORDER_MAX_UNITS: units of all items of one order, at most
 	// OpenOrdersPerClient (OPEN_ORDERS_PER_CLIENT) caps the unpaid orders
 	// one client address may hold at once; 0: no cap (the load tests).
 	OpenOrdersPerClient int
