@@ -24,6 +24,10 @@ type Set struct {
 	// DeliveryRowsDropped counts callback_deliveries rows of non-applying
 	// deliveries that could not be written (queue full, database down).
 	DeliveryRowsDropped prometheus.Counter
+	// RefusedRowsSkipped counts refused deliveries (a bad signature, a
+	// malformed body) over the row budget: counted here and in
+	// sekali_callbacks_total, not written to callback_deliveries.
+	RefusedRowsSkipped prometheus.Counter
 	// UniqueViolationSaves counts effects found already done, by the table
 	// whose unique index (or row) says so: payment_callbacks (a repeated
 	// event), stock_movements (a second release), invoices, outbound_emails.
@@ -73,6 +77,10 @@ func New() *Set {
 			Name: "sekali_callback_delivery_rows_dropped_total",
 			Help: "Audit rows of deliveries that changed nothing and could not be written.",
 		}),
+		RefusedRowsSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sekali_callback_refused_rows_skipped_total",
+			Help: "Refused callback deliveries over the row budget of their client address: counted, not written.",
+		}),
 		UniqueViolationSaves: counterVec("sekali_unique_violation_saves_total",
 			"Effects that a unique index refused because they had already happened, by table.", "table"),
 
@@ -97,7 +105,7 @@ func New() *Set {
 	s.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		s.Callbacks, s.CallbackDuplicates, s.CallbackConflicts, s.CallbackDuration, s.DeliveryRowsDropped, s.UniqueViolationSaves,
+		s.Callbacks, s.CallbackDuplicates, s.CallbackConflicts, s.CallbackDuration, s.DeliveryRowsDropped, s.RefusedRowsSkipped, s.UniqueViolationSaves,
 		s.JobRuns, s.JobRetries, s.JobDuration, s.LockFailures, s.StuckJobsSwept, s.OutboxDispatched, s.OutboxReconciled, s.OutboxErrors,
 	)
 	return s

@@ -1,15 +1,20 @@
 package payments
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 )
@@ -101,4 +106,64 @@ func callbackRows(tb testing.TB, db *gorm.DB, n int) []int64 {
 func delivery(callbackID *int64, at time.Time, outcome string) models.CallbackDelivery {
 	return models.CallbackDelivery{CallbackID: callbackID, Provider: "sandbox", ReceivedAt: at, Outcome: outcome,
 		ResponseCode: 200, DurationMS: 1, RemoteAddr: "127.0.0.1", RequestID: "req"}
+}
+
+// A sender of bad signatures used to cost a row per delivery (about
+// 1.4 GB an hour from one unsigned sender). 500 refused deliveries from
+// one address write the address's budget of rows and no more; each one
+// is still answered and counted by its result, and the rest are counted
+// as skipped. Another address has a budget of its own.
+func TestRefusedDeliveriesCostBoundedRows(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	m := metrics.New()
+	s := NewService(db, testenv.Logger(t), time.Now, m, testProvider{})
+	refuse := func(addr string) Outcome {
+		return s.Receive(context.Background(), Delivery{Provider: "sandbox", Body: strings.NewReader("{"),
+			ContentType: "application/json", RemoteAddr: addr, Header: http.Header{}})
+	}
+	for range 500 {
+		if out := refuse("203.0.113.66"); out.Status() != 400 {
+			t.Fatalf("a malformed body: %d %s, want 400", out.Status(), out.Result)
+		}
+	}
+	refuse("198.51.100.5")
+	s.Close() // writes what is queued
+	var byAddr []struct {
+		RemoteAddr string
+		N          int64
+	}
+	db.Raw("SELECT remote_addr, count(*) AS n FROM callback_deliveries GROUP BY remote_addr ORDER BY remote_addr").Scan(&byAddr)
+	want := fmt.Sprint([]any{map[string]any{"198.51.100.5": 1}, map[string]any{"203.0.113.66": refusedPerAddress}})
+	got := []any{}
+	for _, r := range byAddr {
+		got = append(got, map[string]any{r.RemoteAddr: int(r.N)})
+	}
+	if fmt.Sprint(got) != want {
+		t.Errorf("rows by address %v, want %v", got, want)
+	}
+	if n := testutil.ToFloat64(m.Callbacks.WithLabelValues("sandbox", models.EInvalidPayload)); n != 501 {
+		t.Errorf("sekali_callbacks_total{result=invalid_payload} = %v, want every one of the 501", n)
+	}
+	if n := testutil.ToFloat64(m.RefusedRowsSkipped); n != 500-refusedPerAddress {
+		t.Errorf("skipped rows counted %v, want %d", n, 500-refusedPerAddress)
+	}
+}
+
+// The budget is per minute: the next minute has it afresh.
+func TestRefusalBudgetResetsEachMinute(t *testing.T) {
+	t.Parallel()
+	b := newRefusalBudget()
+	now := time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
+	for i := range refusedPerAddress {
+		if !b.allow("a", now) {
+			t.Fatalf("row %d refused within the budget", i+1)
+		}
+	}
+	if b.allow("a", now.Add(20*time.Second)) {
+		t.Error("a row over the budget allowed within the minute")
+	}
+	if !b.allow("a", now.Add(40*time.Second)) {
+		t.Error("the next minute has no budget")
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -198,8 +199,10 @@ type Service struct {
 	// relays wakes the outbox relays after a commit that wrote tasks.
 	relays *outbox.Notifier
 	// parsed remembers the events of recent bodies.
-	parsed  *parsedBodies
-	metrics *metrics.Set
+	parsed *parsedBodies
+	// refusals rations the rows of refused deliveries per client address.
+	refusals *refusalBudget
+	metrics  *metrics.Set
 }
 
 // NewService returns the callback pipeline for the given providers,
@@ -207,7 +210,8 @@ type Service struct {
 // relays' notifier: call Close when done.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, providers ...Provider) *Service {
 	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped),
-		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity), metrics: m}
+		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity),
+		refusals: newRefusalBudget(), metrics: m}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
@@ -223,7 +227,8 @@ func (s *Service) Close() {
 
 // Receive runs one delivery through the pipeline and returns the answer.
 // It never fails: a failure is an Outcome with a 5xx status. Every
-// delivery of a known provider leaves one callback_deliveries row.
+// delivery of a known provider leaves one callback_deliveries row, but
+// refused ones over their address's budget (refusals.go).
 func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	start := time.Now()
 	p, ok := s.providers[d.Provider]
@@ -232,7 +237,11 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	}
 	out, ev := s.receive(ctx, p, d)
 	out.Provider = p.Name()
-	if !out.recorded { // not recorded inside the applying transaction
+	switch {
+	case out.recorded: // written inside the applying transaction
+	case slices.Contains(RefusedOutcomes, out.Result) && !s.refusals.allow(d.RemoteAddr, s.now()):
+		s.metrics.RefusedRowsSkipped.Inc() // over the budget: counted, not written (refusals.go)
+	default:
 		s.deliveries.add(ctx, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
