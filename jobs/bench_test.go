@@ -148,7 +148,7 @@ func benchBacklog(b *testing.B, n int) (*gorm.DB, *redis.Client) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	now := time.Now()
 	for _, id := range ids {
-		if _, err := client.Enqueue(jobs.NewTask(models.InvoiceTask(id, now), time.Hour)); err != nil {
+		if _, err := client.Enqueue(jobs.NewTask(models.InvoiceTask(id, now, ""), time.Hour)); err != nil {
 			b.Fatal(err)
 		}
 	}

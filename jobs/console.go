@@ -345,11 +345,11 @@ func rebuildTask(tx *gorm.DB, key string) (models.OutboxMessage, error) {
 	}
 	switch taskType {
 	case models.TaskInvoiceGenerate:
-		return models.InvoiceTask(orderID, time.Now()), nil
+		return models.InvoiceTask(orderID, time.Now(), ""), nil
 	case models.TaskOrderExpire:
 		return models.ExpireTask(orderID, o.ExpiresAt), nil
 	default:
-		return models.EmailTask(models.EmailOrderPaid, orderID, time.Now()), nil
+		return models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), ""), nil
 	}
 }
 

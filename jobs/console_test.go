@@ -104,7 +104,7 @@ func TestConsoleRerunSucceededJobChangesNothing(t *testing.T) {
 	c := e.console()
 	w := e.normalWorker(models.QueueCritical)
 	orderID := e.paidOrder()
-	key := models.InvoiceTask(orderID, time.Now()).TaskID
+	key := models.InvoiceTask(orderID, time.Now(), "").TaskID
 	if n, err := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New()).RelayOnce(context.Background()); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
@@ -155,7 +155,7 @@ func TestConsoleRerunCompletedTask(t *testing.T) {
 	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
 	w := e.normalWorker(models.QueueCritical)
 	orderID := e.paidOrder()
-	key := models.InvoiceTask(orderID, time.Now()).TaskID
+	key := models.InvoiceTask(orderID, time.Now(), "").TaskID
 	if n, err := relay.RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
@@ -204,7 +204,7 @@ func TestConsoleRerunArchivedJobRunsOnce(t *testing.T) {
 	ctx := context.Background()
 	w := e.flakyWorker(models.QueueCritical)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	e.archive(w, m)
 
 	if state, err := c.TaskState(ctx, m.TaskID); state != "archived" || err != nil {
@@ -250,8 +250,8 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 	// The retry would come in an hour: Redis loses it before.
 	wd := e.normalWorker(models.QueueDefault, withRetryDelay(time.Hour))
 	orderID := e.paidOrder()
-	email := models.EmailTask(models.EmailOrderPaid, orderID, time.Now()).TaskID
-	invoice := models.InvoiceTask(orderID, time.Now()).TaskID
+	email := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "").TaskID
+	invoice := models.InvoiceTask(orderID, time.Now(), "").TaskID
 	if n, err := relay.RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
@@ -323,11 +323,11 @@ func TestConsoleRerunAllOfAType(t *testing.T) {
 	var orders, invoices []string
 	for range 3 {
 		id := e.paidOrder()
-		m := models.InvoiceTask(id, time.Now())
+		m := models.InvoiceTask(id, time.Now(), "")
 		e.archive(wc, m)
 		orders, invoices = append(orders, id), append(invoices, m.TaskID)
 	}
-	email := models.EmailTask(models.EmailOrderPaid, orders[0], time.Now())
+	email := models.EmailTask(models.EmailOrderPaid, orders[0], time.Now(), "")
 	e.archive(wd, email)
 	invoiceOnly := models.JobFilter{Type: models.TaskInvoiceGenerate}
 
@@ -394,7 +394,7 @@ func TestConsoleDispatchNow(t *testing.T) {
 	env := relayNewEnv(t)
 	c := jobs.NewConsole(env.db, env.insp, env.client, retention, metrics.New())
 	ctx := context.Background()
-	due := models.InvoiceTask("ORD-dispatch-now", time.Now())
+	due := models.InvoiceTask("ORD-dispatch-now", time.Now(), "")
 	later := models.ExpireTask("ORD-dispatch-later", time.Now().Add(time.Hour))
 	relayAdd(t, env.db, due, later)
 
@@ -439,7 +439,7 @@ func TestConsoleDispatchNow(t *testing.T) {
 		t.Errorf("DispatchNow of no row = %v, want not_found", err)
 	}
 
-	down := models.InvoiceTask("ORD-dispatch-down", time.Now())
+	down := models.InvoiceTask("ORD-dispatch-down", time.Now(), "")
 	relayAdd(t, env.db, down)
 	env.redis.Stop()
 	_, err = c.DispatchNow(ctx, relayRow(t, env.db, down.TaskID).ID)
@@ -558,7 +558,7 @@ func TestConsoleConcurrentRerunRunsOnce(t *testing.T) {
 	c := e.console()
 	w := e.flakyWorker(models.QueueCritical)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	e.archive(w, m)
 
 	const n = 10

@@ -48,6 +48,16 @@ type Job struct {
 }
 
 // BusinessKey is what the job acts on: its payload's order id, or its type.
+// RequestID is the request id of the callback delivery that caused the
+// job, from its payload ("" when none did).
+func (j Job) RequestID() string {
+	var p struct {
+		RequestID string `json:"request_id"`
+	}
+	json.Unmarshal(j.Payload, &p)
+	return p.RequestID
+}
+
 func (j Job) BusinessKey() string {
 	var p struct {
 		OrderID string `json:"order_id"`
@@ -131,20 +141,41 @@ func (g *Guard) WrapPrepared(prepare Prepare, fn Effect) asynq.HandlerFunc {
 // failed. A nil error means the job is done and may be acked.
 func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (outcome string, err error) {
 	start := time.Now()
+	// request_id is the callback's that caused the job: one search for it
+	// follows a payment from its callback to its invoice and email.
 	log := g.log.With("idempotency_key", j.Key, "external_job_id", j.Key, "business_key", j.BusinessKey(),
-		"type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))
-	outcome, err = g.run(ctx, log, j, prepare, fn)
+		"request_id", j.RequestID(), "type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))
+	var before models.JobStatus
+	outcome, err = g.run(ctx, log, j, prepare, fn, &before)
 	g.metrics.JobRuns.WithLabelValues(j.Type, outcome).Inc()
 	g.metrics.JobDuration.WithLabelValues(j.Type).Observe(time.Since(start).Seconds())
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "job "+outcome, "duration_ms", time.Since(start).Milliseconds(), "error", err)
+	log.Log(ctx, level, "job "+outcome, "status_before", before, "status_after", statusAfter(outcome, before),
+		"duration_ms", time.Since(start).Milliseconds(), "error", err)
 	return outcome, err
 }
 
-func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepare, fn Effect) (outcome string, err error) {
+// statusAfter is the job row's status as a run that ended with outcome
+// left it, before being the status the run found ("" for a new job).
+func statusAfter(outcome string, before models.JobStatus) models.JobStatus {
+	switch outcome {
+	case "succeeded", "duplicate_ignored":
+		return models.JobSucceeded
+	case "failed", "lock_lost":
+		if before == models.JobSucceeded { // refused before any claim: nothing changed
+			return before
+		}
+		return models.JobFailed
+	case "fenced": // a newer run owns the row
+		return models.JobProcessing
+	}
+	return before // lock_busy: not claimed, nothing changed
+}
+
+func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepare, fn Effect, before *models.JobStatus) (outcome string, err error) {
 	if j.Key == "" {
 		return "failed", fmt.Errorf("jobs: task %s has no id: %w", j.Type, asynq.SkipRetry)
 	}
@@ -158,6 +189,9 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 
+	// What the row was when this run found it, for the log line: one
+	// read, outside the claim, so it may be a moment old.
+	g.db.WithContext(ctx).Raw("SELECT status FROM job_executions WHERE idempotency_key = ?", j.Key).Scan(before)
 	fence, state, err := g.claim(ctx, j)
 	switch {
 	case err != nil:

@@ -3,7 +3,11 @@ package jobs_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +37,7 @@ func TestClaimHonoursTheLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
 	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, metrics.New())
 
@@ -70,7 +74,7 @@ func TestClaimTakesAnExpiredLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	past := time.Now().Add(-time.Second).UTC()
 	if err := e.db.Create(&models.JobExecution{IdempotencyKey: m.TaskID, QueueName: m.Queue, ExternalJobID: m.TaskID,
 		BusinessKey: orderID, Status: models.JobProcessing, Attempts: 1, Fence: 1, WorkerID: "dead", LockedUntil: &past,
@@ -91,7 +95,7 @@ func TestLockIsRefreshedWhileTheJobRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	const ttl = time.Second
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", ttl, metrics.New())
 	g.RefreshEvery = 100 * time.Millisecond
@@ -125,7 +129,7 @@ func TestLostLockCancelsTheRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Second, metrics.New())
 	g.RefreshEvery = 50 * time.Millisecond
 	reached := make(chan struct{})
@@ -181,7 +185,7 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
+	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
 	sender := &blockingSender{entered: make(chan struct{}), release: make(chan struct{})}
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
 	email := jobs.NewEmail(e.db, sender, "shop@example.com", time.Now, metrics.New())
@@ -229,7 +233,7 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
+	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
 	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
 	// Between the claim and the send, a newer claim raises the fence.
@@ -255,7 +259,7 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 func TestGuardCountsIntoItsOwnMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m := models.InvoiceTask(e.paidOrder(), time.Now())
+	m := models.InvoiceTask(e.paidOrder(), time.Now(), "")
 	set1, set2 := metrics.New(), metrics.New()
 	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, set1)
 	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, set2)
@@ -280,6 +284,41 @@ func TestGuardCountsIntoItsOwnMetrics(t *testing.T) {
 	} {
 		if got := runs(c.set, c.outcome); got != c.want {
 			t.Errorf("%s's %s runs: %v, want %v", c.worker, c.outcome, got, c.want)
+		}
+	}
+}
+
+// A job's log line names the callback delivery that caused it — the
+// request id carried by the outbox row and the task — and the status it
+// found and left, so one search follows a payment from its callback to
+// its invoice.
+func TestJobLogLinesFollowTheCallback(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	var logs bytes.Buffer
+	g := jobs.NewGuard(e.db, e.rdb, slog.New(slog.NewJSONHandler(&logs, nil)), "w1", time.Minute, metrics.New())
+	m := models.InvoiceTask(orderID, time.Now(), "req-cb-42")
+	for range 2 {
+		if _, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(logs.Bytes()), []byte("\n")) {
+		var line map[string]any
+		if json.Unmarshal(l, &line) == nil && strings.HasPrefix(fmt.Sprint(line["msg"]), "job ") {
+			lines = append(lines, line)
+		}
+	}
+	want := [][3]string{{"job succeeded", "", "succeeded"}, {"job duplicate_ignored", "succeeded", "succeeded"}}
+	if len(lines) != len(want) {
+		t.Fatalf("%d job log lines, want %d:\n%s", len(lines), len(want), logs.String())
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l["msg"] != w[0] || l["status_before"] != w[1] || l["status_after"] != w[2] || l["request_id"] != "req-cb-42" || l["business_key"] != orderID {
+			t.Errorf("line %d: %v; want %s, %q → %q, request_id req-cb-42", i+1, l, w[0], w[1], w[2])
 		}
 	}
 }

@@ -80,7 +80,7 @@ func TestDeliveredTwiceInARow(t *testing.T) {
 			name: "invoice",
 			task: func(e *env) (models.OutboxMessage, string) {
 				id := e.paidOrder()
-				return models.InvoiceTask(id, time.Now()), id
+				return models.InvoiceTask(id, time.Now(), ""), id
 			},
 			check: func(t *testing.T, e *env, orderID string) { checkOneInvoice(t, e, orderID) },
 		},
@@ -88,7 +88,7 @@ func TestDeliveredTwiceInARow(t *testing.T) {
 			name: "email",
 			task: func(e *env) (models.OutboxMessage, string) {
 				id := e.paidOrder()
-				return models.EmailTask(models.EmailOrderPaid, id, time.Now()), id
+				return models.EmailTask(models.EmailOrderPaid, id, time.Now(), ""), id
 			},
 			check: checkOneEmail,
 		},
@@ -163,8 +163,8 @@ func TestDeliveredTwiceAtOnce(t *testing.T) {
 	t.Cleanup(func() { once.Do(func() { close(start) }) }) // before the workers shut down
 	orderID := e.paidOrder()
 	tasks := []models.OutboxMessage{
-		models.InvoiceTask(orderID, time.Now()),
-		models.EmailTask(models.EmailOrderPaid, orderID, time.Now()),
+		models.InvoiceTask(orderID, time.Now(), ""),
+		models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), ""),
 	}
 	for _, m := range tasks {
 		e.enqueue(m, w1.queue)
@@ -220,7 +220,7 @@ func TestFailedRunIsRetried(t *testing.T) {
 	// The retry is started by hand, so the failed row can be looked at first.
 	w := e.normalWorker("w1", withRetryDelay(time.Hour))
 	orderID := e.paidOrder()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
+	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
 
 	e.enqueue(m, w.queue)
 	if err := e.waitRuns(w, m.TaskID, 1)[0]; !errors.Is(err, errSMTPDown) {
@@ -280,7 +280,7 @@ func TestExpiredLockIsFencedOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	// w1 dates its invoice in 2030, so the surviving invoice shows whose
 	// transaction committed.
 	stale := jobs.InvoiceEffect(func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }, metrics.New())
@@ -321,7 +321,7 @@ func TestStaleFailureKeepsSucceeded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now())
+	m := models.InvoiceTask(orderID, time.Now(), "")
 	failing := func(context.Context, *gorm.DB, jobs.Job) (string, error) { return "", errProvider }
 	w1, unblock := startStale(t, e, m, failing) // holds no row: w2 runs through
 	w2 := e.normalWorker("w2")
@@ -362,10 +362,10 @@ func TestPoisonTasksSkipRetry(t *testing.T) {
 		{"invoice payload without order", raw(models.TaskInvoiceGenerate, "invoice:generate:empty", `{}`)},
 		{"email payload not JSON", raw(models.TaskEmailSend, "email:send:broken", `[]`)},
 		{"expire payload not JSON", raw(models.TaskOrderExpire, "order:expire:broken", `nope`)},
-		{"invoice of a missing order", jobs.NewTask(models.InvoiceTask(missing, now), retention)},
-		{"email of a missing order", jobs.NewTask(models.EmailTask(models.EmailOrderPaid, missing, now), retention)},
+		{"invoice of a missing order", jobs.NewTask(models.InvoiceTask(missing, now, ""), retention)},
+		{"email of a missing order", jobs.NewTask(models.EmailTask(models.EmailOrderPaid, missing, now, ""), retention)},
 		{"expiry of a missing order", jobs.NewTask(models.ExpireTask(missing, now), retention)},
-		{"email with an unknown template", jobs.NewTask(models.EmailTask("welcome", paid, now), retention)},
+		{"email with an unknown template", jobs.NewTask(models.EmailTask("welcome", paid, now, ""), retention)},
 	}
 	ids := make([]string, len(tests))
 	for i, tt := range tests {

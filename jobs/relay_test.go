@@ -131,9 +131,9 @@ func TestRelayConcurrentRelaysDispatchEachRowOnce(t *testing.T) {
 		for i := range perRound {
 			id := fmt.Sprintf("ORD-R%d-%02d", round, i)
 			if i%2 == 0 {
-				msgs = append(msgs, models.InvoiceTask(id, time.Now()))
+				msgs = append(msgs, models.InvoiceTask(id, time.Now(), ""))
 			} else {
-				msgs = append(msgs, models.EmailTask(models.EmailOrderPaid, id, time.Now()))
+				msgs = append(msgs, models.EmailTask(models.EmailOrderPaid, id, time.Now(), ""))
 			}
 		}
 		relayAdd(t, env.db, msgs...)
@@ -203,7 +203,7 @@ func TestRelayConcurrentRelaysDispatchEachRowOnce(t *testing.T) {
 func TestRelayTaskIDConflictCountsAsDispatched(t *testing.T) {
 	t.Parallel()
 	env := relayNewEnv(t)
-	m := models.InvoiceTask("ORD-conflict", time.Now())
+	m := models.InvoiceTask("ORD-conflict", time.Now(), "")
 	if _, err := env.client.Enqueue(asynq.NewTask(m.TaskType, m.Payload), asynq.TaskID(m.TaskID), asynq.Queue(m.Queue)); err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +228,8 @@ func TestRelayTaskIDConflictCountsAsDispatched(t *testing.T) {
 func TestRelayRedisDownKeepsRowsPending(t *testing.T) {
 	t.Parallel()
 	env := relayNewEnv(t)
-	later := models.InvoiceTask("ORD-later", time.Now().Add(time.Hour))
-	due := models.InvoiceTask("ORD-due", time.Now())
+	later := models.InvoiceTask("ORD-later", time.Now().Add(time.Hour), "")
+	due := models.InvoiceTask("ORD-due", time.Now(), "")
 	relayAdd(t, env.db, later) // the lower id: claimed first if due-ness were ignored
 	relayAdd(t, env.db, due)
 	r := env.relay(nil, "")
@@ -350,7 +350,7 @@ func relayWaitListening(tb testing.TB, db *gorm.DB) {
 // how long it took until the row was dispatched.
 func relayCommitToDispatched(tb testing.TB, db *gorm.DB, orderID string, deadline time.Duration) time.Duration {
 	tb.Helper()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now())
+	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
 	relayAdd(tb, db, m)
 	start := time.Now()
 	if err := outbox.Notify(context.Background(), db); err != nil {

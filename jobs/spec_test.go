@@ -29,9 +29,9 @@ func TestBusinessTasksPinned(t *testing.T) {
 		typ, id, queue, payload   string
 		maxRetry, timeout, procAt string
 	}{
-		{models.InvoiceTask("ORD-1", now), "invoice:generate", "invoice:generate:ORD-1", "critical",
+		{models.InvoiceTask("ORD-1", now, ""), "invoice:generate", "invoice:generate:ORD-1", "critical",
 			`{"order_id":"ORD-1"}`, "MaxRetry(25)", "Timeout(1m0s)", at},
-		{models.EmailTask(models.EmailOrderPaid, "ORD-1", now), "email:send", "email:send:order_paid:ORD-1", "default",
+		{models.EmailTask(models.EmailOrderPaid, "ORD-1", now, ""), "email:send", "email:send:order_paid:ORD-1", "default",
 			`{"template":"order_paid","order_id":"ORD-1"}`, "MaxRetry(25)", "Timeout(2m0s)", at},
 		{models.ExpireTask("ORD-1", now), "order:expire", "order:expire:ORD-1", "default",
 			`{"order_id":"ORD-1"}`, "MaxRetry(25)", "Timeout(1m0s)", at},

@@ -52,16 +52,21 @@ const (
 )
 
 // OrderPayload is the payload of tasks that act on one order.
+// RequestID is the request id of the callback delivery that caused the
+// task, when one did: the job's log lines carry it, so one search follows
+// a payment from its callback to its invoice and email.
 type OrderPayload struct {
-	OrderID string `json:"order_id"`
+	OrderID   string `json:"order_id"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // InvoiceKind issues the invoice of a paid order: invoice:generate:{order_id}.
 var InvoiceKind = TaskKind{Type: TaskInvoiceGenerate, Queue: QueueCritical}
 
-// InvoiceTask returns the outbox row that issues orderID's invoice.
-func InvoiceTask(orderID string, now time.Time) OutboxMessage {
-	return InvoiceKind.Row(orderID, OrderPayload{OrderID: orderID}, now)
+// InvoiceTask returns the outbox row that issues orderID's invoice, caused
+// by the delivery with requestID.
+func InvoiceTask(orderID string, now time.Time, requestID string) OutboxMessage {
+	return InvoiceKind.Row(orderID, OrderPayload{OrderID: orderID, RequestID: requestID}, now)
 }
 
 // EmailKind sends one templated email about an order:
@@ -73,16 +78,18 @@ const EmailOrderPaid = "order_paid"
 
 // EmailPayload is the payload of email:send tasks.
 type EmailPayload struct {
-	Template string `json:"template"`
-	OrderID  string `json:"order_id"`
+	Template  string `json:"template"`
+	OrderID   string `json:"order_id"`
+	RequestID string `json:"request_id,omitempty"` // as OrderPayload's
 }
 
 // EmailKey is the idempotency key of one email: {template}:{order_id}.
 func EmailKey(template, orderID string) string { return template + ":" + orderID }
 
-// EmailTask returns the outbox row that sends the template email for orderID.
-func EmailTask(template, orderID string, now time.Time) OutboxMessage {
-	return EmailKind.Row(EmailKey(template, orderID), EmailPayload{Template: template, OrderID: orderID}, now)
+// EmailTask returns the outbox row that sends the template email for
+// orderID, caused by the delivery with requestID.
+func EmailTask(template, orderID string, now time.Time, requestID string) OutboxMessage {
+	return EmailKind.Row(EmailKey(template, orderID), EmailPayload{Template: template, OrderID: orderID, RequestID: requestID}, now)
 }
 
 // ExpireKind releases the stock of an order still pending at its

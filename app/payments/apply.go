@@ -116,7 +116,7 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 			return Outcome{}, nil, err
 		}
 	case dec.action != models.ActionStale:
-		if out.OrderStatus, out.queued, err = s.effect(tx, provider, ev, o, dec.action, cb.ID); err != nil {
+		if out.OrderStatus, out.queued, err = s.effect(tx, provider, ev, o, dec.action, cb.ID, d.RequestID); err != nil {
 			return Outcome{}, nil, err
 		}
 	}
@@ -326,7 +326,7 @@ func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallba
 // effect applies a non-stale action other than a refund (refund.go) to
 // the locked order and returns the
 // order's status afterwards, and whether it wrote tasks to the outbox.
-func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action, callbackID int64) (_ models.OrderStatus, queued bool, err error) {
+func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action, callbackID int64, requestID string) (_ models.OrderStatus, queued bool, err error) {
 	now := s.now()
 	cause := orders.Cause{What: models.CauseCallback, CallbackID: &callbackID}
 	payStatus, _ := action.PaymentStatus()
@@ -353,7 +353,7 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 		return "", false, err
 	}
 	if action.OrderFrom() != nil && o.Status == models.OrderPaid { // this event paid the order
-		if err := outbox.Add(tx, models.InvoiceTask(o.ID, now), models.EmailTask(models.EmailOrderPaid, o.ID, now)); err != nil {
+		if err := outbox.Add(tx, models.InvoiceTask(o.ID, now, requestID), models.EmailTask(models.EmailOrderPaid, o.ID, now, requestID)); err != nil {
 			return "", false, err
 		}
 		return o.Status, true, nil

@@ -409,3 +409,22 @@ func TestOneRefundToldAtOnceIsRecordedOnce(t *testing.T) {
 		t.Errorf("20 notifications of one refund: %v, %d refund rows, %d refunded; want one processed, one row of 20000", counts, rows, refunded)
 	}
 }
+
+// The tasks a payment writes carry the request id of the delivery that
+// paid: their jobs' log lines name it (jobs.Job.RequestID).
+func TestPaidTasksCarryTheRequestID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	body := testenv.SandboxBody(id, "tx-req/"+id, models.EventPaid, price)
+	out := f.pay.Receive(context.Background(), payments.Delivery{Provider: "sandbox", Body: bytesReader(body), ContentType: "application/json",
+		Header: testenv.SandboxHeaders("evt_req_"+id, body, time.Now()), RequestID: "req-paid-7"})
+	if out.Result != models.ResultProcessed {
+		t.Fatalf("paying: %+v", out)
+	}
+	var n int64
+	f.db.Raw("SELECT count(*) FROM outbox_messages WHERE task_type <> 'order:expire' AND convert_from(payload, 'UTF8')::jsonb ->> 'request_id' = 'req-paid-7' AND convert_from(payload, 'UTF8') LIKE ?", "%"+id+"%").Scan(&n)
+	if n != 2 {
+		t.Errorf("%d of the invoice and email tasks carry the delivery's request id, want 2", n)
+	}
+}

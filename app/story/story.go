@@ -73,9 +73,9 @@ func New(db *gorm.DB) *Reader { return &Reader{db: db} }
 // order can have: the only ones its outbox rows and job rows can carry.
 func TaskKeys(orderID string) []string {
 	return []string{
-		models.InvoiceTask(orderID, time.Time{}).TaskID,
-		models.EmailTask(models.EmailOrderPaid, orderID, time.Time{}).TaskID,
-		models.ExpireTask(orderID, time.Time{}).TaskID,
+		models.InvoiceKind.ID(orderID),
+		models.EmailKind.ID(models.EmailKey(models.EmailOrderPaid, orderID)),
+		models.ExpireKind.ID(orderID),
 	}
 }
 

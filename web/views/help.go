@@ -25,6 +25,7 @@ var Guide = []HelpStep{
 		Text: []string{
 			"Everything that must happen once has a key: a callback's idempotency key (the gateway's event id), a job's task id (`invoice:generate:ORD-…`, `email:send:order_paid:ORD-…`, `order:expire:ORD-…`), an order id, a client's Idempotency-Key. Start from the key you have.",
 			"The order page tells the whole story on one timeline: every callback and how often it was delivered, every status change and what caused it, the stock movements, the outbox rows, each job run (attempts, fence, worker, error), the invoice and the email.",
+			"In the logs, one search for a callback's `request_id` finds its delivery and the invoice and email jobs it caused: their tasks carry it, and each job line says the status it found and left (`status_before`, `status_after`).",
 		},
 		Links: []HelpLink{
 			{"Callbacks by key prefix", "/admin/callbacks?key=evt_"},
@@ -43,7 +44,7 @@ var Guide = []HelpStep{
 			{"Job executions", "/admin/jobs"},
 			{"The queue's own view (retries, archived)", "/admin/queues"},
 		},
-		Fields: []string{"attempt", "worker_id", "duration_ms", "msg: \"job succeeded\" / \"job failed\" / \"job duplicate_ignored\" / \"job fenced\""},
+		Fields: []string{"attempt", "worker_id", "duration_ms", "status_before", "status_after", "msg: \"job succeeded\" / \"job failed\" / \"job duplicate_ignored\" / \"job fenced\""},
 	},
 	{
 		Title: "3. Did a lock's TTL expire?",
