@@ -14,7 +14,9 @@ import (
 //
 //  1. two web, two worker and two relay processes (and a scheduler) on
 //     one PostgreSQL and one Redis, under a duplicate storm, with one
-//     worker SIGKILLed mid-job: every effect exactly once;
+//     worker SIGKILLed mid-job and the other frozen (SIGSTOP) mid-job past
+//     its lease, its job taken over by another worker, then resumed: the
+//     resumed run is fenced off, every effect exactly once;
 //  2. Redis restarted without its data mid-storm, while the workers
 //     are paused so that it loses tasks the relay handed over: the
 //     reconciler must dispatch them again;
@@ -40,7 +42,10 @@ func TestChaos(t *testing.T) {
 	}
 	const storm = 8 * time.Second
 	opts.Plans = []plan{
-		{Storm: storm, Faults: []fault{{At: 2 * time.Second, Kind: killWorker, Target: 0, MidJob: true}}},
+		{Storm: storm, Faults: []fault{
+			{At: 1500 * time.Millisecond, Kind: freezeWorker, Target: 1},
+			{At: 2 * time.Second, Kind: killWorker, Target: 0, MidJob: true},
+		}},
 		// Longer, and early: the loss may be put off by up to 7.5 s
 		// (clearOfMinuteTurn) and must still come while callbacks pay
 		// orders, so that the paused workers leave tasks in the queue.
@@ -79,6 +84,10 @@ func TestChaos(t *testing.T) {
 	}
 	if r3.DBCuts != 1 || r3.Kills != [3]int{1, 0, 1} {
 		t.Errorf("round 3: %d database cuts, kills web/worker/relay %v; want 1 cut, one web and one relay killed", r3.DBCuts, r3.Kills)
+	}
+	if len(r1.Frozen) == 0 || r1.TakenOver == 0 || r1.Fenced != r1.TakenOver {
+		t.Errorf("round 1: the freeze held jobs %v, %d taken over while it was frozen, %d of those finished by the taker; want at least one taken over, all of them fenced off for the resumed run",
+			r1.Frozen, r1.TakenOver, r1.Fenced)
 	}
 	if len(r1.Interrupted) == 0 || r1.Resumed != len(r1.Interrupted) {
 		t.Errorf("round 1: the kill interrupted jobs %v, %d of them ran again and succeeded; want at least one, all of them", r1.Interrupted, r1.Resumed)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,10 +40,16 @@ const (
 	killRelay
 	loseRedis
 	cutDatabase
+	// freezeWorker stops a worker (SIGSTOP) in the middle of a job for
+	// longer than its lock and lease (JOB_LOCK_TTL) and Asynq's lease on
+	// the task, lets another worker take the job over, then resumes it
+	// (SIGCONT): the resumed run must be fenced off.
+	freezeWorker
 )
 
 func (k faultKind) String() string {
-	return [...]string{"kill web", "kill worker", "kill relay", "restart Redis without its data", "cut PostgreSQL"}[k]
+	return [...]string{"kill web", "kill worker", "kill relay", "restart Redis without its data", "cut PostgreSQL",
+		"freeze a worker past its lease"}[k]
 }
 
 // fault is one thing to break during a round's storm.
@@ -70,7 +77,7 @@ func randomPlan(rng *rand.Rand, storm time.Duration) plan {
 	p := plan{Storm: storm}
 	window := storm - 4*time.Second // faults start 1s in and at least 3s before the end
 	for range 1 + rng.IntN(3) {
-		f := fault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Kind: faultKind(rng.IntN(5)), Target: rng.IntN(2)}
+		f := fault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Kind: faultKind(rng.IntN(6)), Target: rng.IntN(2)}
 		switch f.Kind {
 		case cutDatabase:
 			f.For = 2*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
@@ -98,6 +105,9 @@ type roundResult struct {
 	Kills        [3]int   // web, worker, relay
 	Interrupted  []string // jobs a worker was killed in the middle of
 	Resumed      int      // of those, how many ran again and succeeded
+	Frozen       []string // jobs a worker was frozen in the middle of, past its lease
+	TakenOver    int      // of those, how many another worker claimed while it was frozen
+	Fenced       int      // of those taken over, how many the taker finished: the resumed run could not commit them
 	RedisLosses  int
 	DBCuts       int
 	Deliveries   uint64
@@ -201,6 +211,7 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	var mu sync.Mutex
 	var faults sync.WaitGroup
 	var lastLoss time.Time
+	var frozen []frozenWorker
 	event := func(format string, args ...any) {
 		line := fmt.Sprintf("%5.1fs ", time.Since(start).Seconds()) + fmt.Sprintf(format, args...)
 		mu.Lock()
@@ -271,6 +282,19 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 				lastLoss = time.Now()
 				mu.Unlock()
 				event("Redis back, empty%s", map[bool]string{true: "; workers resumed (SIGCONT)"}[f.Freeze > 0])
+			case freezeWorker:
+				target := w.workers[f.Target]
+				id := target.workerID()
+				jobs := w.freezeMidJob(ctx, target, 5*time.Second)
+				if len(jobs) == 0 {
+					event("%s: no job in flight within 5s, not frozen", target.name)
+					return
+				}
+				mu.Lock()
+				frozen = append(frozen, frozenWorker{p: target, other: w.workers[1-f.Target], id: id, since: time.Now(), jobs: jobs})
+				r.Frozen = append(r.Frozen, jobs...)
+				mu.Unlock()
+				event("SIGSTOP %s in the middle of %d job(s): %s; frozen past its lease", target.name, len(jobs), strings.Join(jobs, ", "))
 			case cutDatabase:
 				event("PostgreSQL cut for %s", f.For.Round(time.Millisecond))
 				w.cutDatabase(f.For)
@@ -326,6 +350,9 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	if !died.IsZero() {
 		steps = append(steps, step{died.Add(asynqLease), "worker-1 restarted: Asynq's lease on the dead worker's tasks has expired", w.workers[0]})
 	}
+	for _, f := range frozen { // a frozen worker renews no lease either: its tasks come back the same way, to the other worker
+		steps = append(steps, step{f.since.Add(asynqLease), f.other.name + " restarted: Asynq's lease on the frozen worker's tasks has expired", f.other})
+	}
 	sort.Slice(steps, func(i, j int) bool { return steps[i].at.Before(steps[j].at) })
 	for _, s := range steps {
 		select {
@@ -335,6 +362,30 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		}
 		s.p.restart()
 		event("%s", s.what)
+	}
+
+	// Resume the frozen workers once another has taken their jobs over
+	// (claimed them: their fence moved on) — or once a claim waits for the
+	// job row, locked by the frozen run's open transaction, which only its
+	// resumption can let go — or after 75s (Asynq's recoverer runs at a
+	// worker's start, then every minute). The jobs taken over by then are
+	// the ones whose resumed run must be fenced off.
+	for i := range frozen {
+		f := &frozen[i]
+		var why string
+		pollUntil(ctx, 75*time.Second, func() bool {
+			switch {
+			case w.takenOver(ctx, f.jobs, f.id) == len(f.jobs):
+				why = "its jobs taken over by another worker"
+			case w.claimsWaiting(ctx) > 0:
+				why = "a claim of its job waits for the row its open transaction holds"
+			}
+			return why != ""
+		})
+		f.taken = w.takenOver(ctx, f.jobs, f.id)
+		f.p.signal(syscall.SIGCONT)
+		event("SIGCONT %s after %s frozen (%s); %d of its %d job(s) taken over by then", f.p.name,
+			time.Since(f.since).Round(time.Second), cmp.Or(why, "75s passed"), f.taken, len(f.jobs))
 	}
 
 	// The verdict.
@@ -362,6 +413,15 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		r.Resumed = int(resumed)
 		event("%d of the %d interrupted job(s) ran again and succeeded", r.Resumed, len(r.Interrupted))
 	}
+	for _, f := range frozen {
+		// Taken over while it was frozen, and finished by the taker: the
+		// frozen run, resumed with a fence behind, committed none of them.
+		fenced := w.finishedByOthers(ctx, f.jobs, f.id)
+		r.TakenOver += f.taken
+		r.Fenced += fenced
+		event("%d of the %d job(s) taken over while %s was frozen were finished by the taker; the resumed run committed none",
+			fenced, f.taken, f.p.name)
+	}
 	r.Paid, r.Invoices, r.Emails = after[0]-before[0], after[1]-before[1], after[2]-before[2]
 	r.Rerun, r.Redispatched = after[3]-before[3], after[4]-before[4]
 	w.say("round %d done in %s: %d deliveries, %d paid, %d invoices, %d emails; %d jobs ran more than once, %d tasks dispatched again; %d violation(s)",
@@ -384,6 +444,8 @@ func (f fault) describe() string {
 		return fmt.Sprintf("kill relay-%d", f.Target+1)
 	case cutDatabase:
 		return fmt.Sprintf("cut PostgreSQL %.1fs", f.For.Seconds())
+	case freezeWorker:
+		return fmt.Sprintf("freeze worker-%d past its lease", f.Target+1)
 	}
 	if f.Freeze > 0 {
 		return fmt.Sprintf("lose Redis (workers paused %.1fs)", f.Freeze.Seconds())
@@ -561,11 +623,13 @@ func printTable(out io.Writer, res *result) {
 	var buf bytes.Buffer // one write: the test log takes it as one entry
 	defer func() { out.Write(buf.Bytes()) }()
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tkills web/worker/relay\tRedis losses\tdatabase cuts\tdeliveries\tpaid orders\tinvoices\temails\tjobs run again\ttasks re-dispatched\tviolations\t")
+	fmt.Fprintln(tw, "round\tkills web/worker/relay\tRedis losses\tdatabase cuts\tjobs frozen past lease/taken over/fenced\tdeliveries\tpaid orders\tinvoices\temails\tjobs run again\ttasks re-dispatched\tviolations\t")
 	var t roundResult
+	var frozen, taken, fenced int
 	for _, r := range res.Rounds {
-		fmt.Fprintf(tw, "%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.N, r.Kills[0], r.Kills[1], r.Kills[2],
-			r.RedisLosses, r.DBCuts, r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched, r.Violations)
+		fmt.Fprintf(tw, "%d\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.N, r.Kills[0], r.Kills[1], r.Kills[2],
+			r.RedisLosses, r.DBCuts, len(r.Frozen), r.TakenOver, r.Fenced, r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched, r.Violations)
+		frozen, taken, fenced = frozen+len(r.Frozen), taken+r.TakenOver, fenced+r.Fenced
 		for i := range t.Kills {
 			t.Kills[i] += r.Kills[i]
 		}
@@ -579,7 +643,45 @@ func printTable(out io.Writer, res *result) {
 		t.Redispatched += r.Redispatched
 		t.Violations += r.Violations
 	}
-	fmt.Fprintf(tw, "total\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.Kills[0], t.Kills[1], t.Kills[2],
-		t.RedisLosses, t.DBCuts, t.Deliveries, t.Paid, t.Invoices, t.Emails, t.Rerun, t.Redispatched, t.Violations)
+	fmt.Fprintf(tw, "total\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.Kills[0], t.Kills[1], t.Kills[2],
+		t.RedisLosses, t.DBCuts, frozen, taken, fenced, t.Deliveries, t.Paid, t.Invoices, t.Emails, t.Rerun, t.Redispatched, t.Violations)
 	tw.Flush()
+}
+
+// frozenWorker is a worker stopped in the middle of jobs, to be resumed
+// once another has taken them over.
+type frozenWorker struct {
+	p, other *proc
+	id       string // its WORKER_ID when it was frozen
+	since    time.Time
+	jobs     []string
+	taken    int // of jobs, how many another worker had claimed when it was resumed
+}
+
+// takenOver counts the jobs that another worker than id has claimed
+// since (their row names another worker): a frozen run that resumes can
+// no longer commit them, its fence being behind.
+func (w *world) takenOver(ctx context.Context, jobs []string, id string) int {
+	var n int
+	w.db.QueryRow(ctx, "SELECT count(*) FROM job_executions WHERE idempotency_key = ANY($1) AND worker_id <> $2 AND fence > 1",
+		jobs, id).Scan(&n)
+	return n
+}
+
+// claimsWaiting counts the job claims (the guard's upsert of a job row)
+// that wait for a lock another session holds.
+func (w *world) claimsWaiting(ctx context.Context) int {
+	var n int
+	w.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+	  AND query ILIKE 'INSERT INTO "job_executions"%'`).Scan(&n)
+	return n
+}
+
+// finishedByOthers counts the jobs that succeeded under another worker
+// than id.
+func (w *world) finishedByOthers(ctx context.Context, jobs []string, id string) int {
+	var n int
+	w.db.QueryRow(ctx, "SELECT count(*) FROM job_executions WHERE idempotency_key = ANY($1) AND status = 'succeeded' AND worker_id <> $2",
+		jobs, id).Scan(&n)
+	return n
 }
