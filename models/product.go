@@ -8,18 +8,18 @@ const DefaultCurrency = "IDR"
 // Product is a thing for sale. Stock is in units; Price is in minor units
 // of Currency (IDR has none: 150000 means Rp150.000).
 type Product struct {
-	ID        int64     `json:"-"`
-	SKU       string    `gorm:"column:sku" json:"sku"`
-	Name      string    `json:"name"`
-	Price     int64     `json:"price"`
-	Currency  string    `json:"currency"`
-	Stock     int64     `json:"stock"`
+	ID       int64  `json:"-"`
+	SKU      string `gorm:"column:sku" json:"sku"`
+	Name     string `json:"name"`
+	Price    int64  `json:"price"`
+	Currency string `json:"currency"`
+	Stock    int64  `json:"stock"`
 	// MaxPerOrder caps the units of this product one order may hold, so
 	// that one buyer cannot hold its whole stock unpaid; nil: no cap of
 	// its own (ORDER_MAX_UNITS still holds).
 	MaxPerOrder *int64    `json:"max_per_order"`
 	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // MovementKind says why products.stock changed.
