@@ -115,9 +115,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("HX-Reswap", "innerHTML")
 		werr = renderHTML(c, p.Status, views.ErrorPartial(viewProblem(p)))
 	case !strings.HasPrefix(c.Request().URL.Path, "/admin"):
-		vp := viewProblem(p)
-		vp.InShop = true
-		werr = s.shopPage(c, p.Status, p.Title, views.ErrorPage(vp))
+		vp := customerProblem(p)
+		werr = s.shopPage(c, p.Status, vp.Title, views.ErrorPage(vp))
 	default:
 		werr = s.page(c, p.Status, p.Title, "", views.ErrorPage(viewProblem(p)))
 	}
@@ -135,6 +134,23 @@ func wantsProblemJSON(c echo.Context) bool {
 		return true
 	}
 	return !strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/html") && !isHTMX(c)
+}
+
+// customerProblem is an error as a customer reads it on the shop's pages:
+// plain sentences, no status code, no problem code (the API keeps those).
+func customerProblem(p problem) views.Problem {
+	vp := views.Problem{Status: p.Status, InShop: true}
+	switch {
+	case p.Status == http.StatusNotFound:
+		vp.Title, vp.Detail = "We cannot find this page", "If you followed the link to your order, check that it is whole: it carries the order's key, and the page opens only with it."
+	case p.Status == http.StatusTooManyRequests:
+		vp.Title, vp.Detail = "Please wait a moment", p.Detail
+	case p.Status >= 500:
+		vp.Title, vp.Detail = "Something went wrong on our side", "Please try again in a moment. Nothing was charged twice: every order and payment happens once, whatever you press again."
+	default:
+		vp.Title, vp.Detail = "This did not work", "Please go back and try again."
+	}
+	return vp
 }
 
 func viewProblem(p problem) views.Problem {

@@ -1,16 +1,20 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
@@ -80,18 +84,32 @@ func (s *Server) checkout(c echo.Context) error {
 	}
 	qty, err := strconv.ParseInt(form.Qty, 10, 64)
 	if err != nil || qty < 1 {
-		form.Errors["qty"] = "a whole number, 1 or more"
+		form.Errors["qty"] = "Enter how many you want: 1 or more."
 		return s.catalog(c, http.StatusUnprocessableEntity, sku, form)
 	}
-	resp, err := s.runForm(c, scopeShopCheckout, "", func(tx *gorm.DB) (int, any, error) {
-		o, err := s.deps.Orders.CreateTx(tx, orders.CreateRequest{
-			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
+	place := func() (idempotency.Response, error) {
+		return s.runForm(c, scopeShopCheckout, "", func(tx *gorm.DB) (int, any, error) {
+			o, err := s.deps.Orders.CreateTx(tx, orders.CreateRequest{
+				CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
+			})
+			if err != nil {
+				return 0, nil, err
+			}
+			return http.StatusCreated, newOrderJSON(o), nil
 		})
-		if err != nil {
-			return 0, nil, err
+	}
+	resp, err := place()
+	// The same form posted again while the first post still runs (two
+	// tabs, a double submit without JavaScript): wait for the first, then
+	// answer as it did — the customer lands on the order, not on a 409.
+	for wait := 50 * time.Millisecond; models.ErrorCode(err) == models.ERequestInProgress; wait = min(2*wait, time.Second) {
+		select {
+		case <-c.Request().Context().Done():
+			return err
+		case <-time.After(wait):
 		}
-		return http.StatusCreated, newOrderJSON(o), nil
-	})
+		resp, err = place()
+	}
 	if err == nil {
 		err = storedError(resp)
 	}
@@ -100,7 +118,8 @@ func (s *Server) checkout(c echo.Context) error {
 		if status >= 500 {
 			return err
 		}
-		form.Errors[checkoutField(err)] = models.ErrorMessage(err)
+		field, message := s.customerMessage(c.Request().Context(), err, sku)
+		form.Errors[field] = message
 		return s.catalog(c, status, sku, form)
 	}
 	var created orderJSON
@@ -110,17 +129,30 @@ func (s *Server) checkout(c echo.Context) error {
 	return seeOther(c, "/orders/"+url.PathEscape(created.ID)+"?t="+url.QueryEscape(created.AccessToken))
 }
 
-// checkoutField says which field of the order form an error is about.
-func checkoutField(err error) string {
+// customerMessage says, in the customer's words, what was wrong with an
+// order form, and which field it is about ("" for the form as a whole).
+// The API keeps its problem codes and their messages; the shop speaks of
+// products by name and never names a field, a SKU or a code.
+func (s *Server) customerMessage(ctx context.Context, err error, sku string) (field, message string) {
 	msg := models.ErrorMessage(err)
+	p, perr := s.deps.Products.Get(ctx, sku)
 	switch {
-	case models.ErrorCode(err) == models.EInsufficientStock, strings.Contains(msg, "qty"), strings.Contains(msg, "units"),
-		strings.Contains(msg, "per order"):
-		return "qty"
+	case perr != nil || strings.HasPrefix(msg, "unknown sku"):
+		return "", "Sorry, this product is no longer sold."
+	case models.ErrorCode(err) == models.EInsufficientStock && p.Stock == 0:
+		return "qty", "Sorry, " + p.Name + " is sold out."
+	case models.ErrorCode(err) == models.EInsufficientStock:
+		return "qty", fmt.Sprintf("Sorry, only %d left.", p.Stock)
+	case strings.Contains(msg, "per order") && p.MaxPerOrder != nil:
+		return "qty", fmt.Sprintf("You can order at most %d of these at once.", *p.MaxPerOrder)
+	case strings.Contains(msg, "units in all"), strings.Contains(msg, "qty"):
+		return "qty", "That is more than one order can hold: please order fewer."
 	case strings.Contains(msg, "customer_email"):
-		return "email"
+		return "email", "Enter a valid email address, such as name@example.com."
+	case models.ErrorCode(err) == models.ETooManyRequests:
+		return "", "You already have several unpaid orders. Pay or cancel one of them, or wait until one expires, before ordering again."
 	}
-	return ""
+	return "", "We could not place this order. Please check the form and try again."
 }
 
 // shopOrder is GET /orders/:id?t=<token>: the customer's order page. It
@@ -139,11 +171,19 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	products, err := s.deps.Products.List(ctx) // the catalogue is small: its names, for the items
+	if err != nil {
+		return err
+	}
+	names := make(map[string]string, len(products))
+	for _, p := range products {
+		names[p.SKU] = p.Name
+	}
 	v := views.ShopOrder{
 		Now: s.deps.Now(), ID: o.ID, Token: token, Status: string(o.Status), Email: o.CustomerEmail,
 		Total: o.TotalAmount, Currency: o.Currency, Expires: o.ExpiresAt, EmailSent: sent,
 		Items: rows(o.Items, func(i models.OrderItem) views.ItemRow {
-			return views.ItemRow{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
+			return views.ItemRow{SKU: i.SKU, Name: names[i.SKU], Qty: i.Qty, UnitPrice: i.UnitPrice}
 		}),
 	}
 	if o.Invoice != nil {

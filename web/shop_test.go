@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -88,8 +89,9 @@ func TestShopCheckoutCreatesOneOrder(t *testing.T) {
 	}
 }
 
-// A refused order form comes back with the message next to its field and
-// a new key; nothing is reserved.
+// A refused order form comes back with the message next to its field, in
+// the customer's words (no field names, SKUs or codes), and a new key;
+// nothing is reserved.
 func TestCheckoutErrorsNextToTheField(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
@@ -98,9 +100,9 @@ func TestCheckoutErrorsNextToTheField(t *testing.T) {
 		name, qty, email, field, want string
 		status                        int
 	}{
-		{"bad email", "1", "not-an-email", "email", "not an email address", 422},
-		{"not a number", "two", "a@example.com", "qty", "whole number", 422},
-		{"more than the stock", "5", "a@example.com", "qty", "not enough stock", 409},
+		{"bad email", "1", "not-an-email", "email", "Enter a valid email address, such as name@example.com.", 422},
+		{"not a number", "two", "a@example.com", "qty", "Enter how many you want: 1 or more.", 422},
+		{"more than the stock", "5", "a@example.com", "qty", "Sorry, only 3 left.", 409},
 	} {
 		key := c.formKey(t, "SHOP-LTD")
 		p := c.checkout(key, "SHOP-LTD", tt.qty, tt.email)
@@ -108,7 +110,7 @@ func TestCheckoutErrorsNextToTheField(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", tt.name, p.StatusCode, tt.status)
 		}
 		form := p.Doc(t).Find("#product-SHOP-LTD")
-		if msg := form.Find("input[name=" + tt.field + "] + .field-error").Text(); !strings.Contains(msg, tt.want) {
+		if msg := form.Find("input[name=" + tt.field + "] + .field-error").Text(); msg != tt.want {
 			t.Errorf("%s: the %s field says %q, want %q", tt.name, tt.field, msg, tt.want)
 		}
 		if v, _ := form.Find("input[name=email]").Attr("value"); v != tt.email {
@@ -127,7 +129,7 @@ func TestCheckoutErrorsNextToTheField(t *testing.T) {
 	testenv.MustCreateProduct(t, c.db, "SHOP-CAP", 1000, 50)
 	c.db.Model(&models.Product{}).Where("sku = 'SHOP-CAP'").Update("max_per_order", 2)
 	p := c.checkout(c.formKey(t, "SHOP-CAP"), "SHOP-CAP", "3", "a@example.com")
-	if msg := p.Doc(t).Find("#product-SHOP-CAP input[name=qty] + .field-error").Text(); p.StatusCode != 422 || !strings.Contains(msg, "at most 2 of SHOP-CAP per order") {
+	if msg := p.Doc(t).Find("#product-SHOP-CAP input[name=qty] + .field-error").Text(); p.StatusCode != 422 || msg != "You can order at most 2 of these at once." {
 		t.Errorf("3 of a product capped at 2 per order: %d, the quantity says %q", p.StatusCode, msg)
 	}
 }
@@ -179,5 +181,72 @@ func TestShopPagesVaryOnHXRequest(t *testing.T) {
 		if p.StatusCode != 200 || !strings.Contains(strings.Join(p.Header.Values("Vary"), ","), "HX-Request") {
 			t.Errorf("GET / (%v): %d, Vary %q; want HX-Request in Vary", h, p.StatusCode, p.Header.Values("Vary"))
 		}
+	}
+}
+
+// The shop speaks to customers: the order page names products, not SKUs;
+// an order opened with a wrong link is a plain page without status or
+// problem codes.
+func TestShopSpeaksToCustomers(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "SHOP-NAMED", 1000, 10)
+	c.db.Model(&models.Product{}).Where("sku = 'SHOP-NAMED'").Update("name", "Blue enamel mug")
+	p := c.checkout(c.formKey(t, "SHOP-NAMED"), "SHOP-NAMED", "1", "a@example.com")
+	order := c.get(p.Header.Get("Location")).Doc(t)
+	if item := order.Find("table tbody tr td").First().Text(); item != "Blue enamel mug" {
+		t.Errorf("the order page lists %q, want the product's name", item)
+	}
+	missing := c.get("/orders/ORD-01M8S0ATBZHJQZ11VF588GNGT9?t=wrong")
+	text := missing.Doc(t).Find("main").Text()
+	if missing.StatusCode != 404 || strings.Contains(text, "not_found") || strings.Contains(text, "HTTP 404") || !strings.Contains(text, "We cannot find this page") {
+		t.Errorf("an order behind a wrong link: %d %q; want a plain 404 page", missing.StatusCode, text)
+	}
+}
+
+// Two tabs post the same order form while the first post still runs:
+// both land on the one order, the second after waiting for the first —
+// it used to be a bare 409 request_in_progress.
+func TestCheckoutPostedTwiceAtOnceLandsOnTheOrder(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "SHOP-TABS", 1000, 10)
+	key := c.formKey(t, "SHOP-TABS")
+	// Hold the product's row, so that the first post holds its key and
+	// waits in the middle of creating the order.
+	hold := c.db.Begin()
+	if err := hold.Exec("SELECT 1 FROM products WHERE sku = 'SHOP-TABS' FOR UPDATE").Error; err != nil {
+		t.Fatal(err)
+	}
+	locations := make([]string, 2)
+	var wg sync.WaitGroup
+	first := func() {
+		p := c.checkout(key, "SHOP-TABS", "1", "a@example.com")
+		locations[0] = p.Header.Get("Location")
+	}
+	wg.Go(first)
+	testenv.Eventually(t, 10*time.Second, "the first post to wait for the product's row", func() bool {
+		var n int64
+		c.db.Raw("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		return n > 0
+	})
+	wg.Go(func() {
+		p := c.checkout(key, "SHOP-TABS", "1", "a@example.com")
+		if p.StatusCode != http.StatusSeeOther {
+			t.Errorf("the second post: %d, want 303 to the order", p.StatusCode)
+		}
+		locations[1] = p.Header.Get("Location")
+	})
+	// The second post is on its way while the first cannot finish: it
+	// finds the key held, and waits for the first instead of answering 409.
+	hold.Rollback()
+	wg.Wait()
+	if locations[0] == "" || locations[0] != locations[1] {
+		t.Errorf("the two posts went to %q and %q, want the same order", locations[0], locations[1])
+	}
+	var n int64
+	c.db.Model(&models.Order{}).Count(&n)
+	if n != 1 {
+		t.Errorf("%d orders, want 1", n)
 	}
 }

@@ -266,6 +266,7 @@ type Orders struct {
 // ItemRow is one line of an order.
 type ItemRow struct {
 	SKU       string `json:"sku"`
+	Name      string `json:"name,omitempty"` // the product's name, for the customer's page
 	Qty       int64  `json:"qty"`
 	UnitPrice int64  `json:"unit_price"`
 }
