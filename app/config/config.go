@@ -36,6 +36,12 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultTaskRetention  = 72 * time.Hour
 	DefaultJobLockTTL     = 30 * time.Second
+	// DefaultIdleInTransaction: as long as a job's lock lives. A process
+	// that stops in the middle of a transaction (frozen, swapped out, stuck
+	// in a call it should not make there) holds its row locks until
+	// PostgreSQL ends its session; every invoice waits for the counter row
+	// meanwhile.
+	DefaultIdleInTransaction = 30 * time.Second
 	DefaultConcurrency    = 10
 	DefaultPruneAfter     = 30 * 24 * time.Hour
 	DefaultReconcileAfter = 10 * time.Minute
@@ -75,6 +81,10 @@ type Config struct {
 	// in transaction pooling mode: see PoolURL.
 	DBPgBouncer bool
 	DBMaxConns  int    // DB_MAX_CONNS
+	// DBIdleInTransaction (DB_IDLE_IN_TRANSACTION_TIMEOUT; 0: off) is how
+	// long PostgreSQL lets one of the pool's sessions sit idle inside a
+	// transaction before it ends the session: see PoolURL.
+	DBIdleInTransaction time.Duration
 	RedisURL    string // REDIS_URL: redis://, rediss:// or redis-sentinel:// (see app/redisconn)
 	HTTPAddr    string // HTTP_ADDR
 	MetricsAddr string // METRICS_ADDR: /metrics of a process without the web role, or of every process when MetricsPublic is false
@@ -154,6 +164,7 @@ func Load(getenv func(string) string) (Config, error) {
 		DatabaseURL:         r.url("DATABASE_URL", DefaultDatabaseURL, "postgres", "postgresql"),
 		DBMaxConns:          r.positiveInt("DB_MAX_CONNS", DefaultDBMaxConns),
 		DBPgBouncer:         r.boolean("DB_PGBOUNCER", false),
+		DBIdleInTransaction: r.durationOrOff("DB_IDLE_IN_TRANSACTION_TIMEOUT", DefaultIdleInTransaction),
 		RedisURL:            r.redisURL("REDIS_URL", DefaultRedisURL),
 		HTTPAddr:            r.addr("HTTP_ADDR", DefaultHTTPAddr),
 		MetricsAddr:         r.addr("METRICS_ADDR", DefaultMetricsAddr),
@@ -227,6 +238,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("database_url", redactURL(c.DatabaseURL)),
 		slog.String("database_listen_url", redactURL(c.DatabaseListenURL)),
 		slog.Bool("db_pgbouncer", c.DBPgBouncer),
+		slog.String("db_idle_in_transaction_timeout", c.DBIdleInTransaction.String()),
 		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.String("redis_url", redisconn.Redact(c.RedisURL)),
 		slog.String("http_addr", c.HTTPAddr),
@@ -268,30 +280,47 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// PoolURL is the URL the connection pool opens: DATABASE_URL, and with
-// DB_PGBOUNCER pgx's default_query_exec_mode=exec (unless the URL names a
-// mode itself). pgx's default prepares each statement once per connection
-// under a name and reuses it; behind PgBouncer in transaction mode the
-// next transaction may run on another server connection, where that name
-// is unknown or means something else. In exec mode every statement goes
-// unnamed — parse, bind and execute in one round trip — so nothing
-// outlives the transaction, while the values still travel apart from the
-// SQL (the simple protocol would splice them into it on the client).
+// PoolURL is the URL the connection pool opens: DATABASE_URL with two
+// defaults (a parameter the URL names itself is kept).
+//
+// idle_in_transaction_session_timeout (DB_IDLE_IN_TRANSACTION_TIMEOUT):
+// PostgreSQL ends a session that sits idle inside a transaction that long,
+// which rolls the transaction back and lets its row locks go. Without it a
+// process that stops mid-transaction (SIGSTOP, a VM paused, a swap storm)
+// holds its locks until it runs again, and every transaction that needs
+// one of those rows waits. pgx sends it as a startup parameter, which
+// PgBouncer refuses: with DB_PGBOUNCER set it on the role instead
+// (docs/scaling.md).
+//
+// With DB_PGBOUNCER, pgx's default_query_exec_mode=exec. pgx's default
+// prepares each statement once per connection under a name and reuses it;
+// behind PgBouncer in transaction mode the next transaction may run on
+// another server connection, where that name is unknown or means something
+// else. In exec mode every statement goes unnamed — parse, bind and
+// execute in one round trip — so nothing outlives the transaction, while
+// the values still travel apart from the SQL (the simple protocol would
+// splice them into it on the client).
 func (c Config) PoolURL() string {
-	if !c.DBPgBouncer {
-		return c.DatabaseURL
-	}
 	u, err := url.Parse(c.DatabaseURL)
 	if err != nil { // Load checked it
 		return c.DatabaseURL
 	}
 	q := u.Query()
-	if q.Get(queryExecMode) == "" {
+	if c.DBPgBouncer && q.Get(queryExecMode) == "" {
 		q.Set(queryExecMode, "exec")
+	}
+	if !c.DBPgBouncer && c.DBIdleInTransaction > 0 && q.Get(idleInTransaction) == "" {
+		q.Set(idleInTransaction, strconv.FormatInt(c.DBIdleInTransaction.Milliseconds(), 10))
+	}
+	if len(q) == 0 {
+		return c.DatabaseURL
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// idleInTransaction is PostgreSQL's setting, in milliseconds.
+const idleInTransaction = "idle_in_transaction_session_timeout"
 
 // queryExecMode is pgx's connection-string parameter for how statements
 // are sent.
@@ -417,6 +446,14 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// durationOrOff reads a positive duration, or 0 for "off".
+func (r *reader) durationOrOff(name string, def time.Duration) time.Duration {
+	if r.str(name, "") == "0" {
+		return 0
+	}
+	return r.duration(name, def)
 }
 
 func (r *reader) url(name, def string, schemes ...string) string {

@@ -68,7 +68,8 @@ func TestLoadDefaults(t *testing.T) {
 			{"OrderMaxUnits", c.OrderMaxUnits, 100},
 			{"DatabaseListenURL", c.DatabaseListenURL, c.DatabaseURL},
 			{"DBPgBouncer", c.DBPgBouncer, false},
-			{"PoolURL", c.PoolURL(), c.DatabaseURL},
+			{"DBIdleInTransaction", c.DBIdleInTransaction, 30 * time.Second},
+			{"PoolURL", c.PoolURL(), strings.Replace(c.DatabaseURL, "?", "?idle_in_transaction_session_timeout=30000&", 1)},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -358,7 +359,15 @@ func TestLoadPgBouncer(t *testing.T) {
 		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled + "?default_query_exec_mode=simple_protocol", "DATABASE_LISTEN_URL": direct},
 			poolURL: pooled + "?default_query_exec_mode=simple_protocol", listened: direct},
 		{vars: map[string]string{"DB_PGBOUNCER": "false", "DATABASE_URL": pooled},
+			poolURL: pooled + "?idle_in_transaction_session_timeout=30000", listened: pooled},
+		{vars: map[string]string{"DATABASE_URL": pooled, "DB_IDLE_IN_TRANSACTION_TIMEOUT": "0"},
 			poolURL: pooled, listened: pooled},
+		{vars: map[string]string{"DATABASE_URL": pooled, "DB_IDLE_IN_TRANSACTION_TIMEOUT": "2m"},
+			poolURL: pooled + "?idle_in_transaction_session_timeout=120000", listened: pooled},
+		{vars: map[string]string{"DATABASE_URL": pooled + "?idle_in_transaction_session_timeout=5000", "DB_IDLE_IN_TRANSACTION_TIMEOUT": "2m"},
+			poolURL: pooled + "?idle_in_transaction_session_timeout=5000", listened: pooled + "?idle_in_transaction_session_timeout=5000"},
+		{vars: map[string]string{"DATABASE_URL": pooled, "DB_IDLE_IN_TRANSACTION_TIMEOUT": "-1s"},
+			err: "DB_IDLE_IN_TRANSACTION_TIMEOUT"},
 		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled},
 			err: "DATABASE_LISTEN_URL: must be a direct connection to PostgreSQL when DB_PGBOUNCER is true"},
 		{vars: map[string]string{"DB_PGBOUNCER": "true", "DATABASE_URL": pooled, "DATABASE_LISTEN_URL": pooled},

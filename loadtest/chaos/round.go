@@ -332,14 +332,27 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	//   - a dead worker's tasks come back once Asynq's lease has expired
 	//     (asynqLease), when a worker starts: restart one then.
 	// Both only bring forward what happens by itself within a minute.
+	// One restart per process, at the latest time a reason asks for: a
+	// second restart soon after the first would kill the jobs the first
+	// one recovered, and they would wait for another lease.
 	type step struct {
-		at   time.Time
-		what string
-		p    *proc
+		at      time.Time
+		reasons []string
+		p       *proc
 	}
-	var steps []step
+	var steps []*step
+	restartAt := func(p *proc, at time.Time, reason string) {
+		for _, s := range steps {
+			if s.p == p {
+				s.at = maxTime(s.at, at)
+				s.reasons = append(s.reasons, reason)
+				return
+			}
+		}
+		steps = append(steps, &step{at, []string{reason}, p})
+	}
 	if !lastLoss.IsZero() {
-		steps = append(steps, step{lastLoss.Add(reconcileAfter + time.Second), "scheduler restarted: reconcile the tasks Redis lost", w.scheduler})
+		restartAt(w.scheduler, lastLoss.Add(reconcileAfter+time.Second), "reconcile the tasks Redis lost")
 	}
 	var died time.Time
 	for _, p := range w.workers {
@@ -348,10 +361,10 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		}
 	}
 	if !died.IsZero() {
-		steps = append(steps, step{died.Add(asynqLease), "worker-1 restarted: Asynq's lease on the dead worker's tasks has expired", w.workers[0]})
+		restartAt(w.workers[0], died.Add(asynqLease), "Asynq's lease on the dead worker's tasks has expired")
 	}
 	for _, f := range frozen { // a frozen worker renews no lease either: its tasks come back the same way, to the other worker
-		steps = append(steps, step{f.since.Add(asynqLease), f.other.name + " restarted: Asynq's lease on the frozen worker's tasks has expired", f.other})
+		restartAt(f.other, f.since.Add(asynqLease), "Asynq's lease on the frozen worker's tasks has expired")
 	}
 	sort.Slice(steps, func(i, j int) bool { return steps[i].at.Before(steps[j].at) })
 	for _, s := range steps {
@@ -361,7 +374,7 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		case <-time.After(time.Until(s.at)): // a fixed clock in Asynq or the scheduler, not a condition we can poll
 		}
 		s.p.restart()
-		event("%s", s.what)
+		event("%s restarted: %s", s.p.name, strings.Join(s.reasons, "; "))
 	}
 
 	// Resume the frozen workers once another has taken their jobs over
@@ -432,6 +445,13 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		}
 	}
 	return r, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (f fault) describe() string {
