@@ -14,8 +14,9 @@ help: ## list the targets
 	@grep -hE '^[A-Za-z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > w) w = length($$1) } END { for (i = 1; i <= NR; i++) printf "  make %-" w "s  %s\n", name[i], text[i] }'
 
 .PHONY: build
-build: ## build bin/sekali
-	$(GO) build -trimpath -o $(BIN) ./cmd/sekali
+build: ## build bin/sekali (go build -v lists each package it compiles: the first build compiles them all)
+	@test -x $(BIN) || echo "first build of $(BIN): downloading modules, then compiling every package, each listed as it compiles (about a minute on 2 idle cores)"
+	$(GO) build -v -trimpath -o $(BIN) ./cmd/sekali
 
 .PHONY: run
 run: build ## migrate, seed and serve on :8080
@@ -25,6 +26,9 @@ run: build ## migrate, seed and serve on :8080
 
 .PHONY: test
 test: loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis), and the k6 type-check
+	@echo "compiling with the race detector: each package is listed as it compiles (the first time, all of them: a few minutes on 2 cores)"
+	$(GO) build -race -v ./...
+	@echo "testing: each package's result is printed when it finishes; the slowest (a renamed fork's whole suite, the chaos rounds, the browser) take 2-5 minutes"
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: loadtest-typecheck
@@ -72,6 +76,6 @@ test-clean: ## drop what killed test runs left: this checkout's template (sekali
 	$(GO) run ./tools/testclean
 
 .PHONY: rename
-rename: ## make this checkout your fork: MODULE=example.com/myshop [NAME=myshop [TITLE=MyShop]] rewrites the module path and, with NAME, the binary, metrics, databases, image and product name (tools/rename)
-	@test -n "$(MODULE)" || { echo "usage: make rename MODULE=example.com/myshop [NAME=myshop [TITLE=MyShop]]"; exit 2; }
+rename: ## make this checkout your fork: MODULE=github.com/acme/tokoku [NAME=tokoku [TITLE=TokoKu]] rewrites the module path and, with NAME, the binary, metrics, databases, image and product name (tools/rename)
+	@test -n "$(MODULE)" || { echo "usage: make rename MODULE=github.com/acme/tokoku [NAME=tokoku [TITLE=TokoKu]]"; exit 2; }
 	$(GO) run ./tools/rename -module '$(MODULE)' $(if $(NAME),-name '$(NAME)') $(if $(TITLE),-title '$(TITLE)')

@@ -2,8 +2,10 @@
 // the module path and, with -name, the product's name everywhere it is a
 // name that a fork should own. `make rename MODULE=example.com/myshop
 // NAME=myshop` runs it on the checkout; it rewrites files in place and
-// renames a few, prints what it changed, then runs `go build ./...` and
-// `go vet ./...`. Review the result with `git status` and `git diff`.
+// renames a few, prints what it changed, regenerates the templ code (the
+// generated files record columns, which a name of another length moves),
+// then runs `go build ./...` and `go vet ./...`. Review the result with
+// `git status` and `git diff`.
 //
 //	go run ./tools/rename -module example.com/myshop [-name myshop [-title MyShop]] [-n]
 //
@@ -23,6 +25,10 @@
 // Go identifiers and an image name, which all accept that and not much
 // more).
 //
+// It warns when the new name already occurs in the tree as a word (NAME=shop
+// in a tree that speaks of "the shop"): the fork works, but those words
+// now read as its name, and a later rename from it would rewrite them too.
+//
 // # What it reads
 //
 // Every regular file under the tree except: .git (a directory, or a
@@ -40,13 +46,17 @@
 //
 // Each occurrence is claimed by the first rule that matches it, in this
 // order, and rewritten once (a new name that contains the old one is not
-// rewritten again). The report counts the files each rule changed.
+// rewritten again). Only whole words count: the neighbours of an
+// occurrence are not letters or digits, or it is a camelCase part
+// (checkSekaliEnv, sekaliBinary). So a fork named shop renames again
+// cleanly: "Shopify" in an import path, "shops" and "workshop" are not
+// its name. The report counts the files each rule changed.
 //
 //  1. module path: the old module path as a whole word (go.mod, imports,
 //     docs, links) becomes -module. This is the only rule without -name.
 //  2. Prometheus metric prefix: sekali_<name> (sekali_callbacks_total,
 //     sekali_jobs_stuck, …) becomes myshop_<name>, except the database
-//     prefixes of rule 3 and sekali_admin (rule 8).
+//     prefixes of rule 3 and sekali_admin (rule 9).
 //  3. databases: the database name in postgres:// URLs (the default
 //     DATABASE_URL, compose's), POSTGRES_DB and pg_isready -d in compose,
 //     and the prefixes sekali_test_, sekali_tmpl_ and sekali_bench_ (also
@@ -58,10 +68,12 @@
 //     /usr/local/bin/sekali), `sekali <command>` for serve, migrate, seed,
 //     verify, replay and sign, the program name in Go strings ("sekali",
 //     "sekali: …", "sekali "+name), and /sekali in .gitignore and
-//     .dockerignore. The directory cmd/sekali itself is renamed (rule 9).
+//     .dockerignore. The directory cmd/sekali itself is renamed (rule 10).
 //  6. Docker: the compose project (name: sekali), the image sekali:local and
 //     the x-sekali-env anchor.
-//  7. product name: Sekali becomes Myshop in every file, inside identifiers
+//  7. the shop's brand "Sekali shop" becomes "Myshop shop", or just the
+//     title when it ends in "shop" ("Shop", not "Shop shop").
+//  8. product name: Sekali becomes Myshop in every file, inside identifiers
 //     too (checkSekaliEnv), in user-facing text ("Sekali admin", "Sekali
 //     shop", "Sekali is serving on", the MAIL_FROM default "Sekali
 //     <shop@…>", the demo products) and in docs prose ("Sekali's
@@ -72,19 +84,19 @@
 //     is about the project the fork came from. Lower-case mentions in that
 //     section (paths, commands) are still renamed: they name files of the
 //     fork.
-//  8. other mentions: whatever is left, in any case: sekali becomes myshop
+//  9. other mentions: whatever is left: sekali becomes myshop
 //     (sekaliBinary, window.__sekaliMarker, the session cookie sekali_admin,
 //     the realm sekali-admin, the sekali.local Message-ID domain, the k6
 //     library lib/sekali.js and its imports, the npm package
 //     sekali-loadtest, temporary-file prefixes), SEKALI becomes MYSHOP.
-//  9. paths: every file or directory whose name contains sekali is renamed
+//  10. paths: every file or directory whose name has the word sekali is renamed
 //     the same way (cmd/sekali, loadtest/k6/lib/sekali.js, a built
 //     bin/sekali).
 //
 // Text is matched as written, never decoded: the development webhook
 // secret, the base64 of a phrase with the old name in it, stays as it is
-// (it is public and only has to agree between the places that hold it). A line of a
-// box drawing (README's architecture diagram) whose length changed gets
+// (it is public and only has to agree between the places that hold it). A
+// line of a box drawing (README's architecture diagram) whose length changed gets
 // its padding before the closing edge lengthened or shortened to match, as
 // far as that padding goes (the README's allows a name of up to 11
 // letters).
@@ -105,6 +117,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -180,7 +193,7 @@ func run(o options, out io.Writer) error {
 		return usageError{"-title needs -name"}
 	}
 	if o.Title == "" && o.Name != "" {
-		o.Title = strings.ToUpper(o.Name[:1]) + o.Name[1:]
+		o.Title = capitalize(o.Name)
 	}
 	if o.Title != "" && !titlePattern.MatchString(o.Title) {
 		return usageError{fmt.Sprintf("title %q: use letters and digits, starting with a capital (it also goes into Go identifiers)", o.Title)}
@@ -200,6 +213,16 @@ func run(o options, out io.Writer) error {
 	}
 	if err := p.apply(o.Dir); err != nil {
 		return err
+	}
+	// The generated *_templ.go files record each expression's column in
+	// its .templ source: a name of another length moves them.
+	for _, dir := range p.templDirs(r) {
+		fmt.Fprintf(out, "go tool templ generate -path %s\n", dir)
+		cmd := exec.Command("go", "tool", "templ", "generate", "-path", dir)
+		cmd.Dir = o.Dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("regenerating %s: %w\n%s", dir, err, b)
+		}
 	}
 	if o.Check {
 		for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
@@ -276,7 +299,7 @@ func newRewriter(oldModule, newModule, oldName, newName, newTitle string) *rewri
 	r := &rewriter{
 		oldModule: oldModule, newModule: newModule,
 		oldName: oldName, newName: newName,
-		oldTitle: strings.ToUpper(oldName[:1]) + oldName[1:], newTitle: newTitle,
+		oldTitle: capitalize(oldName), newTitle: newTitle,
 	}
 	o, T, U := regexp.QuoteMeta(oldName), regexp.QuoteMeta(r.oldTitle), regexp.QuoteMeta(strings.ToUpper(oldName))
 	to := func(s string) func(string, []string) (string, bool) {
@@ -321,8 +344,9 @@ func newRewriter(oldModule, newModule, oldName, newName, newTitle string) *rewri
 			re(`(?:^|[^A-Za-z0-9_.-])(` + o + `):local\b`),
 			re(`(?:x-|[&*])(` + o + `)-env\b`),
 		}, to(newName)},
+		rule{"shop's brand " + r.oldTitle + " shop", []*regexp.Regexp{re(`(` + T + ` shop)\b`)}, to(brand(newTitle))},
 		rule{"product name " + r.oldTitle, []*regexp.Regexp{re(`(` + T + `)`)}, to(newTitle)},
-		rule{"other mentions", []*regexp.Regexp{re(`(?i)(` + o + `)`)}, func(old string, _ []string) (string, bool) {
+		rule{"other mentions", []*regexp.Regexp{re(`(` + o + `|` + U + `)`)}, func(old string, _ []string) (string, bool) {
 			if old == strings.ToUpper(old) {
 				return newUpper, true
 			}
@@ -345,6 +369,10 @@ type fileResult struct {
 type plan struct {
 	files   []fileResult
 	renames [][2]string // relative old, new; deepest first
+	// The new name where the tree already has it, before the rename: a
+	// later rename from it would rewrite those mentions too.
+	taken   int
+	takenAt []string // the first few, as path:line
 }
 
 // plan reads the tree and computes every change without writing.
@@ -368,9 +396,11 @@ func (r *rewriter) plan(dir string) (*plan, error) {
 		if !d.IsDir() && !d.Type().IsRegular() {
 			return nil
 		}
-		if r.newName != "" && rel != "." && strings.Contains(d.Name(), r.oldName) {
-			newRel := path.Join(path.Dir(rel), strings.ReplaceAll(d.Name(), r.oldName, r.newName))
-			p.renames = append(p.renames, [2]string{rel, newRel})
+		if r.newName != "" && rel != "." {
+			p.noteTaken(r, rel, d.Name())
+			if base := replaceWords(d.Name(), r.oldName, r.newName); base != d.Name() {
+				p.renames = append(p.renames, [2]string{rel, path.Join(path.Dir(rel), base)})
+			}
 		}
 		if d.IsDir() || skipFile(rel) {
 			return nil
@@ -386,6 +416,7 @@ func (r *rewriter) plan(dir string) (*plan, error) {
 		if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
 			return nil
 		}
+		p.noteTaken(r, rel, string(b))
 		f := r.rewrite(rel, b)
 		if !bytes.Equal(f.new, b) || f.kept > 0 {
 			p.files = append(p.files, f)
@@ -410,6 +441,37 @@ func (r *rewriter) plan(dir string) (*plan, error) {
 	}
 	return p, nil
 }
+
+// noteTaken counts the whole-word mentions of the new name (any of its
+// spellings) in text, a file's content or name, found at rel.
+func (p *plan) noteTaken(r *rewriter, rel, text string) {
+	if r.newName == "" {
+		return
+	}
+	spellings := []string{r.newName, strings.ToUpper(r.newName), capitalize(r.newName)}
+	if !slices.Contains(spellings, r.newTitle) {
+		spellings = append(spellings, r.newTitle)
+	}
+	for _, w := range spellings {
+		for i := 0; ; {
+			k := strings.Index(text[i:], w)
+			if k < 0 {
+				break
+			}
+			k += i
+			i = k + len(w)
+			if !isWord(text, k, k+len(w)) {
+				continue
+			}
+			p.taken++
+			if len(p.takenAt) < 3 {
+				p.takenAt = append(p.takenAt, fmt.Sprintf("%s:%d", rel, strings.Count(text[:k], "\n")+1))
+			}
+		}
+	}
+}
+
+func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
 func skipFile(rel string) bool {
 	base := path.Base(rel)
@@ -451,6 +513,9 @@ func (r *rewriter) rewrite(rel string, b []byte) fileResult {
 							sub[k] = s[m[2*k]:m[2*k+1]]
 						}
 					}
+					if !isWord(s, m[2], m[3]) {
+						continue
+					}
 					repl, ok := ru.to(sub[1], sub)
 					if !ok {
 						continue
@@ -479,6 +544,64 @@ func (r *rewriter) rewrite(rel string, b []byte) fileResult {
 }
 
 var tokenRE = regexp.MustCompile("\x00[0-9]+\x00")
+
+// isWord reports whether s[i:j] stands as a word of its own: at each end
+// the neighbour is not a letter or digit, or the end is a camelCase hump
+// (checkSekaliEnv, sekaliBinary). So "Shop" in "Shopify" or "shop" in
+// "workshop" is not the name shop, and a rename never rewrites them.
+func isWord(s string, i, j int) bool {
+	if i >= j {
+		return false
+	}
+	first, _ := utf8.DecodeRuneInString(s[i:])
+	last, _ := utf8.DecodeLastRuneInString(s[:j])
+	if i > 0 {
+		prev, _ := utf8.DecodeLastRuneInString(s[:i])
+		if isAlnum(prev) && !(unicode.IsUpper(first) && !unicode.IsUpper(prev)) {
+			return false
+		}
+	}
+	if j < len(s) {
+		next, _ := utf8.DecodeRuneInString(s[j:])
+		if isAlnum(next) && !(unicode.IsUpper(next) && !unicode.IsUpper(last)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// replaceWords replaces each occurrence of old in s that isWord.
+func replaceWords(s, old, new string) string {
+	var out strings.Builder
+	last := 0
+	for i := 0; i+len(old) <= len(s); {
+		k := strings.Index(s[i:], old)
+		if k < 0 {
+			break
+		}
+		k += i
+		if isWord(s, k, k+len(old)) {
+			out.WriteString(s[last:k])
+			out.WriteString(new)
+			last = k + len(old)
+		}
+		i = k + len(old)
+	}
+	out.WriteString(s[last:])
+	return out.String()
+}
+
+// brand is the shop's name for a product title: "Sekali shop", but a
+// title that already ends in "shop" is not followed by another
+// ("Shop", not "Shop shop").
+func brand(title string) string {
+	if strings.HasSuffix(strings.ToLower(title), "shop") {
+		return title
+	}
+	return title + " shop"
+}
 
 // maskUpstream hides, in Markdown, the title where it names the original
 // project: "Sekali ("once")" and the section headed "Forking Sekali".
@@ -598,6 +721,37 @@ func (p *plan) report(out io.Writer, r *rewriter, dryRun bool) {
 		fmt.Fprintf(out, "; %q kept %d times in Markdown where it names the original project", r.oldTitle, kept)
 	}
 	fmt.Fprintf(out, "; untouched: LICENSE, go.sum, %s/, binary files\n", selfDir)
+	if p.taken > 0 {
+		at := strings.Join(p.takenAt, ", ")
+		if p.taken > len(p.takenAt) {
+			at += ", …"
+		}
+		fmt.Fprintf(out, "warning: %q already occurred %d times in the tree as a word of its own (%s).\n"+
+			"  The fork works, but those mentions now read as its name: a later rename from %s\n"+
+			"  would rewrite them too. A name the tree does not use yet (say acme%s) avoids that.\n",
+			r.newName, p.taken, at, r.newName, r.newName)
+	}
+}
+
+// templDirs lists the directories of the .templ files the rename changed,
+// by their new names.
+func (p *plan) templDirs(r *rewriter) []string {
+	var dirs []string
+	for _, f := range p.files {
+		if !strings.HasSuffix(f.path, ".templ") || bytes.Equal(f.old, f.new) {
+			continue
+		}
+		parts := strings.Split(path.Dir(f.path), "/")
+		for i := range parts {
+			if r.newName != "" {
+				parts[i] = replaceWords(parts[i], r.oldName, r.newName)
+			}
+		}
+		if dir := path.Join(parts...); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
 }
 
 // apply writes the new contents (keeping each file's mode), then renames.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"io/fs"
@@ -16,67 +17,86 @@ import (
 	"time"
 )
 
-// TestRenameACopy renames a copy of this checkout the way a fork would
-// (make rename MODULE=example.com/myshop NAME=myshop, which also builds
-// and vets it), then tests the copy and looks for the old names in it.
+// TestRenameACopy renames a copy of this checkout the way a fork would,
+// twice, and tests what comes out each time:
+//
+//  1. make rename MODULE=github.com/acme/shop NAME=shop: a name shorter
+//     than the original (so the generated templ code, which records
+//     columns, must be regenerated) and a word the tree already uses (so
+//     the tool warns). The fork then passes its whole test suite, as
+//     make test runs it: go test -race ./... (but this package, which
+//     would rename a copy of the copy).
+//  2. The fork again, to bigstore: a name longer than the original,
+//     renamed from a word the tree uses elsewhere ("Shopify" in an import
+//     path, "shops", "workshop" must stay). It builds, vets, and its
+//     generated code is what its .templ files generate.
 //
 // The copy holds the files git would commit: tracked ones and new ones
 // that .gitignore does not exclude, as they are in the working tree. Its
 // go commands share this machine's module and build caches, with
 // -trimpath so that the copy's temporary directory does not enter the
-// build cache's keys: only a change of the sources compiles again.
+// build cache's keys.
 func TestRenameACopy(t *testing.T) {
-	root := gitOutput(t, ".", "rev-parse", "--show-toplevel")
-	root = strings.TrimSpace(root)
+	root := strings.TrimSpace(gitOutput(t, ".", "rev-parse", "--show-toplevel"))
 	dst := t.TempDir()
 	n := copyTree(t, root, dst)
+	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
+	t.Setenv("GOWORK", "off")
 
 	oldModule, oldName, err := detect(dst, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	module, name := "example.com/myshop", "myshop"
-	if oldModule == module || oldName == name { // a fork that already took these
-		module, name = "example.com/yourshop", "yourshop"
+	t.Logf("copied %d files of %s (%s)", n, oldModule, oldName)
+	out := renameCopy(t, dst, "github.com/acme/shop", "shop")
+	if !strings.Contains(out, `warning: "shop" already occurred`) {
+		t.Errorf("renaming to shop, a word the tree uses, gave no warning:\n%s", out)
 	}
-	title := strings.ToUpper(name[:1]) + name[1:]
-	t.Logf("copied %d files; renaming %s (%s) to %s (%s)", n, oldModule, oldName, module, name)
+	checkLeftovers(t, dst, oldModule, oldName)
+	if b, err := os.ReadFile(filepath.Join(dst, "web/views/shop.templ")); err != nil || !bytes.Contains(b, []byte(`href="/">Shop</a>`)) || bytes.Contains(b, []byte("Shop shop")) {
+		t.Errorf("the shop's brand is not \"Shop\" (%v)", err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(goOutput(t, dst, "list", "./...")) {
+		if !strings.HasSuffix(p, "/"+selfDir) {
+			pkgs = append(pkgs, p)
+		}
+	}
+	goOutput(t, dst, append([]string{"test", "-race", "-count=1"}, pkgs...)...)
 
-	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
-	t.Setenv("GOWORK", "off")
+	// A second rename, from shop: only whole words are shop.
+	out = renameCopy(t, dst, "github.com/acme/bigstore", "bigstore")
+	checkLeftovers(t, dst, "github.com/acme/shop", "shop")
+	b, err := os.ReadFile(filepath.Join(dst, "go.mod"))
+	if err != nil || !bytes.Contains(b, []byte("github.com/Shopify/toxiproxy")) {
+		t.Errorf("go.mod lost github.com/Shopify/toxiproxy (%v)", err)
+	}
+	if strings.Contains(out, "warning:") {
+		t.Errorf("bigstore does not occur in the tree, yet the rename warned:\n%s", out)
+	}
+	goOutput(t, dst, "test", "-count=1", "-run", "TestGeneratedCodeIsUpToDate|TestDebuggingGuideDoc", "./web/views/")
+}
+
+// renameCopy runs the tool on dst (it also regenerates the templ code and
+// runs go build and go vet) and checks what it says and did.
+func renameCopy(t *testing.T, dst, module, name string) string {
+	t.Helper()
+	_, oldName, err := detect(dst, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	var out bytes.Buffer
 	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &out)
-	t.Logf("rename, go build, go vet (%s):\n%s", time.Since(start).Round(time.Millisecond), out.String())
+	t.Logf("rename to %s (%s), go build, go vet (%s):\n%s", module, name, time.Since(start).Round(time.Millisecond), out.String())
 	if err != nil {
 		t.Fatalf("rename: %v", err)
 	}
-	// The tool itself ran go build ./... and go vet ./... in the copy (and
-	// fails when they do): the copy builds and vets.
-	for _, want := range []string{"module path", "product name", "renamed cmd/" + oldName + " -> cmd/" + name, "go build ./...", "go vet ./..."} {
+	for _, want := range []string{"module path", "product name", "renamed cmd/" + oldName + " -> cmd/" + name, "templ generate", "go build ./...", "go vet ./..."} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report does not mention %q", want)
 		}
 	}
-
-	// Then the tests that need no database. The compose tests check that the
-	// renamed docker-compose.yml, Dockerfile and config defaults still
-	// agree; the views test that each renamed *_templ.go is still what its
-	// renamed .templ generates.
-	for _, args := range [][]string{
-		{"test", "./models/", "./app/canonjson/", "./web/views/"},
-		{"test", "-run", "Compose", "./cmd/" + name + "/"},
-	} {
-		start := time.Now()
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dst
-		b, err := cmd.CombinedOutput()
-		t.Logf("go %s (%s)\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), b)
-		if err != nil {
-			t.Fatalf("go %s in the renamed copy: %v", strings.Join(args, " "), err)
-		}
-	}
-
 	if got, _, err := detect(dst, ""); err != nil || got != module {
 		t.Errorf("go.mod module = %q (%v), want %q", got, err, module)
 	}
@@ -86,15 +106,30 @@ func TestRenameACopy(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dst, "cmd", oldName)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("cmd/%s is still there (%v)", oldName, err)
 	}
+	title := capitalize(name)
+	if b, err := os.ReadFile(filepath.Join(dst, "README.md")); err == nil && !bytes.Contains(b, []byte("# "+title)) {
+		t.Errorf("README.md has no %q heading", "# "+title)
+	}
+	// A second run with the same arguments is refused and changes nothing.
+	var again bytes.Buffer
+	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &again)
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "nothing to do") {
+		t.Errorf("second run: err = %v, want a refusal (output: %s)", err, again.String())
+	}
+	return out.String()
+}
 
-	// What is left of the old names: nothing, except the old product name
-	// in Markdown where it names the original project, the LICENSE's
-	// copyright notice and this tool.
-	oldLower := regexp.MustCompile(`(?i)` + regexp.QuoteMeta(oldName))
-	oldTitle := strings.ToUpper(oldName[:1]) + oldName[1:]
+// checkLeftovers looks for the old names in the renamed tree: none is
+// left as a word of its own, except the old product name in Markdown where
+// it names the original project, the LICENSE's copyright notice and this
+// tool.
+func checkLeftovers(t *testing.T, dst, oldModule, oldName string) {
+	t.Helper()
+	spellings := []string{oldName, capitalize(oldName), strings.ToUpper(oldName)}
 	metric := regexp.MustCompile(`\b` + regexp.QuoteMeta(oldName) + `_[a-z]`)
 	var kept []string
-	err = filepath.WalkDir(dst, func(full string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dst, func(full string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -124,12 +159,23 @@ func TestRenameACopy(t *testing.T) {
 				t.Errorf("%s:%d: a %s_ name is left: %s", rel, line, oldName, text)
 				continue
 			}
-			for _, m := range oldLower.FindAllString(text, -1) {
-				if strings.HasSuffix(rel, ".md") && m == oldTitle {
-					kept = append(kept, rel)
-					continue
+			for _, w := range spellings {
+				for i := 0; ; {
+					k := strings.Index(text[i:], w)
+					if k < 0 {
+						break
+					}
+					k += i
+					i = k + len(w)
+					if !isWord(text, k, k+len(w)) {
+						continue
+					}
+					if strings.HasSuffix(rel, ".md") && w == capitalize(oldName) {
+						kept = append(kept, rel)
+						continue
+					}
+					t.Errorf("%s:%d: %q is left: %s", rel, line, w, text)
 				}
-				t.Errorf("%s:%d: %q is left: %s", rel, line, m, text)
 			}
 		}
 		return sc.Err()
@@ -137,18 +183,22 @@ func TestRenameACopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%q kept in Markdown: %v", oldTitle, kept)
+	t.Logf("%q kept in Markdown: %v", capitalize(oldName), kept)
+}
 
-	// A second run with the same arguments is refused and changes nothing.
-	var again bytes.Buffer
-	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &again)
-	var u usageError
-	if !errors.As(err, &u) || !strings.Contains(err.Error(), "nothing to do") {
-		t.Errorf("second run: err = %v, want a refusal (output: %s)", err, again.String())
+func goOutput(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	t.Logf("go %s in the copy (%s)", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("go %s in the renamed copy: %v\n%s%s", strings.Join(args, " "), err, b, stderr.String())
 	}
-	if b, err := os.ReadFile(filepath.Join(dst, "README.md")); err == nil && !bytes.Contains(b, []byte("# "+title)) {
-		t.Errorf("README.md has no %q heading", "# "+title)
-	}
+	return string(b)
 }
 
 // copyTree copies the files of root that git would commit (tracked, or
@@ -268,6 +318,40 @@ func TestRewriteOnce(t *testing.T) {
 	want = "import \"example.com/myshop/models\" // sekali serve, Sekali, github.com/sekali/sekalix\n"
 	if got := string(m.rewrite("a.go", []byte(in)).new); got != want {
 		t.Errorf("module only: got %q, want %q", got, want)
+	}
+}
+
+// Only whole words are the old name: a word that contains it, or an
+// identifier in which it is not a camelCase part, is someone else's.
+func TestRewriteWholeWords(t *testing.T) {
+	t.Parallel()
+	r := newRewriter("github.com/acme/shop", "example.com/bigstore", "shop", "bigstore", "Bigstore")
+	in := `import "github.com/Shopify/toxiproxy/v2" // the shops in a workshop; Shop shop, ShopPage, shopCart, SHOP_TEST_LOG, shop_test_, SHOPPING`
+	want := `import "github.com/Shopify/toxiproxy/v2" // the shops in a workshop; Bigstore shop, BigstorePage, bigstoreCart, BIGSTORE_TEST_LOG, bigstore_test_, SHOPPING`
+	if got := string(r.rewrite("a.go", []byte(in)).new); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"shop.go", "bigstore.go"}, {"shop_test.go", "bigstore_test.go"}, {"workshop.go", "workshop.go"}, {"shopify", "shopify"},
+	} {
+		if got := replaceWords(tc.in, "shop", "bigstore"); got != tc.want {
+			t.Errorf("replaceWords(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The shop's brand is "<Title> shop", unless the title already says shop.
+func TestRewriteBrand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, title, want string }{
+		{"shop", "", "<a>Shop</a> · Shop admin"},
+		{"myshop", "MyShop", "<a>MyShop</a> · MyShop admin"},
+		{"toko", "", "<a>Toko shop</a> · Toko admin"},
+	} {
+		r := newRewriter("github.com/sekali/sekali", "example.com/"+tc.name, "sekali", tc.name, cmp.Or(tc.title, capitalize(tc.name)))
+		if got := string(r.rewrite("v.templ", []byte("<a>Sekali shop</a> · Sekali admin")).new); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 
