@@ -13,6 +13,7 @@ import (
 
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
@@ -170,7 +171,7 @@ func TestDeliveredTwiceAtOnce(t *testing.T) {
 		e.enqueue(m, w1.queue)
 		e.enqueue(m, w2.queue)
 	}
-	timeout := time.After(waitFor)
+	timeout := time.After(testenv.Budget(t))
 	for range deliveries {
 		select {
 		case <-arrived:

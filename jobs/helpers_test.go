@@ -40,7 +40,6 @@ import (
 const (
 	price     = 50000 // every order is one unit of its own product
 	retention = time.Hour
-	waitFor   = 20 * time.Second // how long any poll waits before failing
 )
 
 // env is one test's world: its own database, redis-server and services.
@@ -170,10 +169,10 @@ func (e *env) waitState(queue, id string, state asynq.TaskState) {
 	})
 }
 
-// eventually is testenv.Eventually with this package's timeout.
+// eventually is testenv.Eventually.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	testenv.Eventually(t, waitFor, what, cond)
+	testenv.Eventually(t, what, cond)
 }
 
 // waitClosed waits for ch to be closed.
@@ -181,7 +180,7 @@ func waitClosed(t *testing.T, what string, ch <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(waitFor):
+	case <-time.After(testenv.Budget(t)):
 		t.Fatalf("timed out waiting until %s", what)
 	}
 }

@@ -81,6 +81,9 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
 	cfg.AdminAPIToken = apiToken
 	cfg.CookieSecure = false // the test server speaks plain HTTP on 127.0.0.1
+	// A request may take as long as the test may: on a machine running
+	// other work, a log-in (bcrypt, the throttle's rows) can take seconds.
+	cfg.RequestTimeout = testenv.Budget(t)
 	for _, f := range configure {
 		f(&cfg)
 	}
@@ -152,7 +155,7 @@ func (c *console) newClient() *http.Client {
 	}
 	return &http.Client{
 		Jar:           jar,
-		Timeout:       30 * time.Second,
+		Timeout:       testenv.Budget(c.t),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -48,7 +48,7 @@ func TestCallbackPageShowsDeliveriesAndEffect(t *testing.T) {
 	c.db.Take(&cb, "idempotency_key = 'evt_page'")
 	// The rows of deliveries that applied nothing are written just after
 	// their response.
-	testenv.Eventually(t, 10*time.Second, "four delivery rows", func() bool {
+	testenv.Eventually(t, "four delivery rows", func() bool {
 		var n int64
 		c.db.Model(&models.CallbackDelivery{}).Where("callback_id = ?", cb.ID).Count(&n)
 		return n == 4

@@ -57,7 +57,7 @@ func TestSandboxGatewayConcurrentCopiesPayOnce(t *testing.T) {
 	if p.StatusCode != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/sandbox/pay/"+id) {
 		t.Fatalf("pay: %d %q", p.StatusCode, p.Header.Get("Location"))
 	}
-	testenv.Eventually(t, 10*time.Second, "ten deliveries listed", func() bool {
+	testenv.Eventually(t, "ten deliveries listed", func() bool {
 		r := c.gatewayResults(t, id, token)
 		return r["processed"]+r["duplicate"] == 10
 	})
@@ -82,7 +82,7 @@ func TestSandboxGatewayConflictAndOutOfOrder(t *testing.T) {
 	id, token := c.newShopOrder(t, "GW-TEE")
 	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"3"}, "mode": {"conflict"}, "provider": {"sandbox"}})
 	// 1 processed; 2 conflicting deliveries, each tried 3 times (two retries).
-	testenv.Eventually(t, 10*time.Second, "the conflicting deliveries and their retries", func() bool { return c.gatewayResults(t, id, token)["conflict"] == 6 })
+	testenv.Eventually(t, "the conflicting deliveries and their retries", func() bool { return c.gatewayResults(t, id, token)["conflict"] == 6 })
 	if r := c.gatewayResults(t, id, token); r["processed"] != 1 {
 		t.Errorf("results %v, want 1 processed", r)
 	}
@@ -96,7 +96,7 @@ func TestSandboxGatewayConflictAndOutOfOrder(t *testing.T) {
 
 	other, otherToken := c.newShopOrder(t, "GW-TEE")
 	c.pay(other, otherToken, url.Values{"outcome": {"paid"}, "copies": {"2"}, "mode": {"out_of_order"}, "provider": {"sandbox"}})
-	testenv.Eventually(t, 10*time.Second, "the paid and the late failed events", func() bool {
+	testenv.Eventually(t, "the paid and the late failed events", func() bool {
 		r := c.gatewayResults(t, other, otherToken)
 		return r["processed"]+r["duplicate"]+r["stale"] == 4
 	})
@@ -125,7 +125,7 @@ func TestSandboxGatewaySpeaksMidtrans(t *testing.T) {
 		t.Errorf("formats offered %q, want sandbox and midtrans", opts)
 	}
 	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"5"}, "mode": {"concurrent"}, "provider": {"midtrans"}})
-	testenv.Eventually(t, 10*time.Second, "five deliveries listed", func() bool {
+	testenv.Eventually(t, "five deliveries listed", func() bool {
 		r := c.gatewayResults(t, id, token)
 		return r["processed"]+r["duplicate"] == 5
 	})
@@ -169,7 +169,7 @@ func TestSandboxGatewayLostNotificationFoundByThePoll(t *testing.T) {
 		t.Errorf("status of an order the gateway never charged: %d, want 404", p.StatusCode)
 	}
 	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"1"}, "mode": {"lost"}, "provider": {"sandbox"}})
-	testenv.Eventually(t, 10*time.Second, "the lost delivery listed", func() bool { return c.gatewayResults(t, id, token)["lost"] == 1 })
+	testenv.Eventually(t, "the lost delivery listed", func() bool { return c.gatewayResults(t, id, token)["lost"] == 1 })
 	var o models.Order
 	c.db.Take(&o, "id = ?", id)
 	if o.Status != models.OrderPending {
@@ -247,7 +247,7 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 	// A declined card is one failed attempt: the order stays pending with
 	// its stock, and its page offers another try.
 	press("Decline the card")
-	testenv.Eventually(t, 10*time.Second, "the declined attempt to be recorded", func() bool {
+	testenv.Eventually(t, "the declined attempt to be recorded", func() bool {
 		var n int64
 		c.db.Model(&models.Payment{}).Where("order_id = ? AND status = ?", id, models.PaymentFailed).Count(&n)
 		return n == 1
@@ -261,7 +261,7 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 	}
 	// Cancelling the payment ends it: the order fails.
 	press("Cancel the payment")
-	testenv.Eventually(t, 10*time.Second, "the order to fail", func() bool {
+	testenv.Eventually(t, "the order to fail", func() bool {
 		var o models.Order
 		c.db.Take(&o, "id = ?", id)
 		return o.Status == models.OrderFailed

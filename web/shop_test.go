@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -225,7 +224,7 @@ func TestCheckoutPostedTwiceAtOnceLandsOnTheOrder(t *testing.T) {
 		locations[0] = p.Header.Get("Location")
 	}
 	wg.Go(first)
-	testenv.Eventually(t, 10*time.Second, "the first post to wait for the product's row", func() bool {
+	testenv.Eventually(t, "the first post to wait for the product's row", func() bool {
 		var n int64
 		c.db.Raw("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
 		return n > 0

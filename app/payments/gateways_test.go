@@ -309,7 +309,7 @@ func TestGatewaysApplyOnce(t *testing.T) {
 // row (rows of deliveries that applied nothing are written just after).
 func waitForRows(t *testing.T, f *fixture, provider string) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "one ignored delivery row of "+provider, func() bool {
+	testenv.Eventually(t, "one ignored delivery row of "+provider, func() bool {
 		var n int64
 		f.db.Model(&models.CallbackDelivery{}).Where("outcome = 'ignored' AND provider = ? AND callback_id IS NULL", provider).Count(&n)
 		return n == 1
@@ -553,7 +553,7 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	}
 
 	// The deliveries say why: unconfirmed, with both sides in the note.
-	testenv.Eventually(t, 10*time.Second, "the unconfirmed deliveries' rows", func() bool {
+	testenv.Eventually(t, "the unconfirmed deliveries' rows", func() bool {
 		var n int64
 		f.db.Model(&models.CallbackDelivery{}).Where("outcome = ? AND note LIKE ?", models.OutcomeUnconfirmed, "%the status API%").Count(&n)
 		return n == 5

@@ -44,7 +44,7 @@ func StartSentinel(tb testing.TB) *SentinelGroup {
 	// reads at once and then every 10 s: start them with the link up.
 	replica := redis.NewClient(&redis.Options{Addr: g.Replica.Addr, MaxRetries: -1})
 	defer replica.Close()
-	waitRedis(tb, 30*time.Second, "the replica's link to the primary", func(ctx context.Context) bool {
+	waitRedis(tb, "the replica's link to the primary", func(ctx context.Context) bool {
 		info, err := replica.Info(ctx, "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
@@ -62,7 +62,7 @@ sentinel failover-timeout %[1]s 3000
 	}
 	for _, s := range g.Sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
-		waitRedis(tb, 30*time.Second, "Sentinel "+s.Addr+" to know the replica and the other Sentinels", func(ctx context.Context) bool {
+		waitRedis(tb, "Sentinel "+s.Addr+" to know the replica and the other Sentinels", func(ctx context.Context) bool {
 			m, err := sc.Master(ctx, SentinelMaster).Result()
 			return err == nil && m["num-slaves"] == "1" && m["num-other-sentinels"] == "2"
 		})
@@ -86,7 +86,7 @@ func (g *SentinelGroup) KillPrimary() { g.Primary.Stop() }
 
 // WaitPromoted waits until the replica says it is the primary and every
 // Sentinel names it as the primary.
-func (g *SentinelGroup) WaitPromoted(timeout time.Duration) {
+func (g *SentinelGroup) WaitPromoted() {
 	g.tb.Helper()
 	replica := redis.NewClient(&redis.Options{Addr: g.Replica.Addr, MaxRetries: -1})
 	defer replica.Close()
@@ -95,7 +95,7 @@ func (g *SentinelGroup) WaitPromoted(timeout time.Duration) {
 		sentinels[i] = redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 		defer sentinels[i].Close()
 	}
-	waitRedis(g.tb, timeout, "the Sentinels to promote the replica", func(ctx context.Context) bool {
+	waitRedis(g.tb, "the Sentinels to promote the replica", func(ctx context.Context) bool {
 		role, err := replica.Do(ctx, "ROLE").Slice()
 		if err != nil || len(role) == 0 || role[0] != "master" {
 			return false
@@ -113,9 +113,9 @@ func (g *SentinelGroup) WaitPromoted(timeout time.Duration) {
 // waitRedis is Eventually for a condition that asks Redis: each try gets
 // a context of its own, so a server that does not answer fails that try,
 // not the wait.
-func waitRedis(tb testing.TB, timeout time.Duration, what string, cond func(context.Context) bool) {
+func waitRedis(tb testing.TB, what string, cond func(context.Context) bool) {
 	tb.Helper()
-	Eventually(tb, timeout, what, func() bool {
+	Eventually(tb, what, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return cond(ctx)

@@ -119,8 +119,8 @@ func servingURL(t *testing.T, out io.Reader, stop func() error) string {
 			t.Fatalf("sekali serve stopped before serving: %v", stop())
 		}
 		return u
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sekali serve did not start within 30s: %v", stop())
+	case <-time.After(testenv.Budget(t)):
+		t.Fatalf("sekali serve did not start within the test's budget: %v", stop())
 	}
 	return ""
 }
@@ -242,7 +242,7 @@ func (a *testApp) count(t *testing.T, query string, args ...any) int64 {
 // the test if that takes more than 10 seconds.
 func (a *testApp) eventually(t *testing.T, want int64, query string, args ...any) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%s = %d", query, want), func() bool {
+	testenv.Eventually(t, fmt.Sprintf("%s = %d", query, want), func() bool {
 		return a.count(t, query, args...) == want
 	})
 }

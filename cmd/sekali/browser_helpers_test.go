@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/testenv"
 )
 
 // The browser tests drive Debian's Chromium (/usr/bin/chromium; .ci/run
@@ -42,17 +43,6 @@ const (
 
 	testAdminEmail    = "admin@example.com"
 	testAdminPassword = "correct horse battery staple"
-
-	// browserStepTimeout bounds one browser step (a navigation, a click).
-	browserStepTimeout = 30 * time.Second
-	// liveTimeout bounds the wait for a live region to show a change: the
-	// regions refresh every 5 s, so 20 s is four chances.
-	liveTimeout = 20 * time.Second
-
-	// jobsTimeout bounds the wait for a job's effect (an invoice, an
-	// email): a job that fails on a busy machine runs again after 1 s,
-	// 2 s, 4 s, … (jobs.RetryDelay).
-	jobsTimeout = time.Minute
 
 	// screenshotDir is docs/screenshots, from the package directory.
 	screenshotDir = "../../docs/screenshots"
@@ -207,7 +197,7 @@ func (b *browser) dumpState() {
 // do runs browser steps, failing the test on an error.
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, browserStepTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, testenv.Budget(b.t))
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.t.Fatalf("%s: %v", what, err)
@@ -217,7 +207,7 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // browserRun runs one browser step that has a value.
 func browserRun[T any](b *browser, what string, step chromedp.Action[T]) T {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, browserStepTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, testenv.Budget(b.t))
 	defer cancel()
 	v, err := chromedp.Run(ctx, step)
 	if err != nil {
@@ -241,7 +231,7 @@ func (b *browser) open(path string) int64 {
 // button — waits for it and returns the status of its document.
 func (b *browser) follow(what string, steps ...chromedp.Action[chromedp.Void]) int64 {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, browserStepTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, testenv.Budget(b.t))
 	defer cancel()
 	res, err := chromedp.RunResponse(ctx, steps...)
 	if err != nil {
@@ -270,23 +260,20 @@ func browserEval[T any](b *browser, what, js string) T {
 }
 
 // waitFor polls the JavaScript condition cond in the page until it is
-// truthy, for up to liveTimeout; on a timeout the test fails with what and
-// the value of the JavaScript expression state.
+// truthy, for up to the test's budget (testenv.Budget): a live region
+// refreshes every 5 s, a job that failed on a busy machine runs again
+// after 1 s, 2 s, 4 s, …. On a timeout the test fails with what and the
+// value of the JavaScript expression state.
 func (b *browser) waitFor(what, cond, state string) {
 	b.t.Helper()
-	b.waitUpTo(liveTimeout, what, cond, state)
-}
-
-// waitUpTo is waitFor with a timeout of its own.
-func (b *browser) waitUpTo(timeout time.Duration, what, cond, state string) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, timeout+5*time.Second)
+	budget := testenv.Budget(b.t)
+	ctx, cancel := context.WithTimeout(b.ctx, budget+5*time.Second)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](cond,
-		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(budget)))
 	if err != nil {
 		now, _ := chromedp.Run(ctx, chromedp.Evaluate[[]byte](state))
-		b.t.Fatalf("waiting %s for %s: %v; the page shows %s", timeout, what, err, now)
+		b.t.Fatalf("waiting %s for %s: %v; the page shows %s", budget.Round(time.Second), what, err, now)
 	}
 }
 

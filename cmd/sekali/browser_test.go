@@ -221,7 +221,7 @@ func TestBrowserOrderStory(t *testing.T) {
 	a.jobsPay(t, id, 250000)
 	paidCallback := fmt.Sprintf("callback sandbox %q: processed", "evt_paid_"+id)
 	email := "email " + models.EmailKey(models.EmailOrderPaid, id) + ": sent"
-	b.waitUpTo(jobsTimeout, "the story to reach the invoice and the email", `(s => s.includes(`+jsString(paidCallback)+`) &&
+	b.waitFor("the story to reach the invoice and the email", `(s => s.includes(`+jsString(paidCallback)+`) &&
 		s.includes("status pending → paid") && s.some(w => /^invoice INV-\S+ issued$/.test(w)) && s.includes(`+jsString(email)+`))(`+timelineJS+`)`, timelineJS)
 	b.assertNotReloaded()
 
@@ -301,7 +301,7 @@ func TestBrowserJobsRerun(t *testing.T) {
 	// so that only the console runs them again.
 	attempts := make([]int64, len(keys))
 	for i, key := range keys {
-		testenv.Eventually(t, 20*time.Second, key+" to fail and be archived", func() bool {
+		testenv.Eventually(t, key+" to fail and be archived", func() bool {
 			return a.count(t, "SELECT count(*) FROM job_executions WHERE idempotency_key = ? AND status = 'failed'", key) == 1 &&
 				insp.ArchiveTask(models.QueueDefault, key) == nil
 		})
@@ -310,7 +310,7 @@ func TestBrowserJobsRerun(t *testing.T) {
 			t.Fatalf("job %s: last error does not show the refusal", key)
 		}
 	}
-	testenv.Eventually(t, 10*time.Second, "the invoices", func() bool { return a.count(t, "SELECT count(*) FROM invoices") == 3 })
+	testenv.Eventually(t, "the invoices", func() bool { return a.count(t, "SELECT count(*) FROM invoices") == 3 })
 	if n := len(mailServer.Messages()); n != 0 {
 		t.Fatalf("messages at the mail server while it refused = %d", n)
 	}
@@ -442,7 +442,7 @@ func TestBrowserCrossOriginPostRefused(t *testing.T) {
 	t.Cleanup(evil.Close)
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 
-	ctx, cancel := context.WithTimeout(b.ctx, browserStepTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, testenv.Budget(b.t))
 	defer cancel()
 	sent := chromedp.Events(ctx, network.RequestWillBeSentExtraInfo)
 	requests := chromedp.Events(ctx, network.RequestWillBeSent)
@@ -530,7 +530,7 @@ func TestBrowserLoggedOutCookieOpensNothing(t *testing.T) {
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
 
-	ctx, cancel := context.WithTimeout(b.ctx, browserStepTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, testenv.Budget(b.t))
 	defer cancel()
 	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{b.base + "/admin"}})
 	if err != nil {
@@ -645,7 +645,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	if r := a.do(t, "POST", "/callbacks/sandbox", h, forged); r.Status != http.StatusUnauthorized {
 		t.Fatalf("forged delivery: %d %s; want 401", r.Status, r.Body)
 	}
-	testenv.Eventually(t, 15*time.Second, "the invoices and emails of the paid orders", func() bool {
+	testenv.Eventually(t, "the invoices and emails of the paid orders", func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices") == 2 &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent'") == 2
 	})
@@ -657,7 +657,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	deliver("evt_2Qf8Fj10", testenv.SandboxBody(fajar, "tx-7736", models.EventPaid, 150000), "processed")
 	emailJob := models.TaskEmailSend + ":" + models.EmailKey(models.EmailOrderPaid, fajar)
 	insp := asynq.NewInspectorFromRedisClient(rs.Client())
-	testenv.Eventually(t, 20*time.Second, emailJob+" to fail and be archived", func() bool {
+	testenv.Eventually(t, emailJob+" to fail and be archived", func() bool {
 		return a.count(t, "SELECT count(*) FROM job_executions WHERE idempotency_key = ? AND status = 'failed'", emailJob) == 1 &&
 			insp.ArchiveTask(models.QueueDefault, emailJob) == nil
 	})

@@ -119,7 +119,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	// random moment more.
 	var lastKill time.Time
 	for k := range kills {
-		testenv.Eventually(t, 30*time.Second, "a job in flight", func() bool {
+		testenv.Eventually(t, "a job in flight", func() bool {
 			var n int64
 			db.Raw("SELECT count(*) FROM job_executions WHERE status = 'processing'").Scan(&n)
 			return n > 0
@@ -147,7 +147,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		return n
 	}
 	var restarted time.Time
-	testenv.Eventually(t, 150*time.Second, "every paid order invoiced and mailed", func() bool {
+	testenv.Eventually(t, "every paid order invoiced and mailed", func() bool {
 		if n := recoverable(); n > 0 && time.Since(restarted) > 5*time.Second {
 			t.Logf("%d tasks of killed workers can be recovered: restarting the worker", n)
 			worker.Process.Signal(syscall.SIGTERM)

@@ -46,7 +46,7 @@ func TestRedisOutageDelaysJobsNeverLosesThem(t *testing.T) {
 		t.Fatalf("paid callbacks with Redis down: results %v, statuses %v; want %d processed, all 200", got.counts, got.status, n)
 	}
 	const jobRows = "task_type IN ('invoice:generate', 'email:send')"
-	testenv.Eventually(t, 10*time.Second, "the relay to fail to hand a row to Redis", func() bool {
+	testenv.Eventually(t, "the relay to fail to hand a row to Redis", func() bool {
 		return a.count(t, "SELECT count(*) FROM outbox_messages WHERE "+jobRows+" AND last_error <> ''") > 0
 	})
 	if p := a.count(t, "SELECT count(*) FROM outbox_messages WHERE "+jobRows+" AND status = 'pending'"); p != 2*n {
@@ -58,7 +58,7 @@ func TestRedisOutageDelaysJobsNeverLosesThem(t *testing.T) {
 
 	rs.Start()
 	start := time.Now()
-	testenv.Eventually(t, 60*time.Second, "an invoice and a sent email for every paid order", func() bool {
+	testenv.Eventually(t, "an invoice and a sent email for every paid order", func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices") == n &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent'") == n
 	})
@@ -104,7 +104,7 @@ func TestPaidOrderGetsInvoiceAndEmailWithinSeconds(t *testing.T) {
 	id := a.createOrder(t, map[string]int{sku: 1})
 	a.jobsPay(t, id, 120000)
 	start := time.Now()
-	testenv.Eventually(t, 5*time.Second, "the invoice and the sent email of "+id, func() bool {
+	testenv.Eventually(t, "the invoice and the sent email of "+id, func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices WHERE order_id = ?", id) == 1 &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", models.EmailKey(models.EmailOrderPaid, id)) == 1
 	})
@@ -153,7 +153,7 @@ func TestOperatorRequeueOfDoneInvoiceJobIsIgnored(t *testing.T) {
 	}
 	waitCompleted := func(what string) {
 		t.Helper()
-		testenv.Eventually(t, 15*time.Second, what+" to complete", func() bool { return taskState() == "completed" })
+		testenv.Eventually(t, what+" to complete", func() bool { return taskState() == "completed" })
 	}
 	var job models.JobExecution
 	readJob := func() models.JobExecution {

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -50,7 +49,7 @@ func TestBehindPgBouncer(t *testing.T) {
 	if !strings.Contains(out.String(), "nothing to do") {
 		t.Fatalf("sekali migrate up: %s", out.String())
 	}
-	testenv.Eventually(t, 10*time.Second, "the relay to LISTEN on the direct connection", func() bool {
+	testenv.Eventually(t, "the relay to LISTEN on the direct connection", func() bool {
 		return a.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 			AND application_name = 'sekali-direct' AND query = 'LISTEN outbox_messages'`) == 1
 	})
@@ -76,7 +75,7 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatalf("callbacks: results %v, statuses %v; want %d processed and %d duplicate, all 200",
 			got.counts, got.status, paidOrders, paidOrders*(copies-1))
 	}
-	testenv.Eventually(t, 60*time.Second, "an invoice and a sent email for every paid order", func() bool {
+	testenv.Eventually(t, "an invoice and a sent email for every paid order", func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices") == paidOrders &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent'") == paidOrders
 	})

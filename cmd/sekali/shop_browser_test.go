@@ -70,7 +70,7 @@ func TestBrowserShopBuyAndPay(t *testing.T) {
 	// The invoice and the email are jobs: on a machine busy with every
 	// other test they may fail a first time and come back after a retry
 	// delay (1 s, 2 s, 4 s, …), so this waits longer than a page update.
-	b.waitUpTo(jobsTimeout, "the order paid, with its invoice and email",
+	b.waitFor("the order paid, with its invoice and email",
 		`document.querySelector("#order-status .badge") && document.querySelector("#order-status .badge").innerText === "paid" &&
 		 /INV-\d{4}-\d{6}/.test(document.querySelector("#order-status").innerText) &&
 		 document.querySelector("#order-status").innerText.includes("sent")`,

@@ -71,7 +71,7 @@ func TestCloseStopsRetries(t *testing.T) {
 	g.Retries = []time.Duration{time.Hour}
 	order := &models.Order{ID: "ORD-CLOSE", TotalAmount: 1000, Currency: "IDR"}
 	g.Start(order, sandboxgw.Plan{Outcome: models.EventPaid, Copies: 1, Mode: sandboxgw.ModeSequential, Provider: sandbox.Name})
-	testenv.Eventually(t, 10*time.Second, "the first delivery answered 503", func() bool {
+	testenv.Eventually(t, "the first delivery answered 503", func() bool {
 		return len(g.Deliveries(order.ID)) == 1
 	})
 
@@ -79,7 +79,7 @@ func TestCloseStopsRetries(t *testing.T) {
 	go func() { g.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.Budget(t)):
 		t.Fatal("Close waited for the retry an hour away")
 	}
 	if d := g.Deliveries(order.ID); len(d) != 1 || d[0].Status != http.StatusServiceUnavailable {
