@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,36 +235,63 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 	if amount := page.Find(".gateway-amount").Text(); amount != "Rp 250.000" {
 		t.Errorf("amount shown %q", amount)
 	}
-	press := func(label string) {
+	orderURL := "/orders/" + id + "?t=" + url.QueryEscape(token)
+	press := func(label string, attempt int) {
 		t.Helper()
 		form := page.Find("form:has(button:contains('" + label + "'))")
 		fields := url.Values{}
 		form.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) { fields.Set(s.AttrOr("name", ""), s.AttrOr("value", "")) })
 		p := c.post("/sandbox/pay/"+id, fields)
-		if loc := p.Header.Get("Location"); !strings.HasPrefix(loc, "/orders/"+id+"?t=") {
-			t.Fatalf("%s went to %q, want the order page", label, loc)
+		if loc, want := p.Header.Get("Location"), orderURL+"&attempt="+strconv.Itoa(attempt); loc != want {
+			t.Fatalf("%s went to %q, want the order page as attempt %d: %q", label, loc, attempt, want)
 		}
 	}
 	// A declined card is one failed attempt: the order stays pending with
 	// its stock, and its page offers another try.
-	press("Decline the card")
+	press("Decline the card", 1)
 	testenv.Eventually(t, "the declined attempt to be recorded", func() bool {
 		var n int64
 		c.db.Model(&models.Payment{}).Where("order_id = ? AND status = ?", id, models.PaymentFailed).Count(&n)
 		return n == 1
 	})
-	order := c.get("/orders/" + id + "?t=" + url.QueryEscape(token)).Doc(t)
+	order := c.get(orderURL).Doc(t)
 	if status := order.Find(".stat .badge").First().Text(); status != "pending" {
 		t.Errorf("after a declined card the order is %q, want pending", status)
 	}
 	if !strings.Contains(order.Find(".flash").Text(), "declined") || order.Find("a.button:contains('Try again')").Length() != 1 {
 		t.Errorf("the order page after a declined card says %q and offers no Try again", order.Find(".flash").Text())
 	}
-	// Cancelling the payment ends it: the order fails.
-	press("Cancel the payment")
+	// Back from attempt 1, whose answer (declined) has landed: the same.
+	if order := c.get(orderURL + "&attempt=1").Doc(t); order.Find("a.button:contains('Try again')").Length() != 1 {
+		t.Errorf("back from the declined attempt 1, the page offers no Try again: %q", order.Find("#order-status").Text())
+	}
+	// Back from attempt 2, before the gateway has said anything about it:
+	// the payment is being confirmed, the page refreshes every second,
+	// and offers no second payment — only a way back to the gateway's
+	// page for a customer who left it without paying.
+	confirming := c.get(orderURL + "&attempt=2").Doc(t)
+	live := confirming.Find("#order-status")
+	if !strings.Contains(live.Find(".flash").Text(), "Confirming your payment") || live.Find("a.button").Length() != 0 {
+		t.Errorf("back from attempt 2, the page says %q with buttons %q; want it confirming the payment, without buttons",
+			live.Find(".flash").Text(), live.Find("a.button").Text())
+	}
+	if trigger, u := live.AttrOr("hx-trigger", ""), live.AttrOr("hx-get", ""); trigger != "every 1s" || !strings.HasSuffix(u, "&attempt=2") {
+		t.Errorf("while confirming, the status refreshes with %q from %q; want every 1s, as attempt 2", trigger, u)
+	}
+	if live.Find("a:contains('Back to the payment page')").Length() != 1 {
+		t.Error("while confirming, there is no way back to the payment page")
+	}
+	// Cancelling the payment ends it: the order fails, and its page says
+	// why and leads back to the shop.
+	press("Cancel the payment", 2)
 	testenv.Eventually(t, "the order to fail", func() bool {
 		var o models.Order
 		c.db.Take(&o, "id = ?", id)
 		return o.Status == models.OrderFailed
 	})
+	failed := c.get(orderURL + "&attempt=2").Doc(t).Find("#order-status")
+	if !strings.Contains(failed.Find(".flash").Text(), "Nothing was charged") || failed.Find("a.button[href='/']").Length() != 1 ||
+		strings.Contains(failed.Text(), "Confirming") {
+		t.Errorf("the failed order's page says %q; want why it closed and a way back to the shop", failed.Text())
+	}
 }

@@ -194,7 +194,15 @@ func (s *Server) shopOrder(c echo.Context) error {
 			v.Refunded += p.RefundedAmount // the order's own charge
 		}
 	}
-	if n := len(o.Payments); o.Status == models.OrderPending && n > 0 && o.Payments[n-1].Status == models.PaymentFailed {
+	// ?attempt=N: the customer is back from the gateway's page, where
+	// they made the order's Nth payment attempt. Until the gateway's word
+	// on it lands (a payment row), the page says it is being confirmed
+	// rather than offering to pay again.
+	if attempt, err := strconv.Atoi(c.QueryParam("attempt")); err == nil && attempt > 0 {
+		v.Attempt = attempt
+		v.Processing = o.Status == models.OrderPending && len(o.Payments) < attempt
+	}
+	if n := len(o.Payments); o.Status == models.OrderPending && !v.Processing && n > 0 && o.Payments[n-1].Status == models.PaymentFailed {
 		v.Declined = true // the latest attempt: payments are read in id order
 	}
 	if o.Status == models.OrderPending && s.deps.PaymentPage != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -49,7 +50,9 @@ func (g *Gateway) pay(c echo.Context) error {
 		"payment_status", plan.Outcome, "copies", plan.Copies, "mode", plan.Mode, "provider", plan.Provider)
 	next := g.PayURL(o.ID, token)
 	if c.FormValue("return") == "order" {
-		next = "/orders/" + url.PathEscape(o.ID) + "?t=" + url.QueryEscape(token)
+		// Back to the order, as this attempt: the order page says the
+		// payment is being confirmed until the gateway's word lands.
+		next = "/orders/" + url.PathEscape(o.ID) + "?t=" + url.QueryEscape(token) + "&attempt=" + strconv.Itoa(len(o.Payments)+1)
 	}
 	return c.Redirect(http.StatusSeeOther, next)
 }
