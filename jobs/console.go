@@ -383,6 +383,18 @@ func (c *Console) Rerunnable(ctx context.Context, f models.JobFilter) ([]string,
 	return keys, nil
 }
 
+// AnyFailed reports whether a failed job matches f's type and key: the
+// console offers to re-run them only then.
+func (c *Console) AnyFailed(ctx context.Context, f models.JobFilter) (bool, error) {
+	var found []int64
+	err := filterJobs(c.db.WithContext(ctx).Model(&models.JobExecution{}).Where("status = ?", models.JobFailed), f).
+		Limit(1).Pluck("id", &found).Error
+	if err != nil {
+		return false, fmt.Errorf("jobs.Console.AnyFailed: %w", store.Classify(err))
+	}
+	return len(found) > 0, nil
+}
+
 // RerunAll re-runs every key of Rerunnable(f) and counts the outcomes. A
 // key that fails does not stop the others; the errors come back joined.
 func (c *Console) RerunAll(ctx context.Context, f models.JobFilter) (map[models.RerunOutcome]int, error) {

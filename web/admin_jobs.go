@@ -62,6 +62,11 @@ func (s *Server) adminJobs(c echo.Context) error {
 		s.log.WarnContext(ctx, "archived tasks unavailable", "request_id", requestID(c), "error", err)
 	}
 	v.Archived = append(v.Archived, rows(archived, taskRow)...)
+	anyFailed, err := s.deps.Jobs.AnyFailed(ctx, f)
+	if err != nil {
+		return err
+	}
+	v.CanRerunMatching = anyFailed || len(v.Archived) > 0
 	return s.show(c, "Jobs", "jobs", v, views.JobsPage(v, firstURL("/admin/jobs", q), jobStatuses, jobTypes))
 }
 

@@ -1,7 +1,11 @@
 package web
 
 import (
+	"bytes"
+	"cmp"
 	"net/http"
+	"path"
+	"regexp"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -38,11 +42,15 @@ func (s *Server) adminHelp(c echo.Context) error {
 // queuesHandler serves the queue's own UI (asynqmon) under /admin/queues,
 // behind the console's log-in. What it changes — deleting, running or
 // archiving tasks — is written to the action log like every admin action.
+// Its HTML page is served as queuesPage makes it.
 func (s *Server) queuesHandler() echo.HandlerFunc {
 	h := echo.WrapHandler(s.deps.Queues)
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			if isQueuesPage(r.URL.Path) {
+				return s.serveQueuesPage(c)
+			}
 			return h(c)
 		}
 		err := h(c)
@@ -53,4 +61,72 @@ func (s *Server) queuesHandler() echo.HandlerFunc {
 		s.record(c, adminOf(c), "queues "+strings.ToLower(r.Method), strings.TrimPrefix(r.URL.Path, "/admin/queues"), result, "")
 		return err
 	}
+}
+
+// isQueuesPage tells the UI's page (every route of the single-page app:
+// /admin/queues, /admin/queues/queues/default, …) from its assets and its
+// JSON API.
+func isQueuesPage(p string) bool {
+	rest := strings.TrimPrefix(p, "/admin/queues")
+	return rest == "" || !strings.HasPrefix(rest, "/api/") && !strings.Contains(path.Base(rest), ".")
+}
+
+// serveQueuesPage serves asynqmon's HTML page, changed by queuesPage.
+func (s *Server) serveQueuesPage(c echo.Context) error {
+	page := &pageBuffer{header: http.Header{}}
+	s.deps.Queues.ServeHTTP(page, c.Request())
+	h := c.Response().Header()
+	for k, v := range page.header {
+		if k != "Content-Length" {
+			h[k] = v
+		}
+	}
+	body := page.body.Bytes()
+	if strings.HasPrefix(page.header.Get("Content-Type"), "text/html") || strings.HasPrefix(http.DetectContentType(body), "text/html") {
+		body = queuesPage(body)
+		h.Set("Content-Type", "text/html; charset=utf-8")
+	}
+	c.Response().WriteHeader(cmp.Or(page.status, http.StatusOK))
+	_, err := c.Response().Write(body)
+	return err
+}
+
+// queuesPage is asynqmon's page as Sekali serves it: without the Google
+// Fonts stylesheets it would fetch (the console loads nothing from
+// elsewhere, and a console behind a firewall could not; the UI's icons are
+// SVG, its text falls back to the system's sans-serif), without its web
+// app manifest (which a browser fetches without the session cookie, so
+// it would get the log-in page), and with a link back to the console in
+// its bottom right corner.
+func queuesPage(html []byte) []byte {
+	html = externalStylesheet.ReplaceAll(html, nil)
+	html = manifestLink.ReplaceAll(html, nil)
+	back := `<a href="/admin" id="back-to-console" style="position:fixed;right:16px;bottom:16px;z-index:2000;padding:6px 12px;border-radius:6px;` +
+		`background:#1f4e79;color:#fff;font:600 14px sans-serif;text-decoration:none;box-shadow:0 1px 4px rgba(0,0,0,.3)">« Sekali admin</a>`
+	return bytes.Replace(html, []byte("<body>"), []byte("<body>"+back), 1)
+}
+
+var (
+	externalStylesheet = regexp.MustCompile(`<link rel="stylesheet" href="https?://[^"]*"/?>`)
+	manifestLink       = regexp.MustCompile(`<link rel="manifest" href="[^"]*"/?>`)
+)
+
+// pageBuffer is a ResponseWriter that keeps what it is given.
+type pageBuffer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *pageBuffer) Header() http.Header { return b.header }
+
+func (b *pageBuffer) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+
+func (b *pageBuffer) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	return b.body.Write(p)
 }

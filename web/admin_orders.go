@@ -53,9 +53,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 	o := st.Order
 	v := views.OrderDetail{
 		Now: now, Order: orderRow(o), Payments: rows(o.Payments, paymentRow),
-		Items: rows(o.Items, func(i models.OrderItem) views.ItemRow {
-			return views.ItemRow{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
-		}),
+		Items: rows(o.Items, itemRow),
 		Callbacks: rows(st.Callbacks, callbackRow), Transitions: rows(st.Transitions, transitionRow),
 		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
 		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
@@ -76,10 +74,35 @@ func (s *Server) adminOrder(c echo.Context) error {
 	return s.show(c, "Order "+o.ID, "orders", v, views.OrderPage(v))
 }
 
-// adminCancelOrder is POST /admin/orders/:id/cancel: the same cancel as
-// the API's (pending → cancelled, stock released, once).
+func itemRow(i models.OrderItem) views.ItemRow {
+	return views.ItemRow{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
+}
+
+// adminCancelConfirm is GET /admin/orders/:id/cancel: what cancelling
+// the order does, and the button that does it. Cancelling cannot be
+// undone, so it is never one click away.
+func (s *Server) adminCancelConfirm(c echo.Context) error {
+	o, err := s.deps.Orders.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := views.CancelConfirm{
+		Order: orderRow(*o),
+		Items: rows(o.Items, itemRow),
+		CanCancel: o.Status == models.OrderPending,
+	}
+	return s.page(c, 200, "Cancel order "+o.ID+"?", "orders", views.CancelConfirmPage(v))
+}
+
+// adminCancelOrder is POST /admin/orders/:id/cancel with confirm=yes (the
+// confirmation page's button): the same cancel as the API's (pending →
+// cancelled, stock released, once). Without confirm=yes it cancels
+// nothing and shows the confirmation page.
 func (s *Server) adminCancelOrder(c echo.Context) error {
 	id := c.Param("id")
+	if c.FormValue("confirm") != "yes" {
+		return seeOther(c, "/admin/orders/"+url.PathEscape(id)+"/cancel")
+	}
 	_, err := s.deps.Orders.Cancel(c.Request().Context(), id, models.CauseAdmin)
 	switch code := models.ErrorCode(err); {
 	case err == nil:

@@ -265,7 +265,7 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 	if got.Status != models.OrderPending {
 		t.Fatalf("a refused request changed the order to %s", got.Status)
 	}
-	if p := c.post(path, nil); p.StatusCode != http.StatusSeeOther {
+	if p := c.post(path, url.Values{"confirm": {"yes"}}); p.StatusCode != http.StatusSeeOther {
 		t.Fatalf("same-origin cancel: %d\n%s", p.StatusCode, p.Body)
 	}
 	c.db.Take(&got, "id = ?", o.ID)

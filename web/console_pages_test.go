@@ -110,11 +110,11 @@ func TestOrderPageTellsTheStory(t *testing.T) {
 	if at != len(wantInOrder) {
 		t.Errorf("timeline %q lacks, in order, %q", timeline, wantInOrder[at:])
 	}
-	if doc.Find("form[action$='/cancel']").Length() != 0 {
+	if doc.Find("a[href$='/cancel']").Length() != 0 {
 		t.Error("a paid order offers to be cancelled")
 	}
 	pending := c.newOrder("STORY", 1)
-	if c.get("/admin/orders/"+pending.ID).Doc(t).Find("form[action$='/cancel']").Length() != 1 {
+	if c.get("/admin/orders/"+pending.ID).Doc(t).Find("a[href$='/cancel']").Length() != 1 {
 		t.Error("a pending order offers no cancel")
 	}
 	// The JSON twin carries the same story.
@@ -127,15 +127,35 @@ func TestOrderPageTellsTheStory(t *testing.T) {
 	}
 }
 
-// Cancelling from the console is the API's cancel: once, logged; a paid
-// order refuses, and the refusal is logged too.
+// Cancelling from the console asks first, then is the API's cancel: once,
+// logged; a paid order refuses, and the refusal is logged too.
 func TestConsoleCancel(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
 	c.login()
 	testenv.MustCreateProduct(t, c.db, "CANCEL", 1000, 10)
 	o := c.newOrder("CANCEL", 3)
-	p := c.post("/admin/orders/"+o.ID+"/cancel", nil)
+	// The order page's "Cancel this order…" is a link to a page that
+	// asks; a POST without its confirmation cancels nothing and goes there.
+	ask := c.get("/admin/orders/"+o.ID).Doc(t).Find("a:contains('Cancel this order')").AttrOr("href", "")
+	if ask != "/admin/orders/"+o.ID+"/cancel" {
+		t.Fatalf("the order page's cancel leads to %q, want the confirmation page", ask)
+	}
+	if p := c.post("/admin/orders/"+o.ID+"/cancel", nil); p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != ask {
+		t.Errorf("a cancel without confirm=yes: %d %q, want 303 to the confirmation page", p.StatusCode, p.Header.Get("Location"))
+	}
+	var got models.Order
+	c.db.Take(&got, "id = ?", o.ID)
+	if got.Status != models.OrderPending {
+		t.Fatalf("a cancel without confirmation left the order %s", got.Status)
+	}
+	confirm := c.get(ask).Doc(t)
+	form := confirm.Find("form[action='" + ask + "']")
+	if !strings.Contains(confirm.Text(), "cannot be undone") || form.Find("input[name=confirm][value=yes]").Length() != 1 ||
+		confirm.Find("a:contains('Keep it')").AttrOr("href", "") != "/admin/orders/"+o.ID {
+		t.Fatalf("the confirmation page lacks the warning, the confirming form or the way back: %q", confirm.Find("main").Text())
+	}
+	p := c.post(ask, url.Values{"confirm": {"yes"}})
 	if p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin/orders/"+o.ID {
 		t.Fatalf("cancel: %d %q", p.StatusCode, p.Header.Get("Location"))
 	}
@@ -151,10 +171,13 @@ func TestConsoleCancel(t *testing.T) {
 		t.Errorf("after cancel: stock %d, transition %+v", stock, tr)
 	}
 	// Twice is fine (cancelled → cancelled); a paid order is refused.
-	c.post("/admin/orders/"+o.ID+"/cancel", nil)
+	c.post("/admin/orders/"+o.ID+"/cancel", url.Values{"confirm": {"yes"}})
 	paid := c.newOrder("CANCEL", 1)
 	c.deliver("evt_cancel", testenv.SandboxBody(paid.ID, "tx-c", models.EventPaid, paid.TotalAmount))
-	c.post("/admin/orders/"+paid.ID+"/cancel", nil)
+	if page := c.get("/admin/orders/" + paid.ID + "/cancel").Doc(t); page.Find("form[action$='/cancel']").Length() != 0 {
+		t.Error("the confirmation page of a paid order offers to cancel it")
+	}
+	c.post("/admin/orders/"+paid.ID+"/cancel", url.Values{"confirm": {"yes"}})
 	flash = c.get("/admin/orders/" + paid.ID).Doc(t).Find("#flash .flash.bad").Text()
 	if !strings.Contains(flash, "can no longer be cancelled") {
 		t.Errorf("flash after cancelling a paid order: %q", flash)
@@ -334,6 +357,43 @@ func TestRerunOfASucceededJobChangesNothing(t *testing.T) {
 	confirm := c.get("/admin/jobs/rerun-matching?type=invoice:generate").Doc(t)
 	if got := confirm.Find("h1").Text(); got != "Re-run 0 job(s)?" {
 		t.Errorf("confirmation: %q", got)
+	}
+}
+
+// The jobs page offers a re-run only where it can do something: on a
+// failed or stuck job, not on one that succeeded or is running; and the
+// bulk re-run only when a failed job (or an archived task) matches.
+func TestJobsPageOffersReRunsOnlyWhereTheyDoSomething(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	now := time.Now().UTC()
+	job := func(order string, status models.JobStatus, lockedUntil time.Time) string {
+		key := "invoice:generate:" + order
+		j := models.JobExecution{IdempotencyKey: key, QueueName: models.QueueCritical, ExternalJobID: key, BusinessKey: order,
+			Status: status, Attempts: 1, Fence: 1, WorkerID: "w1", StartedAt: now, LockedUntil: &lockedUntil}
+		if err := c.db.Create(&j).Error; err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	succeeded := job("ORD-DONE", models.JobSucceeded, now)
+	running := job("ORD-RUNNING", models.JobProcessing, now.Add(time.Hour))
+	stuck := job("ORD-STUCK", models.JobProcessing, now.Add(-time.Hour))
+	failed := job("ORD-FAILED", models.JobFailed, now)
+
+	doc := c.get("/admin/jobs").Doc(t)
+	for key, want := range map[string]int{succeeded: 0, running: 0, stuck: 1, failed: 1} {
+		row := doc.Find("tr:has(td:contains('" + key + "'))")
+		if got := row.Find("button:contains('Re-run')").Length(); got != want {
+			t.Errorf("%s: %d Re-run button(s), want %d", key, got, want)
+		}
+	}
+	if doc.Find("a:contains('Re-run every failed')").Length() != 1 {
+		t.Error("a failed job matches, but the bulk re-run is not offered")
+	}
+	if c.get("/admin/jobs?key=ORD-DONE").Doc(t).Find("a:contains('Re-run every failed')").Length() != 0 {
+		t.Error("nothing failed matches key=ORD-DONE, yet the bulk re-run is offered")
 	}
 }
 

@@ -88,6 +88,7 @@ func (s *Server) routes() {
 	e.GET("/admin/deliveries", s.adminDeliveries, console...)
 	e.GET("/admin/orders", s.adminOrders, console...)
 	e.GET("/admin/orders/:id", s.adminOrder, console...)
+	e.GET("/admin/orders/:id/cancel", s.adminCancelConfirm, console...)
 	e.POST("/admin/orders/:id/cancel", s.adminCancelOrder, console...)
 	e.GET("/admin/jobs", s.adminJobs, console...)
 	e.POST("/admin/jobs/rerun", s.adminRerunJob, console...)

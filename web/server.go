@@ -90,6 +90,7 @@ type (
 		ArchivedCount(ctx context.Context) (int, error)
 		TaskState(ctx context.Context, key string) (string, error)
 		Rerun(ctx context.Context, key string) (models.RerunOutcome, error)
+		AnyFailed(ctx context.Context, f models.JobFilter) (bool, error)
 		Rerunnable(ctx context.Context, f models.JobFilter) ([]string, error)
 		RerunAll(ctx context.Context, f models.JobFilter) (map[models.RerunOutcome]int, error)
 		ListOutbox(ctx context.Context, f outbox.Filter) ([]models.OutboxMessage, int64, error)

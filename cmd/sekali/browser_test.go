@@ -431,7 +431,7 @@ func TestBrowserCrossOriginPostRefused(t *testing.T) {
 		case "/":
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			fmt.Fprintf(w, `<!DOCTYPE html><html><head><title>Win a prize</title><script src="/go.js" defer></script></head>
-<body><form id="f" method="post" action=%q><input type="hidden" name="reason" value="prize"></form></body></html>`, cancelURL)
+<body><form id="f" method="post" action=%q><input type="hidden" name="confirm" value="yes"></form></body></html>`, cancelURL)
 		case "/go.js":
 			w.Header().Set("Content-Type", "text/javascript")
 			io.WriteString(w, `document.getElementById("f").submit();`)
@@ -506,9 +506,13 @@ func TestBrowserCrossOriginPostRefused(t *testing.T) {
 		t.Fatalf("cancels in the action log = %d, want 0", n)
 	}
 
-	// Still logged in; the console's own form does cancel.
+	// Still logged in; the console's own pages do cancel: the order
+	// page's link, then the confirmation page's button.
 	if st := b.open("/admin/orders/" + id); st != http.StatusOK || b.location() != "/admin/orders/"+id {
 		t.Fatalf("order page after the refusal: status %d at %s; want the page, still logged in", st, b.location())
+	}
+	if st := b.follow("ask to cancel", chromedp.Click(chromedp.CSS(`a[href$="/cancel"]`))); st != http.StatusOK || b.location() != "/admin/orders/"+id+"/cancel" {
+		t.Fatalf("the order page's cancel link: status %d at %s, want the confirmation page", st, b.location())
 	}
 	st := b.follow("cancel from the console", chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button[type="submit"]`)))
 	if st != http.StatusOK || b.location() != "/admin/orders/"+id {
@@ -720,4 +724,26 @@ func TestBrowserScreenshots(t *testing.T) {
 		t.Fatalf("deliveries page: outcomes %q; want %d, a conflict and an invalid signature among them", outcomes, deliveries)
 	}
 	b.screenshot("deliveries")
+}
+
+// TestBrowserQueuesUI: the queue's own UI (asynqmon), behind the console,
+// loads nothing from another origin (it used to ask Google for fonts) and
+// has a way back to the console.
+func TestBrowserQueuesUI(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	b := loggedInBrowser(t, a)
+	if st := b.open("/admin/queues"); st != http.StatusOK {
+		t.Fatalf("/admin/queues: status %d", st)
+	}
+	b.waitFor("the queue UI to render its queues", `document.querySelector("#root") && document.querySelector("#root").innerText.toLowerCase().includes("queues")`,
+		`document.body.innerText`)
+	others := browserEval[[]string](b, "the page's resources",
+		`performance.getEntriesByType("resource").map(e => e.name).filter(u => !u.startsWith(location.origin))`)
+	if len(others) != 0 {
+		t.Errorf("the queue UI loaded from other origins: %q", others)
+	}
+	if st := b.follow("back to the console", chromedp.Click(chromedp.CSS(`#back-to-console`))); st != http.StatusOK || b.location() != "/admin" {
+		t.Fatalf("the queue UI's way back: status %d at %s, want the console's dashboard", st, b.location())
+	}
 }

@@ -348,6 +348,16 @@ type Jobs struct {
 	ArchivedError string `json:"archived_error,omitempty"`
 	Self          string `json:"-"`
 	Query         string `json:"-"` // the filter as a query string, for the bulk re-run link
+	// CanRerunMatching: a failed job or an archived task matches the
+	// filter, so the bulk re-run has something to do.
+	CanRerunMatching bool `json:"-"`
+}
+
+// CancelConfirm asks before cancelling an order.
+type CancelConfirm struct {
+	Order     OrderRow
+	Items     []ItemRow
+	CanCancel bool // the order is pending
 }
 
 // RerunConfirm asks before re-running every failed or archived job that
