@@ -39,6 +39,16 @@ func (s *Server) adminHelp(c echo.Context) error {
 	return s.page(c, http.StatusOK, "Help", "help", views.HelpPage())
 }
 
+// adminNotFound is GET /admin/<anything the console does not have>: a
+// 404, in the console's frame with its navigation for a logged-in admin.
+// It does not ask a stranger to log in first.
+func (s *Server) adminNotFound(c echo.Context) error {
+	if email := s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin); email != "" {
+		c.Set(ctxAdmin, email)
+	}
+	return models.Errorf(models.ENotFound, "the console has no page %s", c.Request().URL.Path)
+}
+
 // queuesHandler serves the queue's own UI (asynqmon) under /admin/queues,
 // behind the console's log-in. What it changes — deleting, running or
 // archiving tasks — is written to the action log like every admin action.

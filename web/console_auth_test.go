@@ -81,6 +81,11 @@ func TestLogInFailsAlikeForUnknownEmailAndWrongPassword(t *testing.T) {
 		if got := p.Doc(t).Find(".flash.bad").Text(); got != "Wrong email or password." {
 			t.Errorf("%s: message %q", name, got)
 		}
+		// The email is kept and the password field has the focus: the
+		// admin types the password again, not the email.
+		if focus := p.Doc(t).Find("input[autofocus]"); focus.Length() != 1 || focus.AttrOr("name", "") != "password" {
+			t.Errorf("%s: the focus goes to %q, want the password", name, focus.AttrOr("name", ""))
+		}
 		if len(p.Response.Cookies()) > 0 && p.Response.Cookies()[0].Value != "" && strings.Contains(p.Body, "Log out") {
 			t.Errorf("%s: logged in", name)
 		}

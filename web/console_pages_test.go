@@ -189,6 +189,24 @@ func TestConsoleCancel(t *testing.T) {
 	}
 }
 
+// The action log shows a page of rows, newest first, not one row: the
+// list without a limit gets the page size, like every other list.
+func TestActionsPageListsAPage(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login() // one action: the log-in
+	for i := range 3 {
+		c.post("/admin/jobs/rerun", url.Values{"key": {fmt.Sprintf("invoice:generate:ORD-NONE%d", i)}}) // refused: no such job
+	}
+	rows := c.get("/admin/actions").Doc(t).Find("tbody tr")
+	if rows.Length() != 4 {
+		t.Fatalf("the action log shows %d row(s), want 4 (the log-in and three re-runs)", rows.Length())
+	}
+	if first := rows.First().Text(); !strings.Contains(first, "ORD-NONE2") {
+		t.Errorf("the newest row is %q, want the last re-run", first)
+	}
+}
+
 // A form posted twice with its Idempotency-Key (a double click) restocks
 // once; the key with other values is refused.
 func TestRestockFormRunsOnce(t *testing.T) {
@@ -305,6 +323,11 @@ func TestErrorsNegotiate(t *testing.T) {
 	if html.StatusCode != 404 || !strings.HasPrefix(html.Header.Get("Content-Type"), "text/html") ||
 		html.Doc(t).Find("h1").Text() != "Not found" || html.Doc(t).Find("nav").Length() != 1 {
 		t.Errorf("browser 404: %d %s %q", html.StatusCode, html.Header.Get("Content-Type"), html.Doc(t).Find("h1").Text())
+	}
+	// An address the console does not have: a 404 in the console's frame.
+	nope := c.get("/admin/nope")
+	if nope.StatusCode != 404 || nope.Doc(t).Find("nav").Length() != 1 || !strings.Contains(nope.Doc(t).Find("main").Text(), "no page /admin/nope") {
+		t.Errorf("/admin/nope: %d, with the console's navigation: %v", nope.StatusCode, nope.Doc(t).Find("nav").Length() == 1)
 	}
 	frag := c.do(c.client, "GET", "/admin/orders?status=lost", nil, http.Header{"HX-Request": {"true"}})
 	if frag.StatusCode != 422 || frag.Header.Get("HX-Retarget") != "#flash" || strings.Contains(frag.Body, "<html") ||

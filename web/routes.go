@@ -105,6 +105,9 @@ func (s *Server) routes() {
 	e.POST("/admin/audit", s.adminRunAudit, console...)
 	e.GET("/admin/actions", s.adminActions, console...)
 	e.GET("/admin/help", s.adminHelp, console...)
+	// Any other console address: a 404, inside the console's frame for
+	// an admin (the session is read, not required).
+	e.GET("/admin/*", s.adminNotFound, admin...)
 	if s.deps.Queues != nil {
 		queues := s.queuesHandler()
 		e.Any("/admin/queues", queues, console...)

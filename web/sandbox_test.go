@@ -125,7 +125,17 @@ func TestSandboxGatewaySpeaksMidtrans(t *testing.T) {
 	if opts := c.get("/sandbox/pay/" + id + "?t=" + url.QueryEscape(token)).Doc(t).Find("select[name=provider] option").Text(); opts != "sandboxmidtrans" {
 		t.Errorf("formats offered %q, want sandbox and midtrans", opts)
 	}
-	c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"5"}, "mode": {"concurrent"}, "provider": {"midtrans"}})
+	sent := c.pay(id, token, url.Values{"outcome": {"paid"}, "copies": {"5"}, "mode": {"sequential"}, "provider": {"midtrans"}})
+	// Back on the payment page, the QA panel shows what was sent, ready
+	// to send again.
+	panel := c.get(sent.Header.Get("Location")).Doc(t)
+	chosen := map[string]string{}
+	panel.Find("select option[selected]").Each(func(_ int, o *goquery.Selection) {
+		chosen[o.Parent().AttrOr("name", "")] = o.AttrOr("value", "")
+	})
+	if copies := panel.Find("form.filters input[name=copies]").AttrOr("value", ""); copies != "5" || chosen["outcome"] != "paid" || chosen["mode"] != "sequential" || chosen["provider"] != "midtrans" {
+		t.Errorf("after sending, the QA panel shows %v and %s copies; want the plan sent: paid, 5, sequential, midtrans", chosen, copies)
+	}
 	testenv.Eventually(t, "five deliveries listed", func() bool {
 		r := c.gatewayResults(t, id, token)
 		return r["processed"]+r["duplicate"] == 5

@@ -27,6 +27,13 @@ func (g *Gateway) page(c echo.Context) error {
 		OrderID: o.ID, Token: token, Status: string(o.Status), Amount: o.TotalAmount, Currency: o.Currency,
 		Deliveries: g.Deliveries(o.ID), Self: g.PayURL(o.ID, token), Formats: g.Formats(),
 		OrderURL: "/orders/" + url.PathEscape(o.ID) + "?t=" + url.QueryEscape(token),
+		Plan:     DefaultPlan,
+	}
+	// The QA panel shows the plan it last sent (its redirect names it), so
+	// that sending it again is one click.
+	q := c.QueryParams()
+	if plan, err := g.ParsePlan(q.Get("outcome"), q.Get("copies"), q.Get("mode"), q.Get("provider")); err == nil {
+		v.Plan = plan
 	}
 	return render(c, http.StatusOK, PayPage(v))
 }
@@ -48,7 +55,9 @@ func (g *Gateway) pay(c echo.Context) error {
 	g.Start(o, plan)
 	g.log.InfoContext(c.Request().Context(), "sandbox gateway: sending callbacks", "order_id", o.ID,
 		"payment_status", plan.Outcome, "copies", plan.Copies, "mode", plan.Mode, "provider", plan.Provider)
-	next := g.PayURL(o.ID, token)
+	next := g.PayURL(o.ID, token) + "&" + url.Values{
+		"outcome": {string(plan.Outcome)}, "copies": {strconv.Itoa(plan.Copies)}, "mode": {plan.Mode}, "provider": {plan.Provider},
+	}.Encode()
 	if c.FormValue("return") == "order" {
 		// Back to the order, as this attempt: the order page says the
 		// payment is being confirmed until the gateway's word lands.
@@ -82,7 +91,12 @@ type PayView struct {
 	Formats    []string // the gateways whose format the QA panel can send
 	Self       string
 	OrderURL   string
+	Plan       Plan // what the QA panel's fields show
 }
+
+// DefaultPlan is what the QA panel offers first: ten copies of the
+// payment, all at once.
+var DefaultPlan = Plan{Outcome: models.EventPaid, Copies: 10, Mode: ModeConcurrent, Provider: "sandbox"}
 
 // pending reports whether the order still waits for its payment.
 func (v PayView) pending() bool { return v.Status == string(models.OrderPending) }
