@@ -747,3 +747,25 @@ func TestBrowserQueuesUI(t *testing.T) {
 		t.Fatalf("the queue UI's way back: status %d at %s, want the console's dashboard", st, b.location())
 	}
 }
+
+// TestBrowserConsoleNavigationOnAPhone: on a 390 px screen every section of
+// the console's navigation is in sight (its links wrap onto rows), and the
+// page does not scroll sideways.
+func TestBrowserConsoleNavigationOnAPhone(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	b := loggedInBrowser(t, a)
+	b.do("turn the window into a phone's", chromedp.EmulateViewport(390, 844))
+	if st := b.open("/admin/orders"); st != http.StatusOK {
+		t.Fatalf("/admin/orders: %d", st)
+	}
+	hidden := browserEval[[]string](b, "the navigation links out of sight", `[...document.querySelectorAll("nav a")]
+		.filter(a => { const r = a.getBoundingClientRect(); return r.left < 0 || r.right > window.innerWidth || r.width === 0; })
+		.map(a => a.textContent)`)
+	if len(hidden) != 0 {
+		t.Errorf("on a 390 px screen these sections are out of sight: %q", hidden)
+	}
+	if wide := browserEval[float64](b, "the page's width", `document.documentElement.scrollWidth`); wide > 390 {
+		t.Errorf("the page is %.0f px wide on a 390 px screen: it scrolls sideways", wide)
+	}
+}

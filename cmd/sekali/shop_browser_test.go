@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/models"
 )
 
 // TestBrowserShopBuyAndPay is the whole flow a person sees, without a
@@ -111,4 +112,51 @@ func TestBrowserShopBuyAndPay(t *testing.T) {
 		`[...document.querySelectorAll("#deliveries tbody tr.marked")].some(r => r.innerText.includes("409"))`,
 		`document.querySelector("#deliveries").innerText`)
 	a.verify(t)
+}
+
+// TestBrowserShopCardsLineUp: at 1280 px the products share the whole row,
+// and their "Place order" buttons line up although one name wraps onto a
+// second line.
+func TestBrowserShopCardsLineUp(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"SANDBOX_GATEWAY": "on"})
+	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+		t.Fatal(err)
+	}
+	long := models.Product{SKU: "LONG-NAME", Name: "A limited print whose name is long enough to wrap onto a second line", Price: 90000, Currency: "IDR", Stock: 5}
+	if err := a.DB.Create(&long).Error; err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, a)
+	if st := b.open("/"); st != http.StatusOK {
+		t.Fatalf("the shop: %d", st)
+	}
+	layout := browserEval[struct {
+		Tops       []float64 `json:"tops"`
+		NameLines  float64   `json:"nameLines"`
+		UsedWidth  float64   `json:"usedWidth"`
+		TotalWidth float64   `json:"totalWidth"`
+	}](b, "the cards' layout", `(() => {
+		const cards = [...document.querySelectorAll("#catalog .product")];
+		const rects = cards.map(c => c.getBoundingClientRect());
+		const name = document.querySelector("#product-LONG-NAME h2");
+		return {
+			tops: cards.map(c => Math.round(c.querySelector("button").getBoundingClientRect().top)),
+			nameLines: name.getBoundingClientRect().height / parseFloat(getComputedStyle(name).lineHeight),
+			usedWidth: Math.max(...rects.map(r => r.right)) - Math.min(...rects.map(r => r.left)),
+			totalWidth: document.querySelector("#catalog").getBoundingClientRect().width,
+		};
+	})()`)
+	if layout.NameLines < 1.5 {
+		t.Fatalf("the long name takes %.1f line(s): the test needs it to wrap", layout.NameLines)
+	}
+	for _, top := range layout.Tops[1:] {
+		if top != layout.Tops[0] {
+			t.Errorf("the Place order buttons start at %v px: not in line", layout.Tops)
+			break
+		}
+	}
+	if layout.UsedWidth < 0.95*layout.TotalWidth {
+		t.Errorf("the cards use %.0f of the row's %.0f px", layout.UsedWidth, layout.TotalWidth)
+	}
 }
