@@ -1,4 +1,4 @@
-// Package loadtest is the Go replayer behind `sekali replay`: the QA
+// Package loadtest is the Go replayer behind `sekali-replay`: the QA
 // scenarios of loadtest/k6 (duplicate-storm, burst, race, conflict,
 // oversell, steady), run against a live server with vegeta as the load
 // generator. Each scenario sets up its own products and orders through the

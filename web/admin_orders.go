@@ -53,7 +53,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 	o := st.Order
 	v := views.OrderDetail{
 		Now: now, Order: orderRow(o), Payments: rows(o.Payments, paymentRow),
-		Items: rows(o.Items, itemRow),
+		Items:     rows(o.Items, itemRow),
 		Callbacks: rows(st.Callbacks, callbackRow), Transitions: rows(st.Transitions, transitionRow),
 		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
 		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
@@ -87,8 +87,8 @@ func (s *Server) adminCancelConfirm(c echo.Context) error {
 		return err
 	}
 	v := views.CancelConfirm{
-		Order: orderRow(*o),
-		Items: rows(o.Items, itemRow),
+		Order:     orderRow(*o),
+		Items:     rows(o.Items, itemRow),
 		CanCancel: o.Status == models.OrderPending,
 	}
 	return s.page(c, 200, "Cancel order "+o.ID+"?", "orders", views.CancelConfirmPage(v))

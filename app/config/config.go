@@ -42,13 +42,13 @@ const (
 	// PostgreSQL ends its session; every invoice waits for the counter row
 	// meanwhile.
 	DefaultIdleInTransaction = 30 * time.Second
-	DefaultConcurrency    = 10
-	DefaultPruneAfter     = 30 * 24 * time.Hour
-	DefaultReconcileAfter = 10 * time.Minute
-	DefaultPollWithin     = 5 * time.Minute
-	DefaultMailFrom       = "Sekali <shop@example.com>"
-	DefaultSessionIdle    = 30 * time.Minute
-	DefaultSessionMax     = 12 * time.Hour
+	DefaultConcurrency       = 10
+	DefaultPruneAfter        = 30 * 24 * time.Hour
+	DefaultReconcileAfter    = 10 * time.Minute
+	DefaultPollWithin        = 5 * time.Minute
+	DefaultMailFrom          = "Sekali <shop@example.com>"
+	DefaultSessionIdle       = 30 * time.Minute
+	DefaultSessionMax        = 12 * time.Hour
 )
 
 // DefaultDBMaxConns is DB_MAX_CONNS's default: four connections per core
@@ -80,14 +80,14 @@ type Config struct {
 	// DBPgBouncer (DB_PGBOUNCER) says DATABASE_URL goes through PgBouncer
 	// in transaction pooling mode: see PoolURL.
 	DBPgBouncer bool
-	DBMaxConns  int    // DB_MAX_CONNS
+	DBMaxConns  int // DB_MAX_CONNS
 	// DBIdleInTransaction (DB_IDLE_IN_TRANSACTION_TIMEOUT; 0: off) is how
 	// long PostgreSQL lets one of the pool's sessions sit idle inside a
 	// transaction before it ends the session: see PoolURL.
 	DBIdleInTransaction time.Duration
-	RedisURL    string // REDIS_URL: redis://, rediss:// or redis-sentinel:// (see app/redisconn)
-	HTTPAddr    string // HTTP_ADDR
-	MetricsAddr string // METRICS_ADDR: /metrics of a process without the web role, or of every process when MetricsPublic is false
+	RedisURL            string // REDIS_URL: redis://, rediss:// or redis-sentinel:// (see app/redisconn)
+	HTTPAddr            string // HTTP_ADDR
+	MetricsAddr         string // METRICS_ADDR: /metrics of a process without the web role, or of every process when MetricsPublic is false
 	// MetricsPublic serves /metrics on the main port too (METRICS_PUBLIC);
 	// false keeps it on METRICS_ADDR only, off the public listener.
 	MetricsPublic bool

@@ -24,7 +24,7 @@ import (
 type Entry struct {
 	Name string
 	// SecretVariable is the variable its notifications are checked with:
-	// `sekali sign` and `sekali replay` sign with it by default.
+	// `sekali sign` and `sekali-replay` sign with it by default.
 	SecretVariable string
 	// NewSender writes its notifications, signed with that secret.
 	NewSender func(secret string) (payments.Sender, error)
@@ -128,4 +128,21 @@ func (s Set) Senders() []payments.Sender {
 		}
 	}
 	return out
+}
+
+// DefaultSecret is the secret `sekali sign` and the replayer sign a
+// gateway's notifications with when none is given: the first one of the
+// variable the server checks them with (getenv reads it); for the
+// sandbox, the development secret when that variable is unset. "" for a
+// gateway it does not know or whose variable is unset.
+func DefaultSecret(name string, getenv func(string) string) string {
+	e, ok := Find(name)
+	if !ok {
+		return ""
+	}
+	secret := strings.TrimSpace(strings.Split(getenv(e.SecretVariable), ",")[0])
+	if secret == "" && name == sandbox.Name {
+		return config.DevSandboxSecret
+	}
+	return secret
 }

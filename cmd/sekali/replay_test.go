@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,8 @@ import (
 	"github.com/sekali/sekali/loadtest"
 )
 
-// TestReplayScenarios runs every QA scenario through `sekali replay`,
-// small, against the real server: each must get only expected answers
+// TestReplayScenarios runs every QA scenario through the replayer's
+// command line (cmd/sekali-replay), small, against the real server: each must get only expected answers
 // and end with a green audit.
 func TestReplayScenarios(t *testing.T) {
 	t.Parallel()
@@ -22,7 +23,7 @@ func TestReplayScenarios(t *testing.T) {
 	a := startApp(t, map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15"})
 	jsonPath := filepath.Join(t.TempDir(), "replay.json")
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "all",
+	err := loadtest.Command(context.Background(), []string{"-target", a.URL, "-scenario", "all",
 		"-events", "15", "-copies", "6", "-concurrency", "30", "-duration", "2s", "-rate", "100",
 		"-secret", testenv.SandboxSecret, "-token", token, "-json", jsonPath}, a.getenv, &out, logOutput(t))
 	if err != nil {
@@ -57,11 +58,11 @@ func TestReplayFailsOnAWrongSecret(t *testing.T) {
 	const token = "replay-token"
 	a := startApp(t, map[string]string{"ADMIN_API_TOKEN": token})
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "duplicate-storm",
+	err := loadtest.Command(context.Background(), []string{"-target", a.URL, "-scenario", "duplicate-storm",
 		"-events", "3", "-copies", "2", "-concurrency", "4", "-token", token,
 		"-secret", "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0"}, a.getenv, &out, logOutput(t))
-	if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL") {
-		t.Fatalf("replay with the wrong secret: exit %d\n%s", exitCode(err), out.String())
+	if !errors.Is(err, loadtest.ErrFailed) || !strings.Contains(out.String(), "FAIL") {
+		t.Fatalf("replay with the wrong secret: %v, want a failed replay\n%s", err, out.String())
 	}
 }
 
@@ -80,27 +81,11 @@ func TestReplayEachGatewayFormat(t *testing.T) {
 	a := startApp(t, env)
 	for _, provider := range []string{"midtrans", "xendit", "stripe"} {
 		var out bytes.Buffer
-		err := run(context.Background(), []string{"sekali", "replay", "-target", a.URL, "-scenario", "all", "-provider", provider,
+		err := loadtest.Command(context.Background(), []string{"-target", a.URL, "-scenario", "all", "-provider", provider,
 			"-events", "6", "-copies", "4", "-concurrency", "16", "-duration", "1s", "-rate", "50", "-token", token},
 			func(k string) string { return env[k] }, &out, logOutput(t))
 		if err != nil || !strings.Contains(out.String(), "PASS") {
 			t.Errorf("replay -provider %s: %v\n%s", provider, err, out.String())
-		}
-	}
-}
-
-// replay's default target is this machine at HTTP_ADDR, as `serve` listens.
-func TestReplayTargetFollowsHTTPAddr(t *testing.T) {
-	t.Parallel()
-	for addr, want := range map[string]string{
-		"":               "http://localhost:8080",
-		":9000":          "http://localhost:9000",
-		"0.0.0.0:9001":   "http://localhost:9001",
-		"127.0.0.1:9002": "http://127.0.0.1:9002",
-		"[::1]:9003":     "http://[::1]:9003",
-	} {
-		if got := localURL(addr); got != want {
-			t.Errorf("HTTP_ADDR=%q: target %q, want %q", addr, got, want)
 		}
 	}
 }

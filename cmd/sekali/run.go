@@ -23,10 +23,10 @@ commands:
   migrate   up | down | status: apply the embedded SQL migrations
   seed      create the demo products and the admin user (idempotent)
   verify    run the integrity audit; exit status 1 on any violation
-  replay    replay QA's duplicate and concurrent callback scenarios against a server
   sign      sign a callback body as its gateway does (--provider sandbox|midtrans|xendit|stripe), for curl
 
-Configuration comes from the environment; see README.md.
+Configuration comes from the environment; see README.md. QA's replayer
+is a binary of its own: go run ./cmd/sekali-replay -h.
 `
 
 // exitError carries a process exit status other than 1.
@@ -54,8 +54,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return seed(ctx, rest, getenv, stdout, stderr)
 	case "verify":
 		return verify(ctx, rest, getenv, stdout, stderr)
-	case "replay":
-		return replay(ctx, rest, getenv, stdout, stderr)
 	case "sign":
 		return sign(rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":

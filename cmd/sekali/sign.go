@@ -13,23 +13,6 @@ import (
 	"github.com/sekali/sekali/app/gateways/sandbox"
 )
 
-// secretVariable is where sign finds a gateway's secret by default: the
-// variable the server checks its callbacks with.
-func secretVariable(provider string) string {
-	e, _ := gateways.Find(provider)
-	return e.SecretVariable
-}
-
-// defaultSecret is the first secret of the variable the server checks
-// provider's callbacks with; for the sandbox, the development secret when
-// the variable is unset.
-func defaultSecret(provider string, getenv func(string) string) string {
-	if provider == sandbox.Name {
-		return firstSecret(getenv)
-	}
-	return strings.TrimSpace(strings.Split(getenv(secretVariable(provider)), ",")[0])
-}
-
 // sign is `sekali sign`: it signs a callback body the way its gateway
 // does, so a callback can be sent by hand with curl. It prints the
 // headers to send; for Midtrans, whose signature is inside the body, it
@@ -60,8 +43,8 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 		*body = string(b)
 	}
 	if *secret == "" {
-		if *secret = defaultSecret(*provider, getenv); *secret == "" {
-			return &exitError{code: 2, msg: fmt.Sprintf("sign: --secret or %s is needed for %s", secretVariable(*provider), *provider)}
+		if *secret = gateways.DefaultSecret(*provider, getenv); *secret == "" {
+			return &exitError{code: 2, msg: fmt.Sprintf("sign: --secret or %s is needed for %s", secretVariableOf(*provider), *provider)}
 		}
 	}
 	sender, err := gateways.NewSender(*provider, *secret)
@@ -98,4 +81,11 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout)
 	}
 	return nil
+}
+
+// secretVariableOf names the variable a gateway's notifications are
+// checked with.
+func secretVariableOf(provider string) string {
+	e, _ := gateways.Find(provider)
+	return e.SecretVariable
 }

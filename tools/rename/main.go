@@ -66,9 +66,10 @@
 //     SEKALI_TEST_LOG) becomes MYSHOP_<NAME>.
 //  5. binary and commands: cmd/sekali, bin/sekali, out/sekali (so also
 //     /usr/local/bin/sekali), `sekali <command>` for serve, migrate, seed,
-//     verify, replay and sign, the program name in Go strings ("sekali",
+//     verify and sign, the program name in Go strings ("sekali",
 //     "sekali: …", "sekali "+name), and /sekali in .gitignore and
-//     .dockerignore. The directory cmd/sekali itself is renamed (rule 10).
+//     .dockerignore. The directory cmd/sekali itself is renamed (rule 10);
+//     so is cmd/sekali-replay, the replayer (rules 9 and 10).
 //  6. Docker: the compose project (name: sekali), the image sekali:local and
 //     the x-sekali-env anchor.
 //  7. the shop's brand "Sekali shop" becomes "Myshop shop", or just the
@@ -335,7 +336,7 @@ func newRewriter(oldModule, newModule, oldName, newName, newTitle string) *rewri
 		}, to(newUpper)},
 		rule{"binary and commands", []*regexp.Regexp{
 			re(`(?:^|[^A-Za-z0-9_.-])(?:cmd|bin|out)/(` + o + `)(?:[^A-Za-z0-9_.-]|$)`),
-			re(`(?:^|[^A-Za-z0-9_.-])(` + o + `) (?:serve|migrate|seed|verify|replay|sign|<command>)\b`),
+			re(`(?:^|[^A-Za-z0-9_.-])(` + o + `) (?:serve|migrate|seed|verify|sign|<command>)\b`),
 			re(`"(` + o + `)(?:"|:|\s)`),
 			re(`(?m)^/?(` + o + `)$`),
 		}, to(newName)},

@@ -1,7 +1,9 @@
-package main
+package loadtest
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -11,17 +13,27 @@ import (
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/gateways/sandbox"
-	"github.com/sekali/sekali/loadtest"
 )
 
-// replay is `sekali replay`: QA's scenarios against a running server,
-// ending with its integrity audit. Exit status 0 only when every answer
-// was the expected one and the audit is green.
-func replay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", stderr)
-	d := loadtest.Defaults
+// UsageError is a command line the replayer cannot run: exit status 2.
+type UsageError struct{ Msg string }
+
+func (e UsageError) Error() string { return e.Msg }
+
+// ErrFailed is a replay that ran and failed a check: exit status 1.
+var ErrFailed = errors.New("replay failed")
+
+// Command is the replayer's command line (cmd/sekali-replay): QA's
+// scenarios against a running server, ending with its integrity audit.
+// It returns nil only when every answer was the expected one and the
+// audit is green; getenv reads the defaults (HTTP_ADDR, ADMIN_API_TOKEN,
+// the gateways' secrets).
+func Command(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sekali-replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := Defaults
 	var names []string
-	for _, s := range loadtest.Scenarios {
+	for _, s := range Scenarios {
 		names = append(names, s.Name)
 	}
 	scenario := fs.String("scenario", "all", "scenario to run: all, "+strings.Join(names, ", "))
@@ -37,28 +49,38 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 	token := fs.String("token", getenv("ADMIN_API_TOKEN"), "the server's ADMIN_API_TOKEN; default the variable")
 	jsonPath := fs.String("json", "", "also write the reports to this file as JSON")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sekali replay [flags]\n\nscenarios:")
-		for _, s := range loadtest.Scenarios {
+		fmt.Fprintln(stderr, "usage: sekali-replay [flags]\n\nscenarios:")
+		for _, s := range Scenarios {
 			fmt.Fprintf(stderr, "  %-16s %s\n", s.Name, s.About)
 		}
 		fmt.Fprintln(stderr, "\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return UsageError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
+	}
+	gateway, ok := gateways.Find(*provider)
+	if !ok {
+		return UsageError{fmt.Sprintf("-provider must be one of %s", strings.Join(gateways.Names(), ", "))}
 	}
 	if *secret == "" {
-		if *secret = defaultSecret(*provider, getenv); *secret == "" {
-			return &exitError{code: 2, msg: fmt.Sprintf("replay needs -secret or %s for %s", secretVariable(*provider), *provider)}
+		if *secret = gateways.DefaultSecret(*provider, getenv); *secret == "" {
+			return UsageError{fmt.Sprintf("replay needs -secret or %s for %s", gateway.SecretVariable, *provider)}
 		}
 	}
 	if *token == "" {
-		return &exitError{code: 2, msg: "replay needs the server's admin token: -token or ADMIN_API_TOKEN"}
+		return UsageError{"replay needs the server's admin token: -token or ADMIN_API_TOKEN"}
 	}
 	if *events < 1 || *copies < 1 || *concurrency < 1 || *rate < 1 {
-		return &exitError{code: 2, msg: "-events, -copies, -concurrency and -rate must be at least 1"}
+		return UsageError{"-events, -copies, -concurrency and -rate must be at least 1"}
 	}
-	reports, err := loadtest.Run(ctx, loadtest.Config{
+	reports, err := Run(ctx, Config{
 		Target: *target, Provider: *provider, Secret: *secret, Token: *token,
 		Events: *events, Copies: *copies, Concurrency: *concurrency,
 		Duration: *duration, Rate: *rate, DrainTimeout: *drain,
@@ -67,15 +89,15 @@ func replay(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil && len(reports) == 0 {
 		return err
 	}
-	loadtest.PrintSummary(stdout, reports)
+	PrintSummary(stdout, reports)
 	if *jsonPath != "" {
-		if err := loadtest.WriteJSON(*jsonPath, reports); err != nil {
+		if err := WriteJSON(*jsonPath, reports); err != nil {
 			return err
 		}
 	}
 	for _, r := range reports {
 		if !r.OK {
-			return &exitError{code: 1, msg: "replay: " + r.Scenario + " failed"}
+			return fmt.Errorf("%w: %s", ErrFailed, r.Scenario)
 		}
 	}
 	return err
@@ -95,14 +117,6 @@ func localURL(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-// firstSecret is the first SANDBOX_WEBHOOK_SECRET, or the development one.
-func firstSecret(getenv func(string) string) string {
-	if s := strings.TrimSpace(strings.Split(getenv("SANDBOX_WEBHOOK_SECRET"), ",")[0]); s != "" {
-		return s
-	}
-	return config.DevSandboxSecret
 }
 
 func isTerminal(w io.Writer) bool {
