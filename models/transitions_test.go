@@ -1,11 +1,7 @@
 package models_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -386,93 +382,6 @@ func TestMovementKindSign(t *testing.T) {
 		if got := tt.k.Sign(); got != tt.want {
 			t.Errorf("%s.Sign() = %d, want %d", tt.k, got, tt.want)
 		}
-	}
-}
-
-// httpStatusWant is the status of each error code, as the table in
-// docs/api.md#error-codes gives it.
-var httpStatusWant = map[string]int{
-	models.EInvalid:              422,
-	models.ENotFound:             404,
-	models.EInsufficientStock:    409,
-	models.EInvalidTransition:    409,
-	models.EIdempotencyMissing:   400,
-	models.EIdempotencyReused:    422,
-	models.EIdempotencyTooShort:  422,
-	models.ERequestInProgress:    409,
-	models.EIdempotencyInvalid:   400,
-	models.EInvalidPayload:       400,
-	models.EMissingField:         422,
-	models.EInvalidSignature:     401,
-	models.ETooLarge:             413,
-	models.EUnsupportedMediaType: 415,
-	models.EUnauthorized:         401,
-	models.EConflict:             409,
-	models.EAlreadyExists:        409,
-	models.ERejected:             422,
-	models.EForbidden:            403,
-	models.EMethodNotAllowed:     405,
-	models.ETooManyRequests:      429,
-	models.EUnavailable:          503,
-	models.EInternal:             500,
-}
-
-func TestHTTPStatus(t *testing.T) {
-	t.Parallel()
-	for code, want := range httpStatusWant {
-		if got := models.HTTPStatus(code); got != want {
-			t.Errorf("HTTPStatus(%q) = %d, want %d", code, got, want)
-		}
-	}
-	if got := models.HTTPStatus(""); got != 200 {
-		t.Errorf(`HTTPStatus("") = %d, want 200`, got)
-	}
-	if got := models.HTTPStatus("no_such_code"); got != 500 {
-		t.Errorf(`HTTPStatus("no_such_code") = %d, want 500`, got)
-	}
-}
-
-// A code added to errors.go without a row above would go untested.
-func TestHTTPStatusTableCoversErrorsGo(t *testing.T) {
-	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var codes []string
-	for _, decl := range f.Decls {
-		gd, ok := decl.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if !strings.HasPrefix(name.Name, "E") || i >= len(vs.Values) {
-					continue
-				}
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !ok || lit.Kind != token.STRING {
-					continue
-				}
-				v, err := strconv.Unquote(lit.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				codes = append(codes, v)
-			}
-		}
-	}
-	if len(codes) < 10 {
-		t.Fatalf("found only %d codes in errors.go: %v", len(codes), codes)
-	}
-	for _, c := range codes {
-		if _, ok := httpStatusWant[c]; !ok {
-			t.Errorf("code %q in errors.go has no expected HTTP status in this test", c)
-		}
-	}
-	if len(codes) != len(httpStatusWant) {
-		t.Errorf("errors.go has %d codes, the test expects %d", len(codes), len(httpStatusWant))
 	}
 }
 

@@ -111,7 +111,7 @@ func (s *Server) adminRerunJob(c echo.Context) error {
 // resultOf is the action-log result of a failed action: refused when the
 // request itself was wrong, error when a retry may help.
 func resultOf(err error) string {
-	if models.HTTPStatus(models.ErrorCode(err)) < 500 {
+	if statusOfError(err) < 500 {
 		return models.ActionRefused
 	}
 	return models.ActionError

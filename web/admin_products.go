@@ -66,12 +66,12 @@ func (s *Server) adminCreateProduct(c echo.Context) error {
 		err = storedError(resp)
 	}
 	if err != nil {
-		if models.HTTPStatus(models.ErrorCode(err)) >= 500 {
+		if statusOfError(err) >= 500 {
 			return err
 		}
 		s.record(c, adminOf(c), "create product", p.SKU, models.ActionRefused, models.ErrorMessage(err))
 		form.Errors[fieldOf(models.ErrorMessage(err))] = models.ErrorMessage(err)
-		return s.productsPage(c, models.HTTPStatus(models.ErrorCode(err)), form)
+		return s.productsPage(c, statusOfError(err), form)
 	}
 	if !resp.Replayed {
 		s.record(c, adminOf(c), "create product", p.SKU, models.ActionOK, "stock "+values["stock"])
@@ -155,12 +155,12 @@ func (s *Server) adminRestock(c echo.Context) error {
 		err = storedError(resp)
 	}
 	if err != nil {
-		if models.HTTPStatus(models.ErrorCode(err)) >= 500 {
+		if statusOfError(err) >= 500 {
 			return err
 		}
 		s.record(c, adminOf(c), "restock", sku, models.ActionRefused, models.ErrorMessage(err))
 		form.Error = models.ErrorMessage(err)
-		return s.productPage(c, models.HTTPStatus(models.ErrorCode(err)), form, nil)
+		return s.productPage(c, statusOfError(err), form, nil)
 	}
 	if !resp.Replayed {
 		s.record(c, adminOf(c), "restock", sku, models.ActionOK, "+"+form.Qty)
@@ -185,7 +185,7 @@ func (s *Server) adminProductLimit(c echo.Context) error {
 		limit = &n
 	}
 	if _, err := s.deps.Products.SetMaxPerOrder(c.Request().Context(), sku, limit); err != nil {
-		if status := models.HTTPStatus(models.ErrorCode(err)); status != 422 {
+		if status := statusOfError(err); status != 422 {
 			return err
 		}
 		s.record(c, adminOf(c), "set units per order", sku, models.ActionRefused, models.ErrorMessage(err))

@@ -30,6 +30,50 @@ const problemContentType = "application/problem+json"
 // pool is busy, not gone.
 const retryAfterSeconds = "5"
 
+// statusOf is the one place where an error code becomes an HTTP status
+// (app/payments answers callbacks with the same statuses; a test holds
+// the two to each other).
+var statusOf = map[string]int{
+	models.EInvalid:              422,
+	models.ENotFound:             404,
+	models.EInsufficientStock:    409,
+	models.EInvalidTransition:    409,
+	models.EIdempotencyMissing:   400,
+	models.EIdempotencyInvalid:   400,
+	models.EIdempotencyTooShort:  422,
+	models.EIdempotencyReused:    422,
+	models.ERequestInProgress:    409,
+	models.EInvalidPayload:       400,
+	models.EMissingField:         422,
+	models.EInvalidSignature:     401,
+	models.ETooLarge:             413,
+	models.EUnsupportedMediaType: 415,
+	models.EUnauthorized:         401,
+	models.EConflict:             409,
+	models.EAlreadyExists:        409,
+	models.ERejected:             422,
+	models.EForbidden:            403,
+	models.EMethodNotAllowed:     405,
+	models.ETooManyRequests:      429,
+	models.EUnavailable:          503,
+	models.EInternal:             500,
+}
+
+// httpStatus is the HTTP status of an error code: 200 for no code, 500
+// for a code it does not know.
+func httpStatus(code string) int {
+	if code == "" {
+		return http.StatusOK
+	}
+	if s, ok := statusOf[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// statusOfError is the HTTP status of err's code.
+func statusOfError(err error) int { return httpStatus(models.ErrorCode(err)) }
+
 // titles gives each code its short, fixed title.
 var titles = map[string]string{
 	models.EInvalid:              "Invalid request",
@@ -56,10 +100,9 @@ var titles = map[string]string{
 	models.EInternal:             "Internal error",
 }
 
-// newProblem describes code; its status comes from models.HTTPStatus, the
-// one map from codes to statuses.
+// newProblem describes code; its status comes from statusOf.
 func newProblem(code, detail string) problem {
-	status := models.HTTPStatus(code)
+	status := httpStatus(code)
 	title := titles[code]
 	if title == "" {
 		title = http.StatusText(status)

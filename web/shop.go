@@ -114,7 +114,7 @@ func (s *Server) checkout(c echo.Context) error {
 		err = storedError(resp)
 	}
 	if err != nil {
-		status := models.HTTPStatus(models.ErrorCode(err))
+		status := statusOfError(err)
 		if status >= 500 {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -166,7 +167,7 @@ type Outcome struct {
 const ResultUnknownProvider = "unknown_provider"
 
 // Code is the error code of the answer: empty for a 200, else the code
-// that decides the HTTP status (models.HTTPStatus) and names the problem.
+// that decides the HTTP status (answerStatus) and names the problem.
 func (o Outcome) Code() string {
 	switch o.Result {
 	case models.ResultProcessed, models.ResultStale, models.ResultDuplicate, models.ResultIgnored, models.ResultUnconfirmed:
@@ -183,8 +184,35 @@ func (o Outcome) Code() string {
 	return o.Result // a refusal: the result is its code
 }
 
-// Status is the HTTP status of the outcome.
-func (o Outcome) Status() int { return models.HTTPStatus(o.Code()) }
+// Status is the HTTP status of the outcome: what the gateway hears, and
+// the delivery row's response_code.
+func (o Outcome) Status() int {
+	if s, ok := answerStatus[o.Code()]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// answerStatus is the HTTP status of each code a callback can be answered
+// with (docs/callbacks.md#results). A gateway retries anything but a 2xx;
+// web's own table of every code agrees with this one (a test in web holds
+// them together).
+var answerStatus = map[string]int{
+	"":                           http.StatusOK,
+	models.EConflict:             http.StatusConflict,
+	models.ERejected:             http.StatusUnprocessableEntity,
+	models.EUnavailable:          http.StatusServiceUnavailable,
+	models.ENotFound:             http.StatusNotFound,
+	models.EInvalidSignature:     http.StatusUnauthorized,
+	models.EInvalidPayload:       http.StatusBadRequest,
+	models.EMissingField:         http.StatusUnprocessableEntity,
+	models.ETooLarge:             http.StatusRequestEntityTooLarge,
+	models.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
+}
+
+// AnswerStatuses lists the codes a callback can be answered with and
+// their HTTP statuses.
+func AnswerStatuses() map[string]int { return maps.Clone(answerStatus) }
 
 // Service receives callbacks for a set of providers.
 type Service struct {
@@ -316,8 +344,8 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 }
 
 func refusal(code, detail string) Outcome {
-	if code == "" || models.HTTPStatus(code) >= 500 {
-		code = models.EInvalidPayload
+	if status, ok := answerStatus[code]; code == "" || !ok || status >= 500 {
+		code = models.EInvalidPayload // a refusal is the sender's doing: a 4xx
 	}
 	return Outcome{Result: code, Detail: detail}
 }
