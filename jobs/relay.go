@@ -152,8 +152,9 @@ func enqueue(ctx context.Context, q enqueuer, m models.OutboxMessage, retention 
 	return false, nil
 }
 
-// listen wakes the relay on NOTIFY outbox_messages (sent by a trigger on
-// insert), reconnecting after errors.
+// listen wakes the relay on NOTIFY outbox_messages (sent after a commit
+// that wrote tasks: outbox.Notify, outbox.Notifier), reconnecting after
+// errors.
 func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
 	for ctx.Err() == nil {
 		err := r.listenOnce(ctx, wake)

@@ -38,7 +38,7 @@ func Validate(p models.Product) error {
 	case p.Name == "":
 		return models.Errorf(models.EInvalid, "name is required")
 	case !models.CleanText(p.Name) || len(p.Name) > 200:
-		return models.Errorf(models.EInvalid, "name must be at most 200 characters of text without NUL")
+		return models.Errorf(models.EInvalid, "name must be at most 200 bytes of text without NUL")
 	case p.Price < 0 || p.Price > models.MaxPrice:
 		return models.Errorf(models.EInvalid, "price must be 0 to %d minor units", int64(models.MaxPrice))
 	case p.Stock < 0 || p.Stock > models.MaxStock:

@@ -155,14 +155,21 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 			return err
 		}
 		var products []models.Product
-		if err := tx.Where("sku IN ?", skus).Order("sku").Find(&products).Error; err != nil {
+		if err := tx.Where("sku IN ?", skus).Find(&products).Error; err != nil {
 			return err
 		}
 		if len(products) != len(skus) {
 			return models.Errorf(models.EInvalid, "unknown sku: %s", missing(skus, products))
 		}
-		o.Currency = products[0].Currency
-		for i, p := range products {
+		// By SKU, not by position: the database sorts by its collation,
+		// which need not be Go's byte order.
+		bySKU := make(map[string]models.Product, len(products))
+		for _, p := range products {
+			bySKU[p.SKU] = p
+		}
+		o.Currency = bySKU[items[0].SKU].Currency
+		for i := range items {
+			p := bySKU[items[i].SKU]
 			if p.Currency != o.Currency {
 				return models.Errorf(models.EInvalid, "items are priced in different currencies (%s, %s)", o.Currency, p.Currency)
 			}
@@ -252,7 +259,8 @@ func HashAccessToken(token string) string {
 }
 
 // TokenOpens reports whether token is o's access token, in constant time.
-// An order without a token (from before tokens existed) opens with none.
+// An order without a token hash (from before tokens existed) opens with
+// no token: only the admin sees it.
 func TokenOpens(o *models.Order, token string) bool {
 	if o.AccessTokenHash == "" || token == "" {
 		return false

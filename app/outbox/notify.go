@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -37,6 +38,7 @@ type Notifier struct {
 	wake    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
+	close   sync.Once
 }
 
 // NewNotifier starts a notifier; Close stops it.
@@ -54,9 +56,9 @@ func (n *Notifier) Wake() {
 	}
 }
 
-// Close stops the notifier.
+// Close stops the notifier. A second Close does nothing.
 func (n *Notifier) Close() {
-	close(n.stop)
+	n.close.Do(func() { close(n.stop) })
 	<-n.stopped
 }
 

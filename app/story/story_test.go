@@ -1,0 +1,501 @@
+package story_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/invoices"
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/story"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+const price = 1000 // every product here costs this much
+
+// world makes orders and pays them through the real services, on the
+// test's own database.
+type world struct {
+	t      *testing.T
+	db     *gorm.DB
+	orders *orders.Service
+	pay    *payments.Service
+	// closePay writes the queued delivery rows and stops the payment
+	// service's writers; it runs once, whether a test calls it or the
+	// cleanup does.
+	closePay func()
+	reader   *story.Reader
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	db := testenv.NewDB(t)
+	log := testenv.Logger(t)
+	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	w := &world{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay,
+		closePay: sync.OnceFunc(pay.Close), reader: story.New(db)}
+	t.Cleanup(w.closePay)
+	return w
+}
+
+// order creates a pending order of qty units of sku.
+func (w *world) order(sku string, qty int64) *models.Order {
+	w.t.Helper()
+	o, err := w.orders.Create(context.Background(), orders.CreateRequest{
+		CustomerEmail: "buyer@example.com", Items: []orders.ItemRequest{{SKU: sku, Qty: qty}},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return o
+}
+
+// deliver sends one signed sandbox event under eventID through the
+// payment pipeline.
+func (w *world) deliver(eventID, orderID, ref string, ev models.PaymentEvent, amount int64) payments.Outcome {
+	w.t.Helper()
+	body := testenv.SandboxBody(orderID, ref, ev, amount)
+	return w.pay.Receive(context.Background(), payments.Delivery{
+		Provider:    sandbox.Name,
+		Header:      testenv.SandboxHeaders(eventID, body, time.Now()),
+		Body:        strings.NewReader(string(body)),
+		ContentType: "application/json",
+		RequestID:   "req-" + eventID,
+	})
+}
+
+// mustDeliver is deliver that must be processed into status want.
+func (w *world) mustDeliver(eventID, orderID, ref string, ev models.PaymentEvent, amount int64, want models.OrderStatus) {
+	w.t.Helper()
+	if out := w.deliver(eventID, orderID, ref, ev, amount); out.Result != models.ResultProcessed || out.OrderStatus != want {
+		w.t.Fatalf("delivering %s %s: %+v, want processed into %s", eventID, ev, out, want)
+	}
+}
+
+// read is the story of order id, which must exist.
+func (w *world) read(id string) *story.Order {
+	w.t.Helper()
+	s, err := w.reader.Order(context.Background(), id)
+	if err != nil {
+		w.t.Fatalf("story of %s: %v", id, err)
+	}
+	return s
+}
+
+// sendEmail sends the order's payment confirmation as the email job
+// does: the intent row, the delivery through sender, the row marked sent.
+func (w *world) sendEmail(orderID string, sender mail.Sender) {
+	w.t.Helper()
+	e, err := mail.OrderPaidIntent(context.Background(), w.db, orderID)
+	if err != nil || e == nil {
+		w.t.Fatalf("email intent of %s: %+v, %v", orderID, e, err)
+	}
+	if err := mail.Deliver(context.Background(), w.db, sender, "shop@example.com", e); err != nil {
+		w.t.Fatal(err)
+	}
+	if sent, err := mail.MarkSentTx(w.db, e.Key, time.Now()); err != nil || !sent {
+		w.t.Fatalf("mark %s sent: %v, %v", e.Key, sent, err)
+	}
+}
+
+// sender keeps the messages it is asked to send.
+type sender struct {
+	mu   sync.Mutex
+	sent []mail.Message
+}
+
+func (s *sender) Send(_ context.Context, m mail.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, m)
+	return nil
+}
+
+func whats(evs []story.Event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.What
+	}
+	return out
+}
+
+// inTimeOrder fails the test if the timeline goes back in time.
+func inTimeOrder(t *testing.T, evs []story.Event) {
+	t.Helper()
+	for i := 1; i < len(evs); i++ {
+		if evs[i].At.Before(evs[i-1].At) {
+			t.Errorf("timeline goes back in time at %d: %q at %s after %q at %s",
+				i, evs[i].What, evs[i].At.Format(time.RFC3339Nano), evs[i-1].What, evs[i-1].At.Format(time.RFC3339Nano))
+		}
+	}
+}
+
+// event returns the one timeline event whose What is what.
+func event(t *testing.T, evs []story.Event, what string) story.Event {
+	t.Helper()
+	var found []story.Event
+	for _, e := range evs {
+		if e.What == what {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("timeline %q has %d events %q, want 1", whats(evs), len(found), what)
+	}
+	return found[0]
+}
+
+// The story of an order created and then paid by a sandbox callback
+// reads the order with its item and its one succeeded payment, the one
+// pending → paid transition caused by that callback, the one reserve
+// movement, the callback with its one processed delivery, and the three
+// outbox rows (expiry, invoice, email). Its timeline is in time order and
+// is exactly: the creation, the stock reservation, the expiry task, the
+// callback, the status change pending → paid, then the invoice and email
+// tasks the payment wrote — each once.
+func TestOrderTellsTheStoryOfAPaidOrder(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "STORY", price, 10)
+	o := w.order("STORY", 2)
+	w.mustDeliver("evt_story", o.ID, "tx-story", models.EventPaid, 2*price, models.OrderPaid)
+
+	s := w.read(o.ID)
+	if s.Order.ID != o.ID || s.Order.Status != models.OrderPaid || len(s.Order.Items) != 1 || s.Order.Items[0].Qty != 2 ||
+		len(s.Order.Payments) != 1 || s.Order.Payments[0].Status != models.PaymentSucceeded || s.Order.Payments[0].ProviderReference != "tx-story" ||
+		s.Order.Invoice != nil {
+		t.Errorf("order %+v, want it paid with its item of 2, one succeeded payment tx-story and no invoice yet", s.Order)
+	}
+	if len(s.Callbacks) != 1 {
+		t.Fatalf("callbacks %+v, want the one that paid", s.Callbacks)
+	}
+	cb := s.Callbacks[0]
+	if cb.IdempotencyKey != "evt_story" || cb.Result != models.ResultProcessed {
+		t.Errorf("callback %+v, want evt_story processed", cb)
+	}
+	if ds := s.Deliveries[cb.ID]; len(ds) != 1 || ds[0].Outcome != models.OutcomeProcessed {
+		t.Errorf("deliveries of the callback %+v, want one processed", ds)
+	}
+	if len(s.Transitions) != 1 || s.Transitions[0].FromStatus != models.OrderPending || s.Transitions[0].ToStatus != models.OrderPaid ||
+		s.Transitions[0].Cause != models.CauseCallback || s.Transitions[0].CallbackID == nil || *s.Transitions[0].CallbackID != cb.ID {
+		t.Errorf("transitions %+v, want one pending → paid by callback %d", s.Transitions, cb.ID)
+	}
+	if len(s.Movements) != 1 || s.Movements[0].Kind != models.MovementReserve || s.Movements[0].SKU != "STORY" || s.Movements[0].Qty != 2 {
+		t.Errorf("movements %+v, want one reserve of STORY × 2", s.Movements)
+	}
+	var tasks []string
+	for _, m := range s.Outbox {
+		tasks = append(tasks, m.TaskID)
+	}
+	expire, invoice, email := models.ExpireKind.ID(o.ID), models.InvoiceKind.ID(o.ID), models.EmailKind.ID(models.EmailKey(models.EmailOrderPaid, o.ID))
+	if want := []string{expire, invoice, email}; !slices.Equal(tasks, want) {
+		t.Errorf("outbox %q, want %q", tasks, want)
+	}
+	if len(s.Jobs) != 0 || len(s.Emails) != 0 {
+		t.Errorf("jobs %+v and emails %+v before any worker ran, want none", s.Jobs, s.Emails)
+	}
+
+	inTimeOrder(t, s.Timeline)
+	want := []string{
+		"order created",
+		"stock reserve: STORY × 2",
+		"task written: " + expire,
+		`callback sandbox "evt_story": processed`,
+		"status pending → paid",
+		"task written: " + invoice,
+		"task written: " + email,
+	}
+	if got := whats(s.Timeline); !slices.Equal(got, want) {
+		t.Fatalf("timeline\n%q\nwant\n%q", got, want)
+	}
+	cbRef := "callback:" + strconv.FormatInt(cb.ID, 10)
+	if e := event(t, s.Timeline, "order created"); !strings.Contains(e.Detail, fmt.Sprintf("1 item(s), total %d IDR", 2*price)) || !e.At.Equal(s.Order.CreatedAt) {
+		t.Errorf("creation event %+v", e)
+	}
+	if e := event(t, s.Timeline, `callback sandbox "evt_story": processed`); e.Ref != cbRef || e.Tone != "ok" ||
+		!strings.Contains(e.Detail, "tx-story") || !strings.HasSuffix(e.Detail, "deliveries: 1 processed") {
+		t.Errorf("callback event %+v, want ok, ref %s, naming tx-story and its one processed delivery", e, cbRef)
+	}
+	if e := event(t, s.Timeline, "status pending → paid"); e.Ref != cbRef || e.Tone != "ok" || e.Detail != "by "+models.CauseCallback {
+		t.Errorf("status event %+v, want ok, ref %s, by callback", e, cbRef)
+	}
+	if e := event(t, s.Timeline, "stock reserve: STORY × 2"); e.Ref != "product:STORY" {
+		t.Errorf("movement event %+v, want ref product:STORY", e)
+	}
+	if e := event(t, s.Timeline, "task written: "+invoice); e.Ref != "outbox:"+invoice || !strings.HasPrefix(e.Detail, "queue "+models.QueueCritical) {
+		t.Errorf("invoice task event %+v", e)
+	}
+}
+
+// The payment's later effects join the story: after the invoice is issued
+// and the confirmation email sent, the order has its invoice and email
+// row, and the timeline, still in time order, ends with "invoice … issued"
+// then "email order_paid:…: sent", each once.
+func TestOrderStoryEndsWithInvoiceAndEmail(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "AFTER", price, 3)
+	o := w.order("AFTER", 1)
+	w.mustDeliver("evt_after", o.ID, "tx-after", models.EventPaid, price, models.OrderPaid)
+	var inv *models.Invoice
+	err := w.db.Transaction(func(tx *gorm.DB) error {
+		var err error
+		inv, _, err = invoices.IssueTx(tx, o.ID, time.Now())
+		return err
+	})
+	if err != nil || inv == nil {
+		t.Fatalf("issue the invoice: %+v, %v", inv, err)
+	}
+	w.sendEmail(o.ID, &sender{})
+
+	s := w.read(o.ID)
+	if s.Order.Invoice == nil || s.Order.Invoice.Number != inv.Number {
+		t.Errorf("invoice %+v, want %s", s.Order.Invoice, inv.Number)
+	}
+	if len(s.Emails) != 1 || s.Emails[0].Status != models.EmailSent || s.Emails[0].SentAt == nil {
+		t.Errorf("emails %+v, want the confirmation, sent", s.Emails)
+	}
+	inTimeOrder(t, s.Timeline)
+	got := whats(s.Timeline)
+	key := models.EmailKey(models.EmailOrderPaid, o.ID)
+	tail := []string{"invoice " + inv.Number + " issued", "email " + key + ": sent"}
+	if len(got) < 2 || !slices.Equal(got[len(got)-2:], tail) {
+		t.Errorf("timeline %q does not end with %q", got, tail)
+	}
+	if e := event(t, s.Timeline, "email "+key+": sent"); e.Tone != "ok" || !e.At.Equal(*s.Emails[0].SentAt) ||
+		!strings.HasPrefix(e.Detail, "to buyer@example.com") || !strings.HasSuffix(e.Detail, "1 attempt(s)") {
+		t.Errorf("email event %+v, want ok, at its sending, to buyer@example.com after 1 attempt", e)
+	}
+	event(t, s.Timeline, "invoice "+inv.Number+" issued")
+	event(t, s.Timeline, "status pending → paid")
+}
+
+// A paid event delivered three times is one callback with one processed
+// and two duplicate deliveries, one pending → paid transition and one
+// invoice and one email task: the story shows that it happened once.
+func TestOrderStoryShowsRepeatedDeliveriesOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "AGAIN", price, 3)
+	o := w.order("AGAIN", 1)
+	w.mustDeliver("evt_again", o.ID, "tx-again", models.EventPaid, price, models.OrderPaid)
+	for range 2 {
+		if out := w.deliver("evt_again", o.ID, "tx-again", models.EventPaid, price); out.Result != models.ResultDuplicate {
+			t.Fatalf("repeated delivery: %+v, want duplicate", out)
+		}
+	}
+	w.closePay() // writes the duplicates' delivery rows
+
+	s := w.read(o.ID)
+	if len(s.Callbacks) != 1 {
+		t.Fatalf("callbacks %+v, want one", s.Callbacks)
+	}
+	var outcomes []string
+	for _, d := range s.Deliveries[s.Callbacks[0].ID] {
+		outcomes = append(outcomes, d.Outcome)
+	}
+	if want := []string{models.OutcomeProcessed, models.OutcomeDuplicate, models.OutcomeDuplicate}; !slices.Equal(outcomes, want) {
+		t.Errorf("deliveries %q, want %q", outcomes, want)
+	}
+	if len(s.Transitions) != 1 || len(s.Outbox) != 3 || len(s.Movements) != 1 {
+		t.Errorf("%d transitions, %d outbox rows, %d movements; want 1, 3 (expiry, invoice, email), 1", len(s.Transitions), len(s.Outbox), len(s.Movements))
+	}
+	inTimeOrder(t, s.Timeline)
+	e := event(t, s.Timeline, `callback sandbox "evt_again": processed`)
+	if !strings.HasSuffix(e.Detail, "deliveries: 1 processed, 2 duplicate") {
+		t.Errorf("callback event detail %q, want it to count 1 processed and 2 duplicate deliveries", e.Detail)
+	}
+	event(t, s.Timeline, "status pending → paid")
+}
+
+// The story of a failed order has the pending → failed change (tone bad)
+// after the callback, and the stock's release after its reservation.
+func TestOrderStoryOfAFailedPayment(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "FAIL", price, 3)
+	o := w.order("FAIL", 2)
+	w.mustDeliver("evt_fail", o.ID, "tx-fail", models.EventFailed, 0, models.OrderFailed)
+	s := w.read(o.ID)
+	inTimeOrder(t, s.Timeline)
+	want := []string{"order created", "stock reserve: FAIL × 2", `callback sandbox "evt_fail": processed`, "status pending → failed", "stock release: FAIL × 2"}
+	got := whats(s.Timeline)
+	at := 0
+	for _, line := range got {
+		if at < len(want) && line == want[at] {
+			at++
+		}
+	}
+	if at != len(want) {
+		t.Errorf("timeline %q lacks, in order, %q", got, want[at:])
+	}
+	if e := event(t, s.Timeline, "status pending → failed"); e.Tone != "bad" {
+		t.Errorf("failure event %+v, want tone bad", e)
+	}
+	for _, line := range got {
+		if strings.HasPrefix(line, "task written: "+models.TaskInvoiceGenerate) || strings.HasPrefix(line, "task written: "+models.TaskEmailSend) {
+			t.Errorf("a failed order's timeline has %q", line)
+		}
+	}
+}
+
+// An order that does not exist is not_found, whether its id is well
+// formed (a fresh order id, the id of an order of another database) or
+// not an order id at all.
+func TestOrderOfAnUnknownIDIsNotFound(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "REAL", price, 3)
+	w.order("REAL", 1) // the database is not empty
+	for _, id := range []string{models.NewOrderID(time.Now()), "", "nope", "ORD-", "ORD-not-a-ulid", "'; DROP TABLE orders; --"} {
+		s, err := w.reader.Order(context.Background(), id)
+		if models.ErrorCode(err) != models.ENotFound || s != nil {
+			t.Errorf("story of %q: %+v, %v; want not_found", id, s, err)
+		}
+	}
+}
+
+// EmailSent is false for an order not paid yet, still false for a paid
+// one whose confirmation is written but pending — even after it was
+// handed to the mail server, until the row says sent — and true once the
+// row says sent. Another order's sent email does not count.
+func TestEmailSentFollowsTheEmailRow(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	testenv.MustCreateProduct(t, w.db, "MAIL", price, 5)
+	o := w.order("MAIL", 1)
+	other := w.order("MAIL", 1)
+	sent := func(id string) bool {
+		t.Helper()
+		ok, err := w.reader.EmailSent(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if sent(o.ID) {
+		t.Error("an unpaid order's email is sent")
+	}
+	w.mustDeliver("evt_mail", o.ID, "tx-mail", models.EventPaid, price, models.OrderPaid)
+	w.mustDeliver("evt_other", other.ID, "tx-other", models.EventPaid, price, models.OrderPaid)
+	w.sendEmail(other.ID, &sender{})
+	if sent(o.ID) {
+		t.Error("another order's sent email makes this one's sent")
+	}
+	e, err := mail.OrderPaidIntent(ctx, w.db, o.ID)
+	if err != nil || e == nil {
+		t.Fatalf("intent: %+v, %v", e, err)
+	}
+	if sent(o.ID) {
+		t.Error("a pending email row is sent")
+	}
+	mailer := &sender{}
+	if err := mail.Deliver(ctx, w.db, mailer, "shop@example.com", e); err != nil || len(mailer.sent) != 1 {
+		t.Fatalf("deliver: %v, %d message(s)", err, len(mailer.sent))
+	}
+	if sent(o.ID) {
+		t.Error("an email handed to the server but not marked sent is sent")
+	}
+	if ok, err := mail.MarkSentTx(w.db, e.Key, time.Now()); err != nil || !ok {
+		t.Fatalf("mark sent: %v, %v", ok, err)
+	}
+	if !sent(o.ID) {
+		t.Error("the email row says sent, EmailSent says not")
+	}
+	if !sent(other.ID) {
+		t.Error("the other order's email was sent, EmailSent says not")
+	}
+}
+
+// Callback tells what one paid callback was and caused: its delivery, its
+// one pending → paid transition, the payment it names, the invoice and
+// email tasks (not the expiry task, which the order's creation wrote),
+// and no stock movement, since paying a pending order moves none.
+func TestCallbackOfAPayment(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "CB", price, 3)
+	o := w.order("CB", 1)
+	w.mustDeliver("evt_cb", o.ID, "tx-cb", models.EventPaid, price, models.OrderPaid)
+	id := w.read(o.ID).Callbacks[0].ID
+	c, err := w.reader.Callback(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Callback.ID != id || c.Callback.IdempotencyKey != "evt_cb" || c.Callback.OrderID != o.ID {
+		t.Errorf("callback %+v, want evt_cb of %s", c.Callback, o.ID)
+	}
+	if len(c.Deliveries) != 1 || c.Deliveries[0].Outcome != models.OutcomeProcessed || c.Deliveries[0].RequestID != "req-evt_cb" {
+		t.Errorf("deliveries %+v, want one processed, with its request id", c.Deliveries)
+	}
+	if len(c.Transitions) != 1 || c.Transitions[0].ToStatus != models.OrderPaid {
+		t.Errorf("transitions %+v, want one to paid", c.Transitions)
+	}
+	if c.Payment == nil || c.Payment.ProviderReference != "tx-cb" || c.Payment.Status != models.PaymentSucceeded || c.Payment.OrderID != o.ID {
+		t.Errorf("payment %+v, want tx-cb succeeded", c.Payment)
+	}
+	var tasks []string
+	for _, m := range c.Outbox {
+		tasks = append(tasks, m.TaskID)
+	}
+	if want := story.TaskKeys(o.ID)[:2]; !slices.Equal(tasks, want) {
+		t.Errorf("outbox %q, want the invoice and email tasks %q", tasks, want)
+	}
+	if len(c.Movements) != 0 || len(c.Jobs) != 0 {
+		t.Errorf("movements %+v, jobs %+v; want none", c.Movements, c.Jobs)
+	}
+}
+
+// Callback of a failure that released the stock shows that release, the
+// pending → failed change and no tasks; a callback id that does not exist
+// is not_found.
+func TestCallbackOfAFailureAndOfNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "CBF", price, 3)
+	o := w.order("CBF", 2)
+	w.mustDeliver("evt_cbf", o.ID, "tx-cbf", models.EventFailed, 0, models.OrderFailed)
+	id := w.read(o.ID).Callbacks[0].ID
+	c, err := w.reader.Callback(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Transitions) != 1 || c.Transitions[0].ToStatus != models.OrderFailed {
+		t.Errorf("transitions %+v, want one to failed", c.Transitions)
+	}
+	if len(c.Movements) != 1 || c.Movements[0].Kind != models.MovementRelease || c.Movements[0].Qty != 2 {
+		t.Errorf("movements %+v, want the release of 2", c.Movements)
+	}
+	if len(c.Outbox) != 0 {
+		t.Errorf("outbox %+v, want no tasks", c.Outbox)
+	}
+	for _, missing := range []int64{id + 1000, 0, -1} {
+		if c, err := w.reader.Callback(context.Background(), missing); models.ErrorCode(err) != models.ENotFound || c != nil {
+			t.Errorf("callback %d: %+v, %v; want not_found", missing, c, err)
+		}
+	}
+}
+
+// TaskKeys are the ids of the invoice, email and expiry tasks of an
+// order, in that order.
+func TestTaskKeys(t *testing.T) {
+	t.Parallel()
+	id := models.NewOrderID(time.Now())
+	want := []string{"invoice:generate:" + id, "email:send:order_paid:" + id, "order:expire:" + id}
+	if got := story.TaskKeys(id); !slices.Equal(got, want) {
+		t.Errorf("task keys %q, want %q", got, want)
+	}
+}
