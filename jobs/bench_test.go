@@ -83,7 +83,7 @@ func benchDrain(b *testing.B, mk func(*gorm.DB, *redis.Client) asynq.Handler) fl
 		db, rdb := benchBacklog(b, benchJobs)
 		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 			Concurrency:              config.DefaultConcurrency,
-			Queues:                   jobs.Queues,
+			Queues:                   jobs.QueueWeights(),
 			RetryDelayFunc:           jobs.RetryDelay,
 			TaskCheckInterval:        100 * time.Millisecond, // as RunWorker
 			DelayedTaskCheckInterval: time.Second,

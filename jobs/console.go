@@ -484,7 +484,7 @@ func (c *Console) known(ctx context.Context, key string) (knownTask, error) {
 }
 
 // find looks for task id key in the queues named first, then in every
-// queue of Queues; nil when none has it.
+// queue of QueueWeights; nil when none has it.
 func (c *Console) find(key string, named ...string) (*asynq.TaskInfo, error) {
 	tried := map[string]bool{"": true}
 	for _, q := range append(named, queueNames()...) {
@@ -504,8 +504,8 @@ func (c *Console) find(key string, named ...string) (*asynq.TaskInfo, error) {
 	return nil, nil
 }
 
-// queueNames are the names of Queues, in a stable order.
-func queueNames() []string { return slices.Sorted(maps.Keys(Queues)) }
+// queueNames are the names of the queues, in a stable order.
+func queueNames() []string { return slices.Sorted(maps.Keys(QueueWeights())) }
 
 func queuedTask(t *asynq.TaskInfo) models.QueuedTask {
 	return models.QueuedTask{

@@ -21,7 +21,7 @@ import (
 )
 
 // The console's archive lists look only at the application's queues
-// (jobs.Queues), so the workers here serve "critical" and "default" and
+// (jobs.QueueWeights), so the workers here serve "critical" and "default" and
 // are named after them.
 
 // errBroken is an effect failure that skips Asynq's retries: the task is

@@ -136,10 +136,22 @@ func (g *Guard) WrapPrepared(prepare Prepare, fn Effect) asynq.HandlerFunc {
 	}
 }
 
+// RunOutcome is how one run of a job behind the guard ended; it is the
+// outcome label of sekali_job_runs_total and of the run's log line.
+type RunOutcome string
+
+const (
+	RunSucceeded RunOutcome = "succeeded"         // the effect committed with the run's fence
+	RunDuplicate RunOutcome = "duplicate_ignored" // the job had succeeded before: nothing ran
+	RunLockBusy  RunOutcome = "lock_busy"         // another run holds the lock or the lease
+	RunFenced    RunOutcome = "fenced"            // a newer claim owns the job: this run committed nothing
+	RunLockLost  RunOutcome = "lock_lost"         // the lock expired during the run
+	RunFailed    RunOutcome = "failed"            // the effect failed; the queue retries
+)
+
 // Run runs one job behind the guard (the steps above) and says how it
-// ended: succeeded, duplicate_ignored, lock_busy, fenced, lock_lost or
-// failed. A nil error means the job is done and may be acked.
-func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (outcome string, err error) {
+// ended. A nil error means the job is done and may be acked.
+func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (outcome RunOutcome, err error) {
 	start := time.Now()
 	// request_id is the callback's that caused the job: one search for it
 	// follows a payment from its callback to its invoice and email.
@@ -147,45 +159,45 @@ func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (out
 		"request_id", j.RequestID(), "type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))
 	var before models.JobStatus
 	outcome, err = g.run(ctx, log, j, prepare, fn, &before)
-	g.metrics.JobRuns.WithLabelValues(j.Type, outcome).Inc()
+	g.metrics.JobRuns.WithLabelValues(j.Type, string(outcome)).Inc()
 	g.metrics.JobDuration.WithLabelValues(j.Type).Observe(time.Since(start).Seconds())
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "job "+outcome, "status_before", before, "status_after", statusAfter(outcome, before),
+	log.Log(ctx, level, "job "+string(outcome), "status_before", before, "status_after", statusAfter(outcome, before),
 		"duration_ms", time.Since(start).Milliseconds(), "error", err)
 	return outcome, err
 }
 
 // statusAfter is the job row's status as a run that ended with outcome
 // left it, before being the status the run found ("" for a new job).
-func statusAfter(outcome string, before models.JobStatus) models.JobStatus {
+func statusAfter(outcome RunOutcome, before models.JobStatus) models.JobStatus {
 	switch outcome {
-	case "succeeded", "duplicate_ignored":
+	case RunSucceeded, RunDuplicate:
 		return models.JobSucceeded
-	case "failed", "lock_lost":
+	case RunFailed, RunLockLost:
 		if before == models.JobSucceeded { // refused before any claim: nothing changed
 			return before
 		}
 		return models.JobFailed
-	case "fenced": // a newer run owns the row
+	case RunFenced: // a newer run owns the row
 		return models.JobProcessing
 	}
 	return before // lock_busy: not claimed, nothing changed
 }
 
-func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepare, fn Effect, before *models.JobStatus) (outcome string, err error) {
+func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepare, fn Effect, before *models.JobStatus) (outcome RunOutcome, err error) {
 	if j.Key == "" {
-		return "failed", fmt.Errorf("jobs: task %s has no id: %w", j.Type, asynq.SkipRetry)
+		return RunFailed, fmt.Errorf("jobs: task %s has no id: %w", j.Type, asynq.SkipRetry)
 	}
 	l, ok, err := lock.Acquire(ctx, g.rdb, lockKey(j.Key), g.LockTTL)
 	if err != nil {
-		return "failed", fmt.Errorf("jobs: lock %s: %w", j.Key, err)
+		return RunFailed, fmt.Errorf("jobs: lock %s: %w", j.Key, err)
 	}
 	if !ok {
 		g.metrics.LockFailures.WithLabelValues(j.Type).Inc()
-		return "lock_busy", ErrLockBusy
+		return RunLockBusy, ErrLockBusy
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 
@@ -195,12 +207,12 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	fence, state, err := g.claim(ctx, j)
 	switch {
 	case err != nil:
-		return "failed", err
+		return RunFailed, err
 	case state == claimDone:
-		return "duplicate_ignored", nil
+		return RunDuplicate, nil
 	case state == claimLeased:
 		g.metrics.LockFailures.WithLabelValues(j.Type).Inc()
-		return "lock_busy", fmt.Errorf("%w: its lease has not run out", ErrLockBusy)
+		return RunLockBusy, fmt.Errorf("%w: its lease has not run out", ErrLockBusy)
 	}
 	j.Fence = fence
 
@@ -233,7 +245,7 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	}
 	stop()
 	if err == nil {
-		return "succeeded", nil
+		return RunSucceeded, nil
 	}
 	if cause := context.Cause(jobCtx); errors.Is(cause, errLockLost) && !errors.Is(err, ErrFenced) {
 		err = fmt.Errorf("%w: %w", errLockLost, err)
@@ -241,11 +253,11 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	g.fail(j.Key, fence, err, log)
 	switch {
 	case errors.Is(err, ErrFenced):
-		return "fenced", err
+		return RunFenced, err
 	case errors.Is(err, errLockLost):
-		return "lock_lost", err
+		return RunLockLost, err
 	}
-	return "failed", err
+	return RunFailed, err
 }
 
 // What a claim found.

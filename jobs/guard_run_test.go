@@ -135,13 +135,13 @@ func TestLostLockCancelsTheRun(t *testing.T) {
 	reached := make(chan struct{})
 	never := make(chan struct{})
 	done := make(chan struct {
-		outcome string
+		outcome jobs.RunOutcome
 		err     error
 	}, 1)
 	go func() {
 		outcome, err := g.Run(context.Background(), jobOf(m), nil, blockAfter(jobs.InvoiceEffect(time.Now, metrics.New()), reached, never))
 		done <- struct {
-			outcome string
+			outcome jobs.RunOutcome
 			err     error
 		}{outcome, err}
 	}()

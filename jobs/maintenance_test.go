@@ -471,7 +471,7 @@ func TestMaintenancePollPayments(t *testing.T) {
 	if err := m.PollPayments(context.Background(), task); !errors.Is(err, failure) || calls != 1 {
 		t.Errorf("with a failing poll: %v after %d calls, want its error after 1", err, calls)
 	}
-	if !slices.ContainsFunc(jobs.DefaultPeriodic, func(s jobs.Spec) bool { return s.Task.Type == jobs.TaskPollPayments }) {
+	if !slices.ContainsFunc(jobs.Periodic(), func(s jobs.Spec) bool { return s.Task.Type == jobs.TaskPollPayments }) {
 		t.Error("payments:poll is not on the maintenance schedule")
 	}
 }

@@ -66,7 +66,7 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 	})
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.Concurrency,
-		Queues:                   Queues,
+		Queues:                   QueueWeights(),
 		RetryDelayFunc:           RetryDelay,
 		Logger:                   slogAdapter{log: log.With("component", "asynq")},
 		LogLevel:                 asynq.WarnLevel,

@@ -3,7 +3,6 @@ package jobs
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -18,7 +17,7 @@ import (
 // periodically, and how its handler is built. Each job's spec sits beside
 // its handler (invoice.go, email.go, expire.go, maintenance.go,
 // reconcile.go); specs lists them, and the mux (NewMux), the relay's
-// enqueue options (EnqueueOptions) and the schedule (DefaultPeriodic) are
+// enqueue options (EnqueueOptions) and the schedule (Periodic) are
 // all read from that list.
 type Spec struct {
 	// Task is the type and queue. For a business task it is the models
@@ -69,9 +68,11 @@ type Deps struct {
 // queues are in models, where the outbox writers are).
 const QueueMaintenance = "maintenance"
 
-// Queues and their weights: invoices first, emails and expiry next,
-// maintenance when there is room.
-var Queues = map[string]int{models.QueueCritical: 6, models.QueueDefault: 3, QueueMaintenance: 1}
+// QueueWeights are the queues and their weights: invoices first, emails
+// and expiry next, maintenance when there is room.
+func QueueWeights() map[string]int {
+	return map[string]int{models.QueueCritical: 6, models.QueueDefault: 3, QueueMaintenance: 1}
+}
 
 // periodic is the spec of a maintenance task that runs every period on the
 // maintenance queue, without the guard (each is a set of conditional
@@ -82,16 +83,12 @@ func periodic(taskType string, every time.Duration, handler func(Deps) asynq.Han
 		MaxRetry: 3, Timeout: every, Every: every, Handler: handler}
 }
 
-// DefaultPeriodic is the maintenance schedule: every spec that runs
-// periodically.
-var DefaultPeriodic = periodicSpecs()
-
-// Schedule is DefaultPeriodic for a worker whose RECONCILE_AFTER is
+// Schedule is Periodic() for a worker whose RECONCILE_AFTER is
 // reconcileAfter: when that is shorter than the reconciler's minute, the
 // reconciler looks that often, so a task Redis lost waits about
 // RECONCILE_AFTER, not up to a minute more.
 func Schedule(reconcileAfter time.Duration) []Spec {
-	schedule := slices.Clone(DefaultPeriodic)
+	schedule := Periodic()
 	for i, s := range schedule {
 		if s.Task.Type == TaskReconcile && reconcileAfter >= time.Second && reconcileAfter < s.Every {
 			schedule[i].Every, schedule[i].Timeout = reconcileAfter, reconcileAfter
@@ -100,7 +97,9 @@ func Schedule(reconcileAfter time.Duration) []Spec {
 	return schedule
 }
 
-func periodicSpecs() []Spec {
+// Periodic is the maintenance schedule: every spec that runs
+// periodically.
+func Periodic() []Spec {
 	var p []Spec
 	for _, s := range specs() {
 		if s.Every > 0 {

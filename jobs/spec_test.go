@@ -64,7 +64,7 @@ func TestPeriodicTasksPinned(t *testing.T) {
 	defer cancel()
 	q := &recordingQueue{want: len(every), done: cancel}
 	before := time.Now().Unix()
-	if err := jobs.NewScheduler(q, testenv.Logger(t), jobs.DefaultPeriodic).Run(ctx); err != nil {
+	if err := jobs.NewScheduler(q, testenv.Logger(t), jobs.Periodic()).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now().Unix()
@@ -104,7 +104,7 @@ func TestMuxServesEverySpec(t *testing.T) {
 		if _, pattern := mux.Handler(asynq.NewTask(typ, nil)); pattern != typ {
 			t.Errorf("%s is routed to %q", typ, pattern)
 		}
-		if jobs.Queues[queue] == 0 {
+		if jobs.QueueWeights()[queue] == 0 {
 			t.Errorf("%s runs on %s, which the worker does not serve", typ, queue)
 		}
 	}
@@ -163,7 +163,7 @@ func TestScheduleFollowsReconcileAfter(t *testing.T) {
 	if got := every(jobs.Schedule(5*time.Second), jobs.TaskSweepStuck); got != time.Minute {
 		t.Errorf("the stuck sweep runs every %s, want 1m", got)
 	}
-	if every(jobs.DefaultPeriodic, jobs.TaskReconcile) != time.Minute {
-		t.Error("Schedule changed DefaultPeriodic")
+	if every(jobs.Periodic(), jobs.TaskReconcile) != time.Minute {
+		t.Error("Schedule changed Periodic()")
 	}
 }

@@ -96,7 +96,7 @@ func (q *QueueStats) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector; a queue Redis cannot report on
 // is left out.
 func (q *QueueStats) Collect(ch chan<- prometheus.Metric) {
-	for queue := range Queues {
+	for queue := range QueueWeights() {
 		info, err := q.inspector.GetQueueInfo(queue)
 		if err != nil {
 			continue // the queue has never been used, or Redis is away

@@ -61,16 +61,16 @@ type Auditor struct {
 	drain  bool
 }
 
-// New returns an auditor of every invariant: Checks and JobChecks. Its
+// New returns an auditor of every invariant: baseChecks and jobChecks. Its
 // Run drains first.
 func New(db *gorm.DB) *Auditor {
-	return &Auditor{db: db, checks: append(append([]Check{}, Checks...), JobChecks...), drain: true}
+	return &Auditor{db: db, checks: append(append([]Check{}, baseChecks...), jobChecks...), drain: true}
 }
 
 // WithoutJobs returns an auditor of the invariants that hold without the
-// jobs (Checks: 1 to 4), which does not drain: for tests and set-ups that
+// jobs (baseChecks: 1 to 5), which does not drain: for tests and set-ups that
 // run no worker.
-func WithoutJobs(db *gorm.DB) *Auditor { return &Auditor{db: db, checks: Checks} }
+func WithoutJobs(db *gorm.DB) *Auditor { return &Auditor{db: db, checks: baseChecks} }
 
 // Checks returns the invariants this auditor checks, in the order they
 // run and are printed, which is the order of their IDs.
@@ -154,7 +154,7 @@ func (a *Auditor) run(ctx context.Context, drainTimeout time.Duration) (Report, 
 			}
 			r.Checked = append(r.Checked, c.Name)
 		}
-		if live && len(a.checks) > len(Checks) {
+		if live && len(a.checks) > len(baseChecks) {
 			return tx.Raw(settlingQuery, settledBefore).Scan(&r.Settling).Error
 		}
 		return nil

@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-// The checks are numbered 1, 2, 3, … in the order they run, Checks first
-// and JobChecks after them, so `sekali verify`, the console and the docs
+// The checks are numbered 1, 2, 3, … in the order they run, baseChecks
+// first and jobChecks after them, so `sekali verify`, the console and the docs
 // can number them alike.
 func TestCheckIDsFollowTheirOrder(t *testing.T) {
 	t.Parallel()
 	all := New(nil).Checks()
-	if len(all) != len(Checks)+len(JobChecks) {
-		t.Fatalf("New checks %d invariants, want the %d of Checks and JobChecks", len(all), len(Checks)+len(JobChecks))
+	if len(all) != len(baseChecks)+len(jobChecks) {
+		t.Fatalf("New checks %d invariants, want the %d of baseChecks and jobChecks", len(all), len(baseChecks)+len(jobChecks))
 	}
 	names := map[string]bool{"drain": true}
 	for i, c := range all {

@@ -1,13 +1,13 @@
 package audit
 
-// Checks are the invariants that hold without the jobs; JobChecks follow
+// baseChecks are the invariants that hold without the jobs; jobChecks follow
 // them. IDs run 1, 2, 3, … in the order the checks run and are printed,
-// JobChecks continuing the count; docs/README.md#the-integrity-audit lists
+// jobChecks continuing the count; docs/README.md#the-integrity-audit lists
 // them by the same numbers. Each query returns one row per violation: a
 // line for people and a reference to the row at fault (order:ID,
 // callback:ID, product:SKU, job:KEY or invoices:YEAR), which the admin
 // console turns into a link. Any row a query returns is a bug.
-var Checks = []Check{
+var baseChecks = []Check{
 	{
 		ID: 1, Name: "stock",
 		Description: "no negative stock; every product's movements add up to its stock",
@@ -103,11 +103,11 @@ WHERE r.currency <> p.currency OR r.order_id <> p.order_id OR r.provider <> p.pr
 	},
 }
 
-// JobChecks are the invariants that need the jobs (invoices, emails, job
+// jobChecks are the invariants that need the jobs (invoices, emails, job
 // rows). They hold only once the work of every paid order has run: a
 // drained run judges every paid order, a live run leaves out the orders
 // paid after @settled_before, whose jobs may still be running.
-var JobChecks = []Check{
+var jobChecks = []Check{
 	{
 		ID: 6, Name: "invoices",
 		Description: "every paid order has exactly one invoice of its amount; none for orders never paid; numbers gapless per year",

@@ -140,7 +140,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	t.Cleanup(func() { leases.Close() })
 	recoverable := func() (n int64) {
 		cutoff := strconv.FormatInt(time.Now().Add(-30*time.Second).Unix(), 10)
-		for queue := range jobs.Queues {
+		for queue := range jobs.QueueWeights() {
 			c, _ := leases.ZCount(context.Background(), "asynq:{"+queue+"}:lease", "-inf", cutoff).Result()
 			n += c
 		}

@@ -45,10 +45,10 @@ const (
 	keptOrders     = 1000
 )
 
-// RetrySchedule is when a delivery answered with a non-2xx (or not at
+// retrySchedule is when a delivery answered with a non-2xx (or not at
 // all) is tried again: a real gateway's exponential schedule, shortened
 // from hours to seconds.
-var RetrySchedule = []time.Duration{time.Second, 3 * time.Second}
+var retrySchedule = []time.Duration{time.Second, 3 * time.Second}
 
 // Modes of the QA panel.
 const (
@@ -83,7 +83,7 @@ type Gateway struct {
 	log         *slog.Logger
 	now         func() time.Time
 
-	// Retries is when a non-2xx delivery is tried again; RetrySchedule by
+	// Retries is when a non-2xx delivery is tried again; retrySchedule by
 	// default.
 	Retries []time.Duration
 
@@ -120,7 +120,7 @@ func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *
 	g := &Gateway{
 		orders: orders, callbackURL: callbackURL, log: log, now: time.Now,
 		client: &http.Client{Timeout: 10 * time.Second}, senders: map[string]payments.Sender{},
-		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, midtrans: map[string][]byte{}, Retries: RetrySchedule,
+		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, midtrans: map[string][]byte{}, Retries: slices.Clone(retrySchedule),
 		stop: make(chan struct{}),
 	}
 	g.Speak(sandbox.NewSender(key))
