@@ -20,7 +20,6 @@ import (
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
-	"github.com/sekali/sekali/models"
 )
 
 // benchJobs is the number of invoice jobs per round. It is fixed rather
@@ -44,7 +43,7 @@ func BenchmarkGuardVersusBare(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		bare = benchDrain(b, func(db *gorm.DB, _ *redis.Client) asynq.Handler {
 			return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-				var p models.OrderPayload
+				var p jobs.InvoiceArgs
 				if err := json.Unmarshal(t.Payload(), &p); err != nil {
 					return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
 				}
@@ -125,7 +124,7 @@ func benchBacklog(b *testing.B, n int) (*gorm.DB, *redis.Client) {
 	rdb := testenv.StartRedis(b).Client()
 
 	testenv.MustCreateProduct(b, db, "BENCH", price, int64(n))
-	svc := orders.NewService(db, slog.New(slog.DiscardHandler), time.Now, time.Hour)
+	svc := orders.NewService(db, slog.New(slog.DiscardHandler), time.Now, time.Hour, jobs.Tasks{})
 	ids := make([]string, 0, n)
 	// One transaction for all orders: set-up speed only.
 	err = store.Transaction(ctx, db, func(tx *gorm.DB) error {
@@ -148,7 +147,7 @@ func benchBacklog(b *testing.B, n int) (*gorm.DB, *redis.Client) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	now := time.Now()
 	for _, id := range ids {
-		if _, err := client.Enqueue(jobs.NewTask(models.InvoiceTask(id, now, ""), time.Hour)); err != nil {
+		if _, err := client.Enqueue(jobs.NewTask(jobs.Row(jobs.InvoiceArgs{OrderID: id}, now), time.Hour)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/jobview"
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/store"
@@ -62,11 +64,11 @@ func NewConsole(db *gorm.DB, inspector *asynq.Inspector, queue enqueuer, retenti
 
 // List returns a page of job_executions rows matching f, newest first, and
 // the cursor of the next page (0 when it is the last).
-func (c *Console) List(ctx context.Context, f models.JobFilter) (rows []models.JobExecution, next int64, err error) {
+func (c *Console) List(ctx context.Context, f jobview.Filter) (rows []models.JobExecution, next int64, err error) {
 	q := c.db.WithContext(ctx).Model(&models.JobExecution{})
 	switch f.Status {
 	case "":
-	case models.JobStuck: // what sweep:stuck will mark failed
+	case jobview.Stuck: // what sweep:stuck will mark failed
 		q = q.Where("status = ? AND locked_until < now()", models.JobProcessing)
 	case string(models.JobProcessing), string(models.JobSucceeded), string(models.JobFailed):
 		q = q.Where("status = ?", f.Status)
@@ -83,7 +85,7 @@ func (c *Console) List(ctx context.Context, f models.JobFilter) (rows []models.J
 // filterJobs applies f's type and key to a job_executions query. Both are
 // prefixes of the idempotency key, which its text_pattern_ops index serves;
 // an order id also matches the business key.
-func filterJobs(q *gorm.DB, f models.JobFilter) *gorm.DB {
+func filterJobs(q *gorm.DB, f jobview.Filter) *gorm.DB {
 	if f.Type != "" {
 		q = q.Where("idempotency_key LIKE ?", store.LikePrefix(f.Type+":"))
 	}
@@ -95,7 +97,7 @@ func filterJobs(q *gorm.DB, f models.JobFilter) *gorm.DB {
 
 // Archived returns the tasks the queue gave up on that match f's type and
 // key, newest failure first: at most f.Limit, and never more than 200.
-func (c *Console) Archived(ctx context.Context, f models.JobFilter) ([]models.QueuedTask, error) {
+func (c *Console) Archived(ctx context.Context, f jobview.Filter) ([]jobview.QueuedTask, error) {
 	limit := maxArchived
 	if f.Limit > 0 {
 		limit = min(f.Limit, maxArchived)
@@ -104,7 +106,7 @@ func (c *Console) Archived(ctx context.Context, f models.JobFilter) ([]models.Qu
 	if err != nil {
 		return nil, fmt.Errorf("jobs.Console.Archived: %w", err)
 	}
-	tasks := make([]models.QueuedTask, len(infos))
+	tasks := make([]jobview.QueuedTask, len(infos))
 	for i, t := range infos {
 		tasks[i] = queuedTask(t)
 	}
@@ -114,7 +116,7 @@ func (c *Console) Archived(ctx context.Context, f models.JobFilter) ([]models.Qu
 // archived reads, queue by queue, the archived tasks matching f until it
 // has limit of them or the archive ends. Each queue's archive comes newest
 // failure first, so the first limit of each, merged, are the newest of all.
-func (c *Console) archived(ctx context.Context, f models.JobFilter, limit int) ([]*asynq.TaskInfo, error) {
+func (c *Console) archived(ctx context.Context, f jobview.Filter, limit int) ([]*asynq.TaskInfo, error) {
 	var found []*asynq.TaskInfo
 	for _, q := range queueNames() {
 		matched := 0
@@ -152,14 +154,16 @@ func (c *Console) archived(ctx context.Context, f models.JobFilter, limit int) (
 
 // archivedMatches applies f to an archived task as filterJobs does to job
 // rows: the type exactly, the key as a prefix of the id or as the order id.
-func archivedMatches(t *asynq.TaskInfo, f models.JobFilter) bool {
+func archivedMatches(t *asynq.TaskInfo, f jobview.Filter) bool {
 	if f.Type != "" && t.Type != f.Type {
 		return false
 	}
 	if f.Key == "" || strings.HasPrefix(t.ID, f.Key) {
 		return true
 	}
-	var p models.OrderPayload
+	var p struct {
+		OrderID string `json:"order_id"`
+	}
 	return json.Unmarshal(t.Payload, &p) == nil && p.OrderID == f.Key
 }
 
@@ -214,7 +218,7 @@ func (c *Console) TaskState(ctx context.Context, key string) (string, error) {
 //     was pruned, and the relay hands it over again (RerunRedispatched).
 //
 // A key that names nothing Rerun can run is an ENotFound error.
-func (c *Console) Rerun(ctx context.Context, key string) (models.RerunOutcome, error) {
+func (c *Console) Rerun(ctx context.Context, key string) (jobview.RerunOutcome, error) {
 	outcome, err := c.rerun(ctx, key)
 	if err != nil {
 		return "", fmt.Errorf("jobs.Console.Rerun: %w", err)
@@ -223,7 +227,7 @@ func (c *Console) Rerun(ctx context.Context, key string) (models.RerunOutcome, e
 }
 
 // rerun is Rerun, looking again while the task moves under it.
-func (c *Console) rerun(ctx context.Context, key string) (models.RerunOutcome, error) {
+func (c *Console) rerun(ctx context.Context, key string) (jobview.RerunOutcome, error) {
 	for attempt := 1; ; attempt++ {
 		outcome, err := c.rerunOnce(ctx, key)
 		if !errors.Is(err, errMoved) || attempt == rerunAttempts {
@@ -232,13 +236,13 @@ func (c *Console) rerun(ctx context.Context, key string) (models.RerunOutcome, e
 	}
 }
 
-func (c *Console) rerunOnce(ctx context.Context, key string) (models.RerunOutcome, error) {
+func (c *Console) rerunOnce(ctx context.Context, key string) (jobview.RerunOutcome, error) {
 	k, err := c.known(ctx, key)
 	if err != nil {
 		return "", err
 	}
 	if k.JobStatus == string(models.JobSucceeded) {
-		return models.RerunAlreadyDone, nil
+		return jobview.RerunAlreadyDone, nil
 	}
 	info, err := c.find(key, k.JobQueue, k.OutboxQueue)
 	if err != nil {
@@ -256,20 +260,20 @@ func (c *Console) rerunOnce(ctx context.Context, key string) (models.RerunOutcom
 			// Another re-run, a worker or Asynq itself moved it first.
 			return "", fmt.Errorf("%w: run %s in %s: %w", errMoved, key, info.Queue, err)
 		}
-		return models.RerunQueued, nil
+		return jobview.RerunQueued, nil
 	case asynq.TaskStateCompleted:
 		if k.JobStatus == "" {
 			// Asynq completes a task only once its handler returned nil,
 			// and the guard returns nil only for a job that succeeded:
 			// this one's row has been pruned since.
-			return models.RerunAlreadyDone, nil
+			return jobview.RerunAlreadyDone, nil
 		}
 		return c.redispatch(ctx, key, info)
 	default:
 		// Pending, active or aggregating: it runs already. Scheduled: it
 		// runs at its time, which for an order's expiry is expires_at;
 		// running it now would expire a pending order early.
-		return models.RerunInFlight, nil
+		return jobview.RerunInFlight, nil
 	}
 }
 
@@ -278,8 +282,8 @@ func (c *Console) rerunOnce(ctx context.Context, key string) (models.RerunOutcom
 // pruned, a new one is built from the key. completed, when not nil, is the
 // queue's finished task of the same id, deleted first so the relay's
 // enqueue is not refused as a duplicate.
-func (c *Console) redispatch(ctx context.Context, key string, completed *asynq.TaskInfo) (models.RerunOutcome, error) {
-	outcome := models.RerunRedispatched
+func (c *Console) redispatch(ctx context.Context, key string, completed *asynq.TaskInfo) (jobview.RerunOutcome, error) {
+	outcome := jobview.RerunRedispatched
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// The job may have succeeded since it was read: then a new task
 		// would only be acked as a duplicate.
@@ -290,7 +294,7 @@ func (c *Console) redispatch(ctx context.Context, key string, completed *asynq.T
 			return err
 		}
 		if done > 0 {
-			outcome = models.RerunAlreadyDone
+			outcome = jobview.RerunAlreadyDone
 			return nil
 		}
 		if completed != nil {
@@ -327,7 +331,7 @@ func (c *Console) redispatch(ctx context.Context, key string, completed *asynq.T
 func rebuildTask(tx *gorm.DB, key string) (models.OutboxMessage, error) {
 	notFound := models.Errorf(models.ENotFound, "no job, queued task or outbox row %q, and it names no task to rebuild", key)
 	taskType, orderID := "", ""
-	for _, t := range []string{models.TaskInvoiceGenerate, models.TaskOrderExpire, models.TaskEmailSend + ":" + models.EmailOrderPaid} {
+	for _, t := range []string{TaskInvoiceGenerate, TaskOrderExpire, TaskEmailSend + ":" + mail.OrderPaid} {
 		if id, ok := strings.CutPrefix(key, t+":"); ok && id != "" {
 			taskType, orderID = t, id
 		}
@@ -344,19 +348,31 @@ func rebuildTask(tx *gorm.DB, key string) (models.OutboxMessage, error) {
 		return models.OutboxMessage{}, err
 	}
 	switch taskType {
-	case models.TaskInvoiceGenerate:
-		return models.InvoiceTask(orderID, time.Now(), ""), nil
-	case models.TaskOrderExpire:
-		return models.ExpireTask(orderID, o.ExpiresAt), nil
+	case TaskInvoiceGenerate:
+		return Row(InvoiceArgs{OrderID: orderID}, time.Now()), nil
+	case TaskOrderExpire:
+		return Row(ExpireArgs{OrderID: orderID}, o.ExpiresAt), nil
 	default:
-		return models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), ""), nil
+		return Row(EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now()), nil
 	}
+}
+
+// TaskTypes are the types of the business tasks — the ones behind the
+// guard, with a job row each — for the console's filters.
+func (c *Console) TaskTypes() []string {
+	var types []string
+	for _, s := range specs() {
+		if s.Every == 0 {
+			types = append(types, s.Task.Type)
+		}
+	}
+	return types
 }
 
 // Rerunnable returns the keys that "re-run every failed job" would re-run
 // for f: the failed jobs (whatever f.Status says), then the archived tasks,
 // maintenance ones included, that are not among them; at most 1000.
-func (c *Console) Rerunnable(ctx context.Context, f models.JobFilter) ([]string, error) {
+func (c *Console) Rerunnable(ctx context.Context, f jobview.Filter) ([]string, error) {
 	var keys []string
 	err := filterJobs(c.db.WithContext(ctx).Model(&models.JobExecution{}).Where("status = ?", models.JobFailed), f).
 		Order("id DESC").Limit(maxRerun).Pluck("idempotency_key", &keys).Error
@@ -385,7 +401,7 @@ func (c *Console) Rerunnable(ctx context.Context, f models.JobFilter) ([]string,
 
 // AnyFailed reports whether a failed job matches f's type and key: the
 // console offers to re-run them only then.
-func (c *Console) AnyFailed(ctx context.Context, f models.JobFilter) (bool, error) {
+func (c *Console) AnyFailed(ctx context.Context, f jobview.Filter) (bool, error) {
 	var found []int64
 	err := filterJobs(c.db.WithContext(ctx).Model(&models.JobExecution{}).Where("status = ?", models.JobFailed), f).
 		Limit(1).Pluck("id", &found).Error
@@ -397,12 +413,12 @@ func (c *Console) AnyFailed(ctx context.Context, f models.JobFilter) (bool, erro
 
 // RerunAll re-runs every key of Rerunnable(f) and counts the outcomes. A
 // key that fails does not stop the others; the errors come back joined.
-func (c *Console) RerunAll(ctx context.Context, f models.JobFilter) (map[models.RerunOutcome]int, error) {
+func (c *Console) RerunAll(ctx context.Context, f jobview.Filter) (map[jobview.RerunOutcome]int, error) {
 	keys, err := c.Rerunnable(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("jobs.Console.RerunAll: %w", err)
 	}
-	counts := map[models.RerunOutcome]int{}
+	counts := map[jobview.RerunOutcome]int{}
 	var errs []error
 	for _, key := range keys {
 		if err := ctx.Err(); err != nil {
@@ -428,9 +444,9 @@ func (c *Console) RerunAll(ctx context.Context, f models.JobFilter) (map[models.
 // it is safest in PostgreSQL, and the relay hands it over then. The row
 // is locked meanwhile, so a relay waits for it; on a queue error nothing
 // is written and the error is returned.
-func (c *Console) DispatchNow(ctx context.Context, outboxID int64) (models.DispatchOutcome, error) {
+func (c *Console) DispatchNow(ctx context.Context, outboxID int64) (jobview.DispatchOutcome, error) {
 	var m models.OutboxMessage
-	var outcome models.DispatchOutcome
+	var outcome jobview.DispatchOutcome
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&m, "id = ?", outboxID).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -447,9 +463,9 @@ func (c *Console) DispatchNow(ctx context.Context, outboxID int64) (models.Dispa
 		if err != nil {
 			return err // rolled back: the row stays as it was
 		}
-		outcome = models.DispatchDone
+		outcome = jobview.DispatchDone
 		if alreadyQueued {
-			outcome = models.DispatchAlreadyQueued
+			outcome = jobview.DispatchAlreadyQueued
 		}
 		return outbox.MarkDispatched(tx, []int64{m.ID})
 	})
@@ -507,8 +523,8 @@ func (c *Console) find(key string, named ...string) (*asynq.TaskInfo, error) {
 // queueNames are the names of the queues, in a stable order.
 func queueNames() []string { return slices.Sorted(maps.Keys(QueueWeights())) }
 
-func queuedTask(t *asynq.TaskInfo) models.QueuedTask {
-	return models.QueuedTask{
+func queuedTask(t *asynq.TaskInfo) jobview.QueuedTask {
+	return jobview.QueuedTask{
 		ID: t.ID, Queue: t.Queue, Type: t.Type, State: t.State.String(), Payload: string(t.Payload),
 		MaxRetry: t.MaxRetry, Retried: t.Retried, LastError: t.LastErr,
 		LastFailedAt: t.LastFailedAt, NextProcessAt: t.NextProcessAt,

@@ -14,6 +14,8 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/jobview"
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
@@ -67,9 +69,9 @@ func (e *env) flakyWorker(queue string) *worker {
 	e.t.Helper()
 	g := jobs.NewGuard(e.db, e.rdb, e.log, queue, 30*time.Second, metrics.New())
 	mux := asynq.NewServeMux()
-	mux.Handle(models.TaskInvoiceGenerate, g.Wrap(failFirst(jobs.InvoiceEffect(time.Now, metrics.New()))))
+	mux.Handle(jobs.TaskInvoiceGenerate, g.Wrap(failFirst(jobs.InvoiceEffect(time.Now, metrics.New()))))
 	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
-	mux.Handle(models.TaskEmailSend, g.WrapPrepared(failFirstPrepare(email.Prepare), email.Effect))
+	mux.Handle(jobs.TaskEmailSend, g.WrapPrepared(failFirstPrepare(email.Prepare), email.Effect))
 	return e.startWorker(queue, mux)
 }
 
@@ -89,7 +91,7 @@ func (e *env) archive(w *worker, m models.OutboxMessage) {
 	checkJob(e.t, e, m.TaskID, models.JobFailed, 1, 1, w.queue)
 }
 
-func checkOutcome(t *testing.T, what string, got models.RerunOutcome, err error, want models.RerunOutcome) {
+func checkOutcome(t *testing.T, what string, got jobview.RerunOutcome, err error, want jobview.RerunOutcome) {
 	t.Helper()
 	if err != nil || got != want {
 		t.Fatalf("%s = %q, %v; want %q", what, got, err, want)
@@ -102,9 +104,9 @@ func TestConsoleRerunSucceededJobChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.console()
-	w := e.normalWorker(models.QueueCritical)
+	w := e.normalWorker(jobs.QueueCritical)
 	orderID := e.paidOrder()
-	key := models.InvoiceTask(orderID, time.Now(), "").TaskID
+	key := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now()).TaskID
 	if n, err := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New()).RelayOnce(context.Background()); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
@@ -112,14 +114,14 @@ func TestConsoleRerunSucceededJobChangesNothing(t *testing.T) {
 	before := checkJob(t, e, key, models.JobSucceeded, 1, 1, w.queue)
 	inv := checkOneInvoice(t, e, orderID)
 	row := relayRow(t, e.db, key)
-	queued := relayQueuedIDs(t, e.insp, models.QueueCritical, models.QueueDefault, jobs.QueueMaintenance)
+	queued := relayQueuedIDs(t, e.insp, jobs.QueueCritical, jobs.QueueDefault, jobs.QueueMaintenance)
 	task, err := e.insp.GetTaskInfo(w.queue, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	outcome, err := c.Rerun(context.Background(), key)
-	checkOutcome(t, "Rerun", outcome, err, models.RerunAlreadyDone)
+	checkOutcome(t, "Rerun", outcome, err, jobview.RerunAlreadyDone)
 
 	after := checkJob(t, e, key, models.JobSucceeded, 1, 1, w.queue)
 	if !after.FinishedAt.Equal(*before.FinishedAt) || after.StartedAt != before.StartedAt || after.ResultHash != before.ResultHash {
@@ -132,7 +134,7 @@ func TestConsoleRerunSucceededJobChangesNothing(t *testing.T) {
 		!got.ProcessAt.Equal(row.ProcessAt) || !got.DispatchedAt.Equal(*row.DispatchedAt) {
 		t.Errorf("outbox row changed: %+v, was %+v", got, row)
 	}
-	if got := relayQueuedIDs(t, e.insp, models.QueueCritical, models.QueueDefault, jobs.QueueMaintenance); !maps.Equal(got, queued) {
+	if got := relayQueuedIDs(t, e.insp, jobs.QueueCritical, jobs.QueueDefault, jobs.QueueMaintenance); !maps.Equal(got, queued) {
 		t.Errorf("queued task ids %v, were %v", got, queued)
 	}
 	if got, err := e.insp.GetTaskInfo(w.queue, key); err != nil || got.State != asynq.TaskStateCompleted || !got.CompletedAt.Equal(task.CompletedAt) {
@@ -153,9 +155,9 @@ func TestConsoleRerunCompletedTask(t *testing.T) {
 	c := e.console()
 	ctx := context.Background()
 	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
-	w := e.normalWorker(models.QueueCritical)
+	w := e.normalWorker(jobs.QueueCritical)
 	orderID := e.paidOrder()
-	key := models.InvoiceTask(orderID, time.Now(), "").TaskID
+	key := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now()).TaskID
 	if n, err := relay.RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
@@ -166,7 +168,7 @@ func TestConsoleRerunCompletedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	outcome, err := c.Rerun(ctx, key)
-	checkOutcome(t, "Rerun with a failed row", outcome, err, models.RerunRedispatched)
+	checkOutcome(t, "Rerun with a failed row", outcome, err, jobview.RerunRedispatched)
 	if state, err := c.TaskState(ctx, key); state != "" || err != nil {
 		t.Errorf("TaskState after the re-run = %q, %v; want none: the completed task is deleted", state, err)
 	}
@@ -186,7 +188,7 @@ func TestConsoleRerunCompletedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	outcome, err = c.Rerun(ctx, key)
-	checkOutcome(t, "Rerun with the row pruned", outcome, err, models.RerunAlreadyDone)
+	checkOutcome(t, "Rerun with the row pruned", outcome, err, jobview.RerunAlreadyDone)
 	if state, err := c.TaskState(ctx, key); state != "completed" || err != nil {
 		t.Errorf("TaskState = %q, %v; want completed, untouched", state, err)
 	}
@@ -202,9 +204,9 @@ func TestConsoleRerunArchivedJobRunsOnce(t *testing.T) {
 	e := newEnv(t)
 	c := e.console()
 	ctx := context.Background()
-	w := e.flakyWorker(models.QueueCritical)
+	w := e.flakyWorker(jobs.QueueCritical)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	e.archive(w, m)
 
 	if state, err := c.TaskState(ctx, m.TaskID); state != "archived" || err != nil {
@@ -213,7 +215,7 @@ func TestConsoleRerunArchivedJobRunsOnce(t *testing.T) {
 	if n, err := c.ArchivedCount(ctx); n != 1 || err != nil {
 		t.Errorf("ArchivedCount = %d, %v; want 1", n, err)
 	}
-	tasks, err := c.Archived(ctx, models.JobFilter{Key: orderID})
+	tasks, err := c.Archived(ctx, jobview.Filter{Key: orderID})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("Archived = %+v, %v; want the invoice task", tasks, err)
 	}
@@ -223,7 +225,7 @@ func TestConsoleRerunArchivedJobRunsOnce(t *testing.T) {
 	}
 
 	outcome, err := c.Rerun(ctx, m.TaskID)
-	checkOutcome(t, "Rerun", outcome, err, models.RerunQueued)
+	checkOutcome(t, "Rerun", outcome, err, jobview.RerunQueued)
 	if err := e.waitRuns(w, m.TaskID, 2)[1]; err != nil {
 		t.Fatalf("re-run: %v", err)
 	}
@@ -234,7 +236,7 @@ func TestConsoleRerunArchivedJobRunsOnce(t *testing.T) {
 		t.Errorf("ArchivedCount after the re-run = %d, %v; want 0", n, err)
 	}
 	outcome, err = c.Rerun(ctx, m.TaskID)
-	checkOutcome(t, "second Rerun", outcome, err, models.RerunAlreadyDone)
+	checkOutcome(t, "second Rerun", outcome, err, jobview.RerunAlreadyDone)
 }
 
 // When Redis lost the task, a re-run goes back through the outbox: the
@@ -248,10 +250,10 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
 	e.sender.failFirst = 1
 	// The retry would come in an hour: Redis loses it before.
-	wd := e.normalWorker(models.QueueDefault, withRetryDelay(time.Hour))
+	wd := e.normalWorker(jobs.QueueDefault, withRetryDelay(time.Hour))
 	orderID := e.paidOrder()
-	email := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "").TaskID
-	invoice := models.InvoiceTask(orderID, time.Now(), "").TaskID
+	email := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now()).TaskID
+	invoice := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now()).TaskID
 	if n, err := relay.RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce = %d, %v; want the invoice and the email", n, err)
 	}
@@ -273,7 +275,7 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 			t.Errorf("TaskState(%s) after the flush = %q, %v; want none", key, state, err)
 		}
 		outcome, err := c.Rerun(ctx, key)
-		checkOutcome(t, "Rerun "+key, outcome, err, models.RerunRedispatched)
+		checkOutcome(t, "Rerun "+key, outcome, err, jobview.RerunRedispatched)
 		if row := relayRow(t, e.db, key); row.Status != models.OutboxPending || row.ProcessAt.After(time.Now()) || row.Queue != wantQueue(key) {
 			t.Errorf("outbox row %s: status %s, process_at %v, queue %s; want pending, due, %s",
 				key, row.Status, row.ProcessAt, row.Queue, wantQueue(key))
@@ -291,7 +293,7 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 	if n, err := relay.RelayOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("RelayOnce after the re-runs = %d, %v; want both rows", n, err)
 	}
-	wc := e.normalWorker(models.QueueCritical)
+	wc := e.normalWorker(jobs.QueueCritical)
 	if err := e.waitRuns(wd, email, 2)[1]; err != nil {
 		t.Fatalf("re-run of the email: %v", err)
 	}
@@ -305,10 +307,10 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 }
 
 func wantQueue(key string) string {
-	if strings.HasPrefix(key, models.TaskInvoiceGenerate) {
-		return models.QueueCritical
+	if strings.HasPrefix(key, jobs.TaskInvoiceGenerate) {
+		return jobs.QueueCritical
 	}
-	return models.QueueDefault
+	return jobs.QueueDefault
 }
 
 // "Re-run every failed job" of one type re-runs exactly the failed and
@@ -318,18 +320,18 @@ func TestConsoleRerunAllOfAType(t *testing.T) {
 	e := newEnv(t)
 	c := e.console()
 	ctx := context.Background()
-	wc := e.flakyWorker(models.QueueCritical)
-	wd := e.flakyWorker(models.QueueDefault)
+	wc := e.flakyWorker(jobs.QueueCritical)
+	wd := e.flakyWorker(jobs.QueueDefault)
 	var orders, invoices []string
 	for range 3 {
 		id := e.paidOrder()
-		m := models.InvoiceTask(id, time.Now(), "")
+		m := jobs.Row(jobs.InvoiceArgs{OrderID: id}, time.Now())
 		e.archive(wc, m)
 		orders, invoices = append(orders, id), append(invoices, m.TaskID)
 	}
-	email := models.EmailTask(models.EmailOrderPaid, orders[0], time.Now(), "")
+	email := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orders[0]}, time.Now())
 	e.archive(wd, email)
-	invoiceOnly := models.JobFilter{Type: models.TaskInvoiceGenerate}
+	invoiceOnly := jobview.Filter{Type: jobs.TaskInvoiceGenerate}
 
 	if n, err := c.ArchivedCount(ctx); n != 4 || err != nil {
 		t.Errorf("ArchivedCount = %d, %v; want 4", n, err)
@@ -339,18 +341,18 @@ func TestConsoleRerunAllOfAType(t *testing.T) {
 		t.Fatalf("Archived(invoices) = %d tasks, %v; want 3", len(tasks), err)
 	}
 	for i, task := range tasks {
-		if task.Type != models.TaskInvoiceGenerate || (i > 0 && task.LastFailedAt.After(tasks[i-1].LastFailedAt)) {
+		if task.Type != jobs.TaskInvoiceGenerate || (i > 0 && task.LastFailedAt.After(tasks[i-1].LastFailedAt)) {
 			t.Errorf("archived task %d: %s failed at %v; want invoices, newest failure first", i, task.ID, task.LastFailedAt)
 		}
 	}
 	for _, tt := range []struct {
-		f    models.JobFilter
+		f    jobview.Filter
 		want []string
 	}{
 		{invoiceOnly, invoices},
-		{models.JobFilter{Type: models.TaskInvoiceGenerate, Key: orders[1]}, invoices[1:2]},
-		{models.JobFilter{Key: orders[0]}, []string{invoices[0], email.TaskID}},
-		{models.JobFilter{Status: string(models.JobSucceeded), Before: 1}, append([]string{email.TaskID}, invoices...)}, // both ignored
+		{jobview.Filter{Type: jobs.TaskInvoiceGenerate, Key: orders[1]}, invoices[1:2]},
+		{jobview.Filter{Key: orders[0]}, []string{invoices[0], email.TaskID}},
+		{jobview.Filter{Status: string(models.JobSucceeded), Before: 1}, append([]string{email.TaskID}, invoices...)}, // both ignored
 	} {
 		keys, err := c.Rerunnable(ctx, tt.f)
 		slices.Sort(keys)
@@ -360,7 +362,7 @@ func TestConsoleRerunAllOfAType(t *testing.T) {
 	}
 
 	counts, err := c.RerunAll(ctx, invoiceOnly)
-	if err != nil || !maps.Equal(counts, map[models.RerunOutcome]int{models.RerunQueued: 3}) {
+	if err != nil || !maps.Equal(counts, map[jobview.RerunOutcome]int{jobview.RerunQueued: 3}) {
 		t.Fatalf("RerunAll = %v, %v; want 3 queued", counts, err)
 	}
 	for _, key := range invoices {
@@ -394,13 +396,13 @@ func TestConsoleDispatchNow(t *testing.T) {
 	env := relayNewEnv(t)
 	c := jobs.NewConsole(env.db, env.insp, env.client, retention, metrics.New())
 	ctx := context.Background()
-	due := models.InvoiceTask("ORD-dispatch-now", time.Now(), "")
-	later := models.ExpireTask("ORD-dispatch-later", time.Now().Add(time.Hour))
+	due := jobs.Row(jobs.InvoiceArgs{OrderID: "ORD-dispatch-now"}, time.Now())
+	later := jobs.Row(jobs.ExpireArgs{OrderID: "ORD-dispatch-later"}, time.Now().Add(time.Hour))
 	relayAdd(t, env.db, due, later)
 
 	id := relayRow(t, env.db, due.TaskID).ID
-	if got, err := c.DispatchNow(ctx, id); got != models.DispatchDone || err != nil {
-		t.Fatalf("DispatchNow = %q, %v; want %q", got, err, models.DispatchDone)
+	if got, err := c.DispatchNow(ctx, id); got != jobview.DispatchDone || err != nil {
+		t.Fatalf("DispatchNow = %q, %v; want %q", got, err, jobview.DispatchDone)
 	}
 	if info, err := env.insp.GetTaskInfo(due.Queue, due.TaskID); err != nil || info.State != asynq.TaskStatePending {
 		t.Errorf("queued task: %+v, %v; want pending", info, err)
@@ -408,8 +410,8 @@ func TestConsoleDispatchNow(t *testing.T) {
 	if row := relayRow(t, env.db, due.TaskID); row.Status != models.OutboxDispatched || row.Attempts != 1 || row.DispatchedAt == nil {
 		t.Errorf("row: status %s, attempts %d, dispatched_at %v; want dispatched once", row.Status, row.Attempts, row.DispatchedAt)
 	}
-	if got, err := c.DispatchNow(ctx, id); got != models.DispatchAlreadyQueued || err != nil {
-		t.Fatalf("second DispatchNow = %q, %v; want %q", got, err, models.DispatchAlreadyQueued)
+	if got, err := c.DispatchNow(ctx, id); got != jobview.DispatchAlreadyQueued || err != nil {
+		t.Fatalf("second DispatchNow = %q, %v; want %q", got, err, jobview.DispatchAlreadyQueued)
 	}
 	if row := relayRow(t, env.db, due.TaskID); row.Status != models.OutboxDispatched || row.Attempts != 2 {
 		t.Errorf("row: status %s, attempts %d; want dispatched, 2", row.Status, row.Attempts)
@@ -430,7 +432,7 @@ func TestConsoleDispatchNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	outcome, err := c.Rerun(ctx, later.TaskID)
-	checkOutcome(t, "Rerun(scheduled expiry)", outcome, err, models.RerunInFlight)
+	checkOutcome(t, "Rerun(scheduled expiry)", outcome, err, jobview.RerunInFlight)
 	if state, err := c.TaskState(ctx, later.TaskID); state != "scheduled" || err != nil {
 		t.Errorf("TaskState after the re-run = %q, %v; want scheduled", state, err)
 	}
@@ -439,7 +441,7 @@ func TestConsoleDispatchNow(t *testing.T) {
 		t.Errorf("DispatchNow of no row = %v, want not_found", err)
 	}
 
-	down := models.InvoiceTask("ORD-dispatch-down", time.Now(), "")
+	down := jobs.Row(jobs.InvoiceArgs{OrderID: "ORD-dispatch-down"}, time.Now())
 	relayAdd(t, env.db, down)
 	env.redis.Stop()
 	_, err = c.DispatchNow(ctx, relayRow(t, env.db, down.TaskID).ID)
@@ -500,35 +502,35 @@ func TestConsoleList(t *testing.T) {
 	}
 
 	for _, tt := range []struct {
-		f    models.JobFilter
+		f    jobview.Filter
 		want []string
 	}{
-		{models.JobFilter{}, newestFirst(0, 1, 2, 3, 4, 5, 6)},
-		{models.JobFilter{Status: string(models.JobProcessing)}, newestFirst(2, 3)},
-		{models.JobFilter{Status: models.JobStuck}, newestFirst(3)},
-		{models.JobFilter{Status: string(models.JobFailed)}, newestFirst(1, 4)},
-		{models.JobFilter{Status: string(models.JobSucceeded)}, newestFirst(0, 5, 6)},
-		{models.JobFilter{Type: models.TaskInvoiceGenerate}, newestFirst(0, 2, 4, 5, 6)},
-		{models.JobFilter{Type: models.TaskInvoiceGenerate, Status: string(models.JobFailed)}, newestFirst(4)},
-		{models.JobFilter{Type: "invoice:gen"}, nil}, // a type is whole
-		{models.JobFilter{Key: "email:"}, newestFirst(1)},
-		{models.JobFilter{Key: "ORD-A"}, newestFirst(0, 1)},
-		{models.JobFilter{Key: "ORD-C", Status: models.JobStuck}, newestFirst(3)},
-		{models.JobFilter{Key: "invoice:generate:ORD_"}, newestFirst(5)},
-		{models.JobFilter{Key: "invoice:generate:ORD%"}, nil},
+		{jobview.Filter{}, newestFirst(0, 1, 2, 3, 4, 5, 6)},
+		{jobview.Filter{Status: string(models.JobProcessing)}, newestFirst(2, 3)},
+		{jobview.Filter{Status: jobview.Stuck}, newestFirst(3)},
+		{jobview.Filter{Status: string(models.JobFailed)}, newestFirst(1, 4)},
+		{jobview.Filter{Status: string(models.JobSucceeded)}, newestFirst(0, 5, 6)},
+		{jobview.Filter{Type: jobs.TaskInvoiceGenerate}, newestFirst(0, 2, 4, 5, 6)},
+		{jobview.Filter{Type: jobs.TaskInvoiceGenerate, Status: string(models.JobFailed)}, newestFirst(4)},
+		{jobview.Filter{Type: "invoice:gen"}, nil}, // a type is whole
+		{jobview.Filter{Key: "email:"}, newestFirst(1)},
+		{jobview.Filter{Key: "ORD-A"}, newestFirst(0, 1)},
+		{jobview.Filter{Key: "ORD-C", Status: jobview.Stuck}, newestFirst(3)},
+		{jobview.Filter{Key: "invoice:generate:ORD_"}, newestFirst(5)},
+		{jobview.Filter{Key: "invoice:generate:ORD%"}, nil},
 	} {
 		got, next, err := c.List(ctx, tt.f)
 		if err != nil || next != 0 || !slices.Equal(keys(got), tt.want) {
 			t.Errorf("List(%+v) = %v, next %d, %v; want %v, 0", tt.f, keys(got), next, err, tt.want)
 		}
 	}
-	if _, _, err := c.List(ctx, models.JobFilter{Status: "done"}); models.ErrorCode(err) != models.EInvalid {
+	if _, _, err := c.List(ctx, jobview.Filter{Status: "done"}); models.ErrorCode(err) != models.EInvalid {
 		t.Errorf("List with an unknown status = %v, want invalid_request", err)
 	}
 
 	var paged []string
 	var pages [][]string
-	f := models.JobFilter{Limit: 2}
+	f := jobview.Filter{Limit: 2}
 	for range len(rows) { // a bound: each page holds at least one row
 		got, next, err := c.List(ctx, f)
 		if err != nil {
@@ -556,14 +558,14 @@ func TestConsoleConcurrentRerunRunsOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	c := e.console()
-	w := e.flakyWorker(models.QueueCritical)
+	w := e.flakyWorker(jobs.QueueCritical)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	e.archive(w, m)
 
 	const n = 10
 	var mu sync.Mutex
-	outcomes := map[models.RerunOutcome]int{}
+	outcomes := map[jobview.RerunOutcome]int{}
 	var errs []error
 	start := make(chan struct{})
 	var ready, done sync.WaitGroup
@@ -589,8 +591,8 @@ func TestConsoleConcurrentRerunRunsOnce(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	queued := outcomes[models.RerunQueued]
-	if queued < 1 || queued+outcomes[models.RerunInFlight]+outcomes[models.RerunAlreadyDone] != n {
+	queued := outcomes[jobview.RerunQueued]
+	if queued < 1 || queued+outcomes[jobview.RerunInFlight]+outcomes[jobview.RerunAlreadyDone] != n {
 		t.Fatalf("outcomes %v; want at least one queued, the rest in flight or already done", outcomes)
 	}
 	// The first run failed; then one delivery per re-run that queued it.

@@ -2,11 +2,12 @@
 // the guarded business handlers (invoices, emails, order expiry) and the
 // periodic maintenance tasks. Only this package and cmd/ import Asynq.
 //
-// Each job is a Spec beside its handler (invoice.go, email.go, expire.go,
-// maintenance.go, reconcile.go), and specs in spec.go lists them; the mux,
-// the enqueue options and the schedule are built from that list. The
-// outbox writers in app/ write the business tasks into outbox_messages in
-// the same transaction as the state change that causes them, with
-// models.InvoiceTask, models.EmailTask and models.ExpireTask, whose
-// models.TaskKind the specs hold too.
+// Each job is one file: its typed args (kind, queue, key), its Spec
+// (retries, timeout) and its handler — invoice.go, email.go, expire.go —
+// or a periodic Spec and its handler (maintenance.go, reconcile.go);
+// specs in spec.go lists them, and the mux, the enqueue options and the
+// schedule are built from that list. The app packages that cause a
+// business task (orders, payments) write its outbox row in the same
+// transaction as the state change, through Tasks (task.go): they declare
+// the part they need and do not import this package.
 package jobs

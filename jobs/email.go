@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -14,17 +13,39 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
+// TaskEmailSend sends one templated email about an order.
+const TaskEmailSend = "email:send"
+
+// EmailArgs are the args of email:send:{template}:{order_id}, on the
+// default queue. The callback that paid the order writes the task
+// (Tasks.Paid); RequestID is as InvoiceArgs'.
+type EmailArgs struct {
+	Template  string `json:"template"`
+	OrderID   string `json:"order_id"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Kind is email:send on the default queue.
+func (EmailArgs) Kind() Kind { return Kind{Type: TaskEmailSend, Queue: QueueDefault} }
+
+// Key is the email's key, {template}:{order_id} (mail.Key); "" without an
+// order.
+func (a EmailArgs) Key() string {
+	if a.OrderID == "" {
+		return ""
+	}
+	return mail.Key(a.Template, a.OrderID)
+}
+
 // emailJob sends a templated email about an order, once per template and
-// order. The paid callback writes its task with models.EmailTask:
-// email:send:{template}:{order_id} (the idempotency key) with an
-// EmailPayload, on the default queue.
+// order.
 func emailJob() Spec {
 	return Spec{
-		Task:     models.EmailKind,
+		Task:     EmailArgs{}.Kind(),
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  2 * time.Minute,
 		Handler: func(d Deps) asynq.HandlerFunc {
-			email := NewEmail(d.Guard.db, d.Sender, d.MailFrom, d.Guard.now, d.Guard.metrics)
+			email := NewEmail(d.DB, d.Sender, d.MailFrom, d.Now, d.Metrics)
 			return d.Guard.WrapPrepared(email.Prepare, email.Effect)
 		},
 	}
@@ -55,35 +76,29 @@ func NewEmail(db *gorm.DB, sender mail.Sender, from string, now func() time.Time
 	return &Email{db: db, sender: sender, from: from, now: now, metrics: m}
 }
 
-func emailPayload(j Job) (models.EmailPayload, error) {
-	var p models.EmailPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil || p.OrderID == "" {
-		return p, fmt.Errorf("decode %s: %v: %w", j.Type, err, asynq.SkipRetry)
+// emailArgs decodes the job's args; a template this worker does not know
+// never succeeds.
+func emailArgs(j Job) (EmailArgs, error) {
+	args, err := decode[EmailArgs](j)
+	if err == nil && args.Template != mail.OrderPaid {
+		err = fmt.Errorf("email template %q: unknown: %w", args.Template, asynq.SkipRetry)
 	}
-	if p.Template != models.EmailOrderPaid {
-		return p, fmt.Errorf("email template %q: unknown: %w", p.Template, asynq.SkipRetry)
-	}
-	return p, nil
+	return args, err
 }
 
 // Prepare sends the message unless it went out before.
 func (m *Email) Prepare(ctx context.Context, j Job) error {
-	p, err := emailPayload(j)
+	args, err := emailArgs(j)
 	if err != nil {
 		return err
 	}
-	e, err := mail.OrderPaidIntent(ctx, m.db, p.OrderID)
+	e, err := mail.OrderPaidIntent(ctx, m.db, args.OrderID)
 	if err != nil || e == nil {
 		return skipIfGone(err)
 	}
 	// A run that lost its fence must not send: a newer run owns the job.
-	var n int64
-	if err := m.db.WithContext(ctx).Model(&models.JobExecution{}).
-		Where("idempotency_key = ? AND fence = ? AND status = ?", j.Key, j.Fence, models.JobProcessing).Count(&n).Error; err != nil {
+	if err := holdsFence(ctx, m.db, j); err != nil {
 		return err
-	}
-	if n == 0 {
-		return ErrFenced
 	}
 	if e.Status == models.EmailSent {
 		m.metrics.UniqueViolationSaves.WithLabelValues("outbound_emails").Inc()
@@ -94,11 +109,11 @@ func (m *Email) Prepare(ctx context.Context, j Job) error {
 
 // Effect marks the email sent, in the guard's transaction.
 func (m *Email) Effect(ctx context.Context, tx *gorm.DB, j Job) (string, error) {
-	p, err := emailPayload(j)
+	args, err := emailArgs(j)
 	if err != nil {
 		return "", err
 	}
-	key := models.EmailKey(p.Template, p.OrderID)
+	key := args.Key()
 	var e models.OutboundEmail
 	if err := tx.Where("key = ?", key).Limit(1).Find(&e).Error; err != nil {
 		return "", err

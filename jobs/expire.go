@@ -6,17 +6,29 @@ import (
 
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
-
-	"github.com/sekali/sekali/models"
 )
 
-// expireJob releases the stock of an order still pending at its
-// expires_at. Order creation writes its task with models.ExpireTask:
-// order:expire:{order_id} (the idempotency key) with an OrderPayload, on
-// the default queue, due at expires_at.
+// TaskOrderExpire releases the stock of an order still pending at its
+// expires_at.
+const TaskOrderExpire = "order:expire"
+
+// ExpireArgs are the args of order:expire:{order_id}, on the default
+// queue. Order creation writes the task, due at the order's expires_at
+// (Tasks.Expire).
+type ExpireArgs struct {
+	OrderID string `json:"order_id"`
+}
+
+// Kind is order:expire on the default queue.
+func (ExpireArgs) Kind() Kind { return Kind{Type: TaskOrderExpire, Queue: QueueDefault} }
+
+// Key is the order id.
+func (a ExpireArgs) Key() string { return a.OrderID }
+
+// expireJob expires an order still pending at its expires_at, once.
 func expireJob() Spec {
 	return Spec{
-		Task:     models.ExpireKind,
+		Task:     ExpireArgs{}.Kind(),
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  time.Minute,
 		Handler:  func(d Deps) asynq.HandlerFunc { return d.Guard.Wrap(ExpireEffect(d.Orders)) },
@@ -33,11 +45,11 @@ type orderExpirer interface {
 // alone.
 func ExpireEffect(orders orderExpirer) Effect {
 	return func(ctx context.Context, tx *gorm.DB, j Job) (string, error) {
-		orderID, err := orderPayload(j)
+		args, err := decode[ExpireArgs](j)
 		if err != nil {
 			return "", err
 		}
-		expired, err := orders.ExpireTx(tx, orderID)
+		expired, err := orders.ExpireTx(tx, args.OrderID)
 		if err != nil {
 			return "", skipIfGone(err)
 		}

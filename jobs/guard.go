@@ -366,6 +366,21 @@ func (g *Guard) fail(key string, fence int64, cause error, log *slog.Logger) {
 	}
 }
 
+// holdsFence returns ErrFenced unless run j still holds its job's fence
+// and the job is still processing: a Prepare step checks it before an
+// effect outside the transaction (an email) that a newer run now owns.
+func holdsFence(ctx context.Context, db *gorm.DB, j Job) error {
+	var n int64
+	if err := db.WithContext(ctx).Model(&models.JobExecution{}).
+		Where("idempotency_key = ? AND fence = ? AND status = ?", j.Key, j.Fence, models.JobProcessing).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
 func lockKey(key string) string { return "lock:" + key }
 
 func hash(s string) string {

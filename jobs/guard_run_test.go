@@ -37,7 +37,7 @@ func TestClaimHonoursTheLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
 	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, metrics.New())
 
@@ -74,7 +74,7 @@ func TestClaimTakesAnExpiredLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	past := time.Now().Add(-time.Second).UTC()
 	if err := e.db.Create(&models.JobExecution{IdempotencyKey: m.TaskID, QueueName: m.Queue, ExternalJobID: m.TaskID,
 		BusinessKey: orderID, Status: models.JobProcessing, Attempts: 1, Fence: 1, WorkerID: "dead", LockedUntil: &past,
@@ -95,7 +95,7 @@ func TestLockIsRefreshedWhileTheJobRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	const ttl = time.Second
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", ttl, metrics.New())
 	g.RefreshEvery = 100 * time.Millisecond
@@ -129,7 +129,7 @@ func TestLostLockCancelsTheRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Second, metrics.New())
 	g.RefreshEvery = 50 * time.Millisecond
 	reached := make(chan struct{})
@@ -185,7 +185,7 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
+	m := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now())
 	sender := &blockingSender{entered: make(chan struct{}), release: make(chan struct{})}
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
 	email := jobs.NewEmail(e.db, sender, "shop@example.com", time.Now, metrics.New())
@@ -221,7 +221,7 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 		t.Fatalf("email job: %v", err)
 	}
 	var em models.OutboundEmail
-	e.db.Take(&em, "key = ?", models.EmailKey(models.EmailOrderPaid, orderID))
+	e.db.Take(&em, "key = ?", mail.Key(mail.OrderPaid, orderID))
 	if em.Status != models.EmailSent || em.Attempts != 1 {
 		t.Errorf("email row: %s, %d attempts; want sent after 1", em.Status, em.Attempts)
 	}
@@ -233,7 +233,7 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
+	m := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now())
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
 	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
 	// Between the claim and the send, a newer claim raises the fence.
@@ -259,7 +259,7 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 func TestGuardCountsIntoItsOwnMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m := models.InvoiceTask(e.paidOrder(), time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: e.paidOrder()}, time.Now())
 	set1, set2 := metrics.New(), metrics.New()
 	g1 := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, set1)
 	g2 := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, set2)
@@ -271,7 +271,7 @@ func TestGuardCountsIntoItsOwnMetrics(t *testing.T) {
 		t.Fatalf("second run: %s, %v", outcome, err)
 	}
 	runs := func(set *metrics.Set, outcome string) float64 {
-		return testutil.ToFloat64(set.JobRuns.WithLabelValues(models.TaskInvoiceGenerate, outcome))
+		return testutil.ToFloat64(set.JobRuns.WithLabelValues(jobs.TaskInvoiceGenerate, outcome))
 	}
 	for _, c := range []struct {
 		worker  string
@@ -298,7 +298,7 @@ func TestJobLogLinesFollowTheCallback(t *testing.T) {
 	orderID := e.paidOrder()
 	var logs bytes.Buffer
 	g := jobs.NewGuard(e.db, e.rdb, slog.New(slog.NewJSONHandler(&logs, nil)), "w1", time.Minute, metrics.New())
-	m := models.InvoiceTask(orderID, time.Now(), "req-cb-42")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID, RequestID: "req-cb-42"}, time.Now())
 	for range 2 {
 		if _, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New())); err != nil {
 			t.Fatal(err)

@@ -53,13 +53,13 @@ func checkOneInvoice(t *testing.T, e *env, orderID string) models.Invoice {
 
 func checkOneEmail(t *testing.T, e *env, orderID string) {
 	t.Helper()
-	want := mail.MessageID(models.EmailKey(models.EmailOrderPaid, orderID))
+	want := mail.MessageID(mail.Key(mail.OrderPaid, orderID))
 	tries, sent := e.sender.calls()
 	if len(sent) != 1 || sent[0] != want {
 		t.Errorf("sent %q, want exactly [%s]", sent, want)
 	}
 	var em models.OutboundEmail
-	if err := e.db.Take(&em, "key = ?", models.EmailKey(models.EmailOrderPaid, orderID)).Error; err != nil {
+	if err := e.db.Take(&em, "key = ?", mail.Key(mail.OrderPaid, orderID)).Error; err != nil {
 		t.Fatalf("outbound email: %v", err)
 	}
 	// attempts counts the tries at the SMTP server, failed ones too.
@@ -81,7 +81,7 @@ func TestDeliveredTwiceInARow(t *testing.T) {
 			name: "invoice",
 			task: func(e *env) (models.OutboxMessage, string) {
 				id := e.paidOrder()
-				return models.InvoiceTask(id, time.Now(), ""), id
+				return jobs.Row(jobs.InvoiceArgs{OrderID: id}, time.Now()), id
 			},
 			check: func(t *testing.T, e *env, orderID string) { checkOneInvoice(t, e, orderID) },
 		},
@@ -89,7 +89,7 @@ func TestDeliveredTwiceInARow(t *testing.T) {
 			name: "email",
 			task: func(e *env) (models.OutboxMessage, string) {
 				id := e.paidOrder()
-				return models.EmailTask(models.EmailOrderPaid, id, time.Now(), ""), id
+				return jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: id}, time.Now()), id
 			},
 			check: checkOneEmail,
 		},
@@ -97,7 +97,7 @@ func TestDeliveredTwiceInARow(t *testing.T) {
 			name: "expire",
 			task: func(e *env) (models.OutboxMessage, string) {
 				o := e.pendingOrder()
-				return models.ExpireTask(o.ID, time.Now()), o.ID // due now
+				return jobs.Row(jobs.ExpireArgs{OrderID: o.ID}, time.Now()), o.ID // due now
 			},
 			check: func(t *testing.T, e *env, orderID string) {
 				var o models.Order
@@ -164,8 +164,8 @@ func TestDeliveredTwiceAtOnce(t *testing.T) {
 	t.Cleanup(func() { once.Do(func() { close(start) }) }) // before the workers shut down
 	orderID := e.paidOrder()
 	tasks := []models.OutboxMessage{
-		models.InvoiceTask(orderID, time.Now(), ""),
-		models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), ""),
+		jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now()),
+		jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now()),
 	}
 	for _, m := range tasks {
 		e.enqueue(m, w1.queue)
@@ -221,7 +221,7 @@ func TestFailedRunIsRetried(t *testing.T) {
 	// The retry is started by hand, so the failed row can be looked at first.
 	w := e.normalWorker("w1", withRetryDelay(time.Hour))
 	orderID := e.paidOrder()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
+	m := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now())
 
 	e.enqueue(m, w.queue)
 	if err := e.waitRuns(w, m.TaskID, 1)[0]; !errors.Is(err, errSMTPDown) {
@@ -234,7 +234,7 @@ func TestFailedRunIsRetried(t *testing.T) {
 	// The intent to send exists (it is written outside the transaction,
 	// so that the send holds no lock); it is not sent, and says why.
 	var em models.OutboundEmail
-	if err := e.db.Take(&em, "key = ?", models.EmailKey(models.EmailOrderPaid, orderID)).Error; err != nil ||
+	if err := e.db.Take(&em, "key = ?", mail.Key(mail.OrderPaid, orderID)).Error; err != nil ||
 		em.Status != models.EmailPending || em.Attempts != 1 || !strings.Contains(em.LastError, errSMTPDown.Error()) {
 		t.Errorf("outbound email after the failed run: %+v, %v; want pending, 1 attempt, the error", em, err)
 	}
@@ -281,7 +281,7 @@ func TestExpiredLockIsFencedOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	// w1 dates its invoice in 2030, so the surviving invoice shows whose
 	// transaction committed.
 	stale := jobs.InvoiceEffect(func() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }, metrics.New())
@@ -322,7 +322,7 @@ func TestStaleFailureKeepsSucceeded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	orderID := e.paidOrder()
-	m := models.InvoiceTask(orderID, time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	failing := func(context.Context, *gorm.DB, jobs.Job) (string, error) { return "", errProvider }
 	w1, unblock := startStale(t, e, m, failing) // holds no row: w2 runs through
 	w2 := e.normalWorker("w2")
@@ -359,14 +359,14 @@ func TestPoisonTasksSkipRetry(t *testing.T) {
 		name string
 		task *asynq.Task
 	}{
-		{"invoice payload not JSON", raw(models.TaskInvoiceGenerate, "invoice:generate:broken", `{"order_id":`)},
-		{"invoice payload without order", raw(models.TaskInvoiceGenerate, "invoice:generate:empty", `{}`)},
-		{"email payload not JSON", raw(models.TaskEmailSend, "email:send:broken", `[]`)},
-		{"expire payload not JSON", raw(models.TaskOrderExpire, "order:expire:broken", `nope`)},
-		{"invoice of a missing order", jobs.NewTask(models.InvoiceTask(missing, now, ""), retention)},
-		{"email of a missing order", jobs.NewTask(models.EmailTask(models.EmailOrderPaid, missing, now, ""), retention)},
-		{"expiry of a missing order", jobs.NewTask(models.ExpireTask(missing, now), retention)},
-		{"email with an unknown template", jobs.NewTask(models.EmailTask("welcome", paid, now, ""), retention)},
+		{"invoice payload not JSON", raw(jobs.TaskInvoiceGenerate, "invoice:generate:broken", `{"order_id":`)},
+		{"invoice payload without order", raw(jobs.TaskInvoiceGenerate, "invoice:generate:empty", `{}`)},
+		{"email payload not JSON", raw(jobs.TaskEmailSend, "email:send:broken", `[]`)},
+		{"expire payload not JSON", raw(jobs.TaskOrderExpire, "order:expire:broken", `nope`)},
+		{"invoice of a missing order", jobs.NewTask(jobs.Row(jobs.InvoiceArgs{OrderID: missing}, now), retention)},
+		{"email of a missing order", jobs.NewTask(jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: missing}, now), retention)},
+		{"expiry of a missing order", jobs.NewTask(jobs.Row(jobs.ExpireArgs{OrderID: missing}, now), retention)},
+		{"email with an unknown template", jobs.NewTask(jobs.Row(jobs.EmailArgs{Template: "welcome", OrderID: paid}, now), retention)},
 	}
 	ids := make([]string, len(tests))
 	for i, tt := range tests {

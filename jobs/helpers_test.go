@@ -63,11 +63,11 @@ func newEnv(t *testing.T) *env {
 	rs := testenv.StartRedis(t)
 	rdb := rs.Client()
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	return &env{
 		t: t, db: db, rdb: rdb, redis: rs, log: log,
-		orders: orders.NewService(db, log, time.Now, time.Hour),
+		orders: orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}),
 		pay:    pay,
 		// Built on the test's client: Asynq leaves shared connections open.
 		client: asynq.NewClientFromRedisClient(rdb),
@@ -240,8 +240,12 @@ func (e *env) startWorker(queue string, h asynq.Handler, opts ...workerOption) *
 // in front of jobs.NewMux, sending email through the env's fake sender.
 func (e *env) normalWorker(name string, opts ...workerOption) *worker {
 	e.t.Helper()
-	g := jobs.NewGuard(e.db, e.rdb, e.log, name, 30*time.Second, metrics.New())
+	m := metrics.New()
+	g := jobs.NewGuard(e.db, e.rdb, e.log, name, 30*time.Second, m)
 	mux := jobs.NewMux(jobs.Deps{
+		DB:          e.db,
+		Now:         time.Now,
+		Metrics:     m,
 		Guard:       g,
 		Maintenance: jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour, metrics.New()),
 		Reconciler:  jobs.NewReconciler(e.db, e.client, e.log, retention, time.Hour, metrics.New()),

@@ -9,18 +9,33 @@ import (
 
 	"github.com/sekali/sekali/app/invoices"
 	"github.com/sekali/sekali/app/metrics"
-	"github.com/sekali/sekali/models"
 )
 
-// invoiceJob issues the invoice of a paid order, once. The paid callback
-// writes its task with models.InvoiceTask: invoice:generate:{order_id}
-// (the idempotency key) with an OrderPayload, on the critical queue.
+// TaskInvoiceGenerate issues the invoice of a paid order.
+const TaskInvoiceGenerate = "invoice:generate"
+
+// InvoiceArgs are the args of invoice:generate:{order_id}, on the critical
+// queue. The callback that paid the order writes the task (Tasks.Paid);
+// RequestID is that delivery's request id, so the job's log lines follow
+// the payment from its callback.
+type InvoiceArgs struct {
+	OrderID   string `json:"order_id"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Kind is invoice:generate on the critical queue.
+func (InvoiceArgs) Kind() Kind { return Kind{Type: TaskInvoiceGenerate, Queue: QueueCritical} }
+
+// Key is the order id.
+func (a InvoiceArgs) Key() string { return a.OrderID }
+
+// invoiceJob issues the invoice of a paid order, once.
 func invoiceJob() Spec {
 	return Spec{
-		Task:     models.InvoiceKind,
+		Task:     InvoiceArgs{}.Kind(),
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  time.Minute,
-		Handler:  func(d Deps) asynq.HandlerFunc { return d.Guard.Wrap(InvoiceEffect(d.Guard.now, d.Guard.metrics)) },
+		Handler:  func(d Deps) asynq.HandlerFunc { return d.Guard.Wrap(InvoiceEffect(d.Now, d.Metrics)) },
 	}
 }
 
@@ -28,11 +43,11 @@ func invoiceJob() Spec {
 // An invoice found issued counts in m as a save of the invoices table.
 func InvoiceEffect(now func() time.Time, m *metrics.Set) Effect {
 	return func(ctx context.Context, tx *gorm.DB, j Job) (string, error) {
-		orderID, err := orderPayload(j)
+		args, err := decode[InvoiceArgs](j)
 		if err != nil {
 			return "", err
 		}
-		inv, created, err := invoices.IssueTx(tx, orderID, now())
+		inv, created, err := invoices.IssueTx(tx, args.OrderID, now())
 		if err != nil {
 			return "", skipIfGone(err)
 		}

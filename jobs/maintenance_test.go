@@ -47,7 +47,7 @@ func maintJobs(t *testing.T, db *gorm.DB) []models.JobExecution {
 func TestMaintenanceSweepStuck(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour, metrics.New())
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}), testenv.Logger(t), time.Hour, metrics.New())
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
 
@@ -120,7 +120,7 @@ func (f *maintOrders) order(ago time.Duration, stock int64, qtys ...int64) (*mod
 		items = append(items, orders.ItemRequest{SKU: sku, Qty: q})
 		skus = append(skus, sku)
 	}
-	svc := orders.NewService(f.db, testenv.Logger(f.t), func() time.Time { return time.Now().Add(-ago) }, time.Hour)
+	svc := orders.NewService(f.db, testenv.Logger(f.t), func() time.Time { return time.Now().Add(-ago) }, time.Hour, jobs.Tasks{})
 	o, err := svc.Create(context.Background(), orders.CreateRequest{CustomerEmail: "buyer@example.com", Items: items})
 	if err != nil {
 		f.t.Fatal(err)
@@ -159,7 +159,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
 	f := &maintOrders{t: t, db: db, pay: pay}
 
@@ -169,7 +169,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 	paidLate, paidSKUs := f.order(2*time.Hour, 1, 1)      // overdue, but paid
 	f.payNow(paidLate)
 
-	m := jobs.NewMaintenance(db, orders.NewService(db, log, time.Now, time.Hour), log, time.Hour, metrics.New())
+	m := jobs.NewMaintenance(db, orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}), log, time.Hour, metrics.New())
 	m.Grace = 10 * time.Minute
 
 	check := func(round string) {
@@ -230,7 +230,7 @@ func TestMaintenanceSweepExpired(t *testing.T) {
 func TestMaintenancePrune(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 30*24*time.Hour, metrics.New())
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}), testenv.Logger(t), 30*24*time.Hour, metrics.New())
 	m.PruneAfter = 24 * time.Hour // the field wins over the constructor's argument
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	old, recent := now.Add(-48*time.Hour), now.Add(-time.Hour)
@@ -268,7 +268,7 @@ func TestMaintenancePrune(t *testing.T) {
 		jobRow("started-old-finished-recent", models.JobSucceeded, old, ptr(recent), nil),
 	}
 	outboxRow := func(id string, status models.OutboxStatus, created time.Time, dispatched *time.Time) models.OutboxMessage {
-		return models.OutboxMessage{TaskType: models.TaskInvoiceGenerate, Payload: []byte(`{}`), TaskID: id, Queue: "critical",
+		return models.OutboxMessage{TaskType: jobs.TaskInvoiceGenerate, Payload: []byte(`{}`), TaskID: id, Queue: "critical",
 			ProcessAt: created, Status: status, CreatedAt: created, DispatchedAt: dispatched}
 	}
 	outboxRows := []models.OutboxMessage{
@@ -323,7 +323,7 @@ func TestMaintenancePrune(t *testing.T) {
 func TestMaintenancePruneStopsAtAFailure(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), 24*time.Hour, metrics.New())
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}), testenv.Logger(t), 24*time.Hour, metrics.New())
 	old := time.Now().UTC().Add(-48 * time.Hour)
 	if err := db.Create(&models.CallbackDelivery{Provider: "sandbox", ReceivedAt: old, Outcome: models.OutcomeDuplicate,
 		ResponseCode: 200, DurationMS: 1, RequestID: "old-duplicate"}).Error; err != nil {
@@ -387,7 +387,7 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 	rs := testenv.StartRedis(t)
 	rdb := rs.Client()
 	const typ = "test:tick"
-	schedule := []jobs.Spec{{Task: models.TaskKind{Type: typ, Queue: jobs.QueueMaintenance},
+	schedule := []jobs.Spec{{Task: jobs.Kind{Type: typ, Queue: jobs.QueueMaintenance},
 		MaxRetry: 3, Timeout: time.Second, Every: time.Second}}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
@@ -460,7 +460,7 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 func TestMaintenancePollPayments(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour), testenv.Logger(t), time.Hour, metrics.New())
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}), testenv.Logger(t), time.Hour, metrics.New())
 	task := asynq.NewTask(jobs.TaskPollPayments, nil)
 	if err := m.PollPayments(context.Background(), task); err != nil {
 		t.Fatalf("without a poll: %v", err)

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/jobs"
-	"github.com/sekali/sekali/models"
 )
 
 // Redis forgets the tasks the relay handed over before any worker ran
@@ -53,7 +53,7 @@ func TestReconcilerRecoversTasksRedisLost(t *testing.T) {
 	for _, id := range paid {
 		eventually(t, "the invoice and the email of "+id, func() bool {
 			return e.count("SELECT count(*) FROM invoices WHERE order_id = ?", id) == 1 &&
-				e.count("SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", models.EmailKey(models.EmailOrderPaid, id)) == 1
+				e.count("SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", mail.Key(mail.OrderPaid, id)) == 1
 		})
 	}
 	if _, sent := e.sender.calls(); len(sent) != n {

@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/testenv"
@@ -131,9 +132,9 @@ func TestRelayConcurrentRelaysDispatchEachRowOnce(t *testing.T) {
 		for i := range perRound {
 			id := fmt.Sprintf("ORD-R%d-%02d", round, i)
 			if i%2 == 0 {
-				msgs = append(msgs, models.InvoiceTask(id, time.Now(), ""))
+				msgs = append(msgs, jobs.Row(jobs.InvoiceArgs{OrderID: id}, time.Now()))
 			} else {
-				msgs = append(msgs, models.EmailTask(models.EmailOrderPaid, id, time.Now(), ""))
+				msgs = append(msgs, jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: id}, time.Now()))
 			}
 		}
 		relayAdd(t, env.db, msgs...)
@@ -180,7 +181,7 @@ func TestRelayConcurrentRelaysDispatchEachRowOnce(t *testing.T) {
 	if len(rows) != rounds*perRound {
 		t.Fatalf("outbox rows = %d, want %d", len(rows), rounds*perRound)
 	}
-	queued := relayQueuedIDs(t, env.insp, models.QueueCritical, models.QueueDefault)
+	queued := relayQueuedIDs(t, env.insp, jobs.QueueCritical, jobs.QueueDefault)
 	for _, m := range rows {
 		// attempts counts hand-overs: 2 would mean two relays marked it.
 		if m.Status != models.OutboxDispatched || m.Attempts != 1 || m.DispatchedAt == nil || m.LastError != "" {
@@ -203,7 +204,7 @@ func TestRelayConcurrentRelaysDispatchEachRowOnce(t *testing.T) {
 func TestRelayTaskIDConflictCountsAsDispatched(t *testing.T) {
 	t.Parallel()
 	env := relayNewEnv(t)
-	m := models.InvoiceTask("ORD-conflict", time.Now(), "")
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: "ORD-conflict"}, time.Now())
 	if _, err := env.client.Enqueue(asynq.NewTask(m.TaskType, m.Payload), asynq.TaskID(m.TaskID), asynq.Queue(m.Queue)); err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +229,8 @@ func TestRelayTaskIDConflictCountsAsDispatched(t *testing.T) {
 func TestRelayRedisDownKeepsRowsPending(t *testing.T) {
 	t.Parallel()
 	env := relayNewEnv(t)
-	later := models.InvoiceTask("ORD-later", time.Now().Add(time.Hour), "")
-	due := models.InvoiceTask("ORD-due", time.Now(), "")
+	later := jobs.Row(jobs.InvoiceArgs{OrderID: "ORD-later"}, time.Now().Add(time.Hour))
+	due := jobs.Row(jobs.InvoiceArgs{OrderID: "ORD-due"}, time.Now())
 	relayAdd(t, env.db, later) // the lower id: claimed first if due-ness were ignored
 	relayAdd(t, env.db, due)
 	r := env.relay(nil, "")
@@ -258,7 +259,7 @@ func TestRelayRedisDownKeepsRowsPending(t *testing.T) {
 	if row := relayRow(t, env.db, later.TaskID); row.Status != models.OutboxPending || row.Attempts != 0 {
 		t.Fatalf("row not yet due: status %s, attempts %d; want pending, 0", row.Status, row.Attempts)
 	}
-	if ids := relayQueuedIDs(t, env.insp, models.QueueCritical); len(ids) != 1 || ids[due.TaskID] != 1 {
+	if ids := relayQueuedIDs(t, env.insp, jobs.QueueCritical); len(ids) != 1 || ids[due.TaskID] != 1 {
 		t.Fatalf("Asynq tasks = %v, want only %s", ids, due.TaskID)
 	}
 }
@@ -350,7 +351,7 @@ func relayWaitListening(tb testing.TB, db *gorm.DB) {
 // how long it took until the row was dispatched.
 func relayCommitToDispatched(tb testing.TB, db *gorm.DB, orderID string, deadline time.Duration) time.Duration {
 	tb.Helper()
-	m := models.EmailTask(models.EmailOrderPaid, orderID, time.Now(), "")
+	m := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now())
 	relayAdd(tb, db, m)
 	start := time.Now()
 	if err := outbox.Notify(context.Background(), db); err != nil {

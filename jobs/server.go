@@ -57,6 +57,9 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter, m)
 	maintenance.Poll = cfg.PollPayments
 	mux := NewMux(Deps{
+		DB:          db,
+		Now:         time.Now,
+		Metrics:     m,
 		Guard:       guard,
 		Maintenance: maintenance,
 		Reconciler:  reconciler,

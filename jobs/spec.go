@@ -1,13 +1,14 @@
 package jobs
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/models"
 )
@@ -20,12 +21,10 @@ import (
 // enqueue options (EnqueueOptions) and the schedule (Periodic) are
 // all read from that list.
 type Spec struct {
-	// Task is the type and queue. For a business task it is the models
-	// value the outbox writer uses too (models.InvoiceKind with
-	// models.InvoiceTask), and the row constructor beside it there forms
-	// the payload and the task id; app/ packages write those rows and do
-	// not import Asynq.
-	Task     models.TaskKind
+	// Task is the type and queue. For a business task it is its args'
+	// Kind (InvoiceArgs{}.Kind()): the rows Tasks writes into the outbox
+	// carry the same.
+	Task     Kind
 	MaxRetry int
 	Timeout  time.Duration
 	// Every makes the task periodic: the Scheduler enqueues it once per
@@ -56,6 +55,9 @@ func specs() []Spec {
 
 // Deps are the parts handlers are built from; RunWorker builds them once.
 type Deps struct {
+	DB          *gorm.DB
+	Now         func() time.Time
+	Metrics     *metrics.Set
 	Guard       *Guard
 	Maintenance *Maintenance
 	Reconciler  *Reconciler
@@ -65,13 +67,13 @@ type Deps struct {
 }
 
 // QueueMaintenance is the queue of the periodic tasks (the business
-// queues are in models, where the outbox writers are).
+// queues are in task.go).
 const QueueMaintenance = "maintenance"
 
 // QueueWeights are the queues and their weights: invoices first, emails
 // and expiry next, maintenance when there is room.
 func QueueWeights() map[string]int {
-	return map[string]int{models.QueueCritical: 6, models.QueueDefault: 3, QueueMaintenance: 1}
+	return map[string]int{QueueCritical: 6, QueueDefault: 3, QueueMaintenance: 1}
 }
 
 // periodic is the spec of a maintenance task that runs every period on the
@@ -79,7 +81,7 @@ func QueueWeights() map[string]int {
 // statements that is harmless to run twice): three retries, and at most
 // one period per run.
 func periodic(taskType string, every time.Duration, handler func(Deps) asynq.HandlerFunc) Spec {
-	return Spec{Task: models.TaskKind{Type: taskType, Queue: QueueMaintenance},
+	return Spec{Task: Kind{Type: taskType, Queue: QueueMaintenance},
 		MaxRetry: 3, Timeout: every, Every: every, Handler: handler}
 }
 
@@ -134,16 +136,6 @@ func EnqueueOptions(m models.OutboxMessage, retention time.Duration) []asynq.Opt
 // NewTask turns an outbox row into the Asynq task it stands for.
 func NewTask(m models.OutboxMessage, retention time.Duration) *asynq.Task {
 	return asynq.NewTask(m.TaskType, m.Payload, EnqueueOptions(m, retention)...)
-}
-
-// orderPayload decodes the order id of a business job; a payload that
-// cannot be decoded can never succeed, so it skips the retries.
-func orderPayload(j Job) (string, error) {
-	var p models.OrderPayload
-	if err := json.Unmarshal(j.Payload, &p); err != nil || p.OrderID == "" {
-		return "", fmt.Errorf("decode %s: %v: %w", j.Type, err, asynq.SkipRetry)
-	}
-	return p.OrderID, nil
 }
 
 // skipIfGone makes "the order does not exist" a permanent failure.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -29,11 +30,11 @@ func TestBusinessTasksPinned(t *testing.T) {
 		typ, id, queue, payload   string
 		maxRetry, timeout, procAt string
 	}{
-		{models.InvoiceTask("ORD-1", now, ""), "invoice:generate", "invoice:generate:ORD-1", "critical",
+		{jobs.Row(jobs.InvoiceArgs{OrderID: "ORD-1"}, now), "invoice:generate", "invoice:generate:ORD-1", "critical",
 			`{"order_id":"ORD-1"}`, "MaxRetry(25)", "Timeout(1m0s)", at},
-		{models.EmailTask(models.EmailOrderPaid, "ORD-1", now, ""), "email:send", "email:send:order_paid:ORD-1", "default",
+		{jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: "ORD-1"}, now), "email:send", "email:send:order_paid:ORD-1", "default",
 			`{"template":"order_paid","order_id":"ORD-1"}`, "MaxRetry(25)", "Timeout(2m0s)", at},
-		{models.ExpireTask("ORD-1", now), "order:expire", "order:expire:ORD-1", "default",
+		{jobs.Row(jobs.ExpireArgs{OrderID: "ORD-1"}, now), "order:expire", "order:expire:ORD-1", "default",
 			`{"order_id":"ORD-1"}`, "MaxRetry(25)", "Timeout(1m0s)", at},
 		{models.OutboxMessage{TaskType: "unknown:type", TaskID: "unknown:type:x", Queue: "default", ProcessAt: now.UTC()},
 			"unknown:type", "unknown:type:x", "default", "", "MaxRetry(10)", "Timeout(1m0s)", at},
@@ -48,6 +49,32 @@ func TestBusinessTasksPinned(t *testing.T) {
 		if got := optionStrings(jobs.EnqueueOptions(m, time.Hour)); !slices.Equal(got, want) {
 			t.Errorf("%s: options %q, want %q", c.id, got, want)
 		}
+	}
+}
+
+// TestTasksWriteTheBusinessTasks: the rows Tasks hands the app packages
+// are the pinned tasks above — a paid order's invoice and email carrying
+// the callback's request id, and the expiry due at the order's deadline —
+// and the console's filters offer exactly their types.
+func TestTasksWriteTheBusinessTasks(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var ids, payloads []string
+	for _, m := range (jobs.Tasks{}).Paid("ORD-1", "req-1", now) {
+		ids, payloads = append(ids, m.TaskID), append(payloads, string(m.Payload))
+	}
+	if want := []string{"invoice:generate:ORD-1", "email:send:order_paid:ORD-1"}; !slices.Equal(ids, want) {
+		t.Errorf("paid: tasks %q, want %q", ids, want)
+	}
+	if want := []string{`{"order_id":"ORD-1","request_id":"req-1"}`, `{"template":"order_paid","order_id":"ORD-1","request_id":"req-1"}`}; !slices.Equal(payloads, want) {
+		t.Errorf("paid: payloads %q, want %q", payloads, want)
+	}
+	if m := (jobs.Tasks{}).Expire("ORD-1", now.Add(time.Hour)); m.TaskID != "order:expire:ORD-1" || !m.ProcessAt.Equal(now.Add(time.Hour)) {
+		t.Errorf("expire: %s due %v, want order:expire:ORD-1 due an hour on", m.TaskID, m.ProcessAt)
+	}
+	types := (&jobs.Console{}).TaskTypes()
+	if want := []string{"invoice:generate", "email:send", "order:expire"}; !slices.Equal(types, want) {
+		t.Errorf("task types %q, want %q", types, want)
 	}
 }
 

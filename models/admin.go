@@ -55,3 +55,11 @@ type AuditRun struct {
 	TookMS     int `gorm:"column:took_ms"`
 	CreatedAt  time.Time
 }
+
+// AdminUser may log in to the admin pages.
+type AdminUser struct {
+	ID           int64
+	Email        string
+	PasswordHash string
+	CreatedAt    time.Time
+}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/models"
 )
 
@@ -108,11 +108,7 @@ type restockRequest struct {
 func (s *Server) restockProduct(c echo.Context) error {
 	sku := c.Param("sku")
 	return runIdempotent(s, c, scopeProductsRestock, sku, nil,
-		func(tx *gorm.DB, req restockRequest) (int, any, error) {
-			p, err := s.deps.Products.RestockTx(tx, sku, req.Qty)
-			if err != nil {
-				return 0, nil, err
-			}
-			return http.StatusOK, newProductJSON(p), nil
+		func(once idempotency.Once, req restockRequest) (idempotency.Response, error) {
+			return s.deps.Products.RestockOnce(c.Request().Context(), once, sku, req.Qty, answerJSON(http.StatusOK, newProductJSON))
 		})
 }

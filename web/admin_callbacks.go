@@ -65,7 +65,7 @@ func (s *Server) adminCallback(c echo.Context) error {
 		Now: now, Callback: callbackRow(st.Callback), Deliveries: rows(st.Deliveries, deliveryRow),
 		Transitions: rows(st.Transitions, transitionRow), Movements: rows(st.Movements, movementRow),
 		Outbox: rows(st.Outbox, outboxRow),
-		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now) }),
+		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.deps.Jobs.TaskTypes()) }),
 	}
 	if st.Payment != nil {
 		p := paymentRow(*st.Payment)

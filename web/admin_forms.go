@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/idempotency"
@@ -29,19 +28,20 @@ func newFormKey() string {
 	return "form-" + hex.EncodeToString(b)
 }
 
-// runForm runs effect under the Idempotency-Key of a posted form: the
-// fingerprint is target and the form's fields (the key itself left out),
-// so the same key with other values is refused like the API refuses it.
-func (s *Server) runForm(c echo.Context, scope, target string, effect func(tx *gorm.DB) (int, any, error)) (idempotency.Response, error) {
+// formOnce binds a posted form to its Idempotency-Key, for a service call
+// that runs once under it: the fingerprint is target and the form's
+// fields (the key itself left out), so the same key with other values is
+// refused like the API refuses it.
+func (s *Server) formOnce(c echo.Context, scope, target string) (idempotency.Once, error) {
 	form, err := c.FormParams()
 	if err != nil {
-		return idempotency.Response{}, models.Errorf(models.EInvalid, "the form could not be read")
+		return idempotency.Once{}, models.Errorf(models.EInvalid, "the form could not be read")
 	}
 	key, err := idempotency.ParseKey(form.Get(formKeyField))
 	if err != nil {
-		return idempotency.Response{}, err
+		return idempotency.Once{}, err
 	}
-	return s.idempotent(c, scope, key, formFingerprint(target, form), effect)
+	return s.deps.Keys.Once(scope, key, formFingerprint(target, form)), nil
 }
 
 // formFingerprint hashes target and the form's fields in name order.

@@ -9,27 +9,26 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
 
-var (
-	jobStatuses = []string{string(models.JobProcessing), models.JobStuck, string(models.JobFailed), string(models.JobSucceeded)}
-	jobTypes    = []string{models.TaskInvoiceGenerate, models.TaskEmailSend, models.TaskOrderExpire}
-)
+var jobStatuses = []string{string(models.JobProcessing), jobview.Stuck, string(models.JobFailed), string(models.JobSucceeded)}
 
-// jobFilter reads the jobs list's filter.
-func jobFilter(q url.Values) (models.JobFilter, error) {
+// jobFilter reads the jobs list's filter; jobTypes are the business task
+// types (the job queue's TaskTypes).
+func jobFilter(q url.Values, jobTypes []string) (jobview.Filter, error) {
 	p := newParams(q)
-	f := models.JobFilter{
+	f := jobview.Filter{
 		Status: p.oneOf("status", jobStatuses...), Type: p.oneOf("type", jobTypes...), Key: p.text("key"),
 		Before: p.id("before"), Limit: int(p.id("limit")),
 	}
 	return f, p.err
 }
 
-func jobFilterQuery(f models.JobFilter) string {
+func jobFilterQuery(f jobview.Filter) string {
 	return strings.TrimPrefix(views.Query("", "status", f.Status, "type", f.Type, "key", f.Key), "?")
 }
 
@@ -37,7 +36,7 @@ func jobFilterQuery(f models.JobFilter) string {
 // business key, status, attempts, fence, worker, lease, last error) and
 // the queue's archived tasks — the jobs that gave up.
 func (s *Server) adminJobs(c echo.Context) error {
-	f, err := jobFilter(c.QueryParams())
+	f, err := jobFilter(c.QueryParams(), s.deps.Jobs.TaskTypes())
 	if err != nil {
 		return err
 	}
@@ -50,7 +49,7 @@ func (s *Server) adminJobs(c echo.Context) error {
 	q := c.QueryParams()
 	v := views.Jobs{
 		Now: now, Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key},
-		Rows: rows(js, func(j models.JobExecution) views.JobRow { return jobRow(j, now) }),
+		Rows: rows(js, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.deps.Jobs.TaskTypes()) }),
 		Next: nextURL("/admin/jobs", q, formatID(next)), Self: selfURL("/admin/jobs", q), Query: jobFilterQuery(f),
 		Archived: []views.TaskRow{},
 	}
@@ -67,15 +66,15 @@ func (s *Server) adminJobs(c echo.Context) error {
 		return err
 	}
 	v.CanRerunMatching = anyFailed || len(v.Archived) > 0
-	return s.show(c, "Jobs", "jobs", v, views.JobsPage(v, firstURL("/admin/jobs", q), jobStatuses, jobTypes))
+	return s.show(c, "Jobs", "jobs", v, views.JobsPage(v, firstURL("/admin/jobs", q), jobStatuses, s.deps.Jobs.TaskTypes()))
 }
 
 // rerunText says what a re-run did, for people.
-var rerunText = map[models.RerunOutcome]string{
-	models.RerunAlreadyDone:  "already done: it succeeded before, nothing changed",
-	models.RerunQueued:       "queued: the queue runs it now, through the guard",
-	models.RerunRedispatched: "handed to the queue again from the outbox; it runs through the guard",
-	models.RerunInFlight:     "already pending, running or scheduled in the queue",
+var rerunText = map[jobview.RerunOutcome]string{
+	jobview.RerunAlreadyDone:  "already done: it succeeded before, nothing changed",
+	jobview.RerunQueued:       "queued: the queue runs it now, through the guard",
+	jobview.RerunRedispatched: "handed to the queue again from the outbox; it runs through the guard",
+	jobview.RerunInFlight:     "already pending, running or scheduled in the queue",
 }
 
 // adminRerunJob is POST /admin/jobs/rerun with the job's key: the job
@@ -96,7 +95,7 @@ func (s *Server) adminRerunJob(c echo.Context) error {
 		return err
 	}
 	result := models.ActionOK
-	if out == models.RerunAlreadyDone || out == models.RerunInFlight {
+	if out == jobview.RerunAlreadyDone || out == jobview.RerunInFlight {
 		result = models.ActionNoop
 	}
 	s.record(c, adminOf(c), "re-run job", key, result, string(out))
@@ -120,7 +119,7 @@ func resultOf(err error) string {
 // adminRerunConfirm is GET /admin/jobs/rerun-matching?<filter>: how many
 // failed or archived jobs match, and a button to re-run them all.
 func (s *Server) adminRerunConfirm(c echo.Context) error {
-	f, err := jobFilter(c.QueryParams())
+	f, err := jobFilter(c.QueryParams(), s.deps.Jobs.TaskTypes())
 	if err != nil {
 		return err
 	}
@@ -139,7 +138,7 @@ func (s *Server) adminRerunMatching(c echo.Context) error {
 	if err != nil {
 		return models.Errorf(models.EInvalid, "the form could not be read")
 	}
-	f, err := jobFilter(form)
+	f, err := jobFilter(form, s.deps.Jobs.TaskTypes())
 	if err != nil {
 		return err
 	}
@@ -160,7 +159,7 @@ func (s *Server) adminRerunMatching(c echo.Context) error {
 	return seeOther(c, views.Query("/admin/jobs", "status", f.Status, "type", f.Type, "key", f.Key))
 }
 
-func rerunSummary(counts map[models.RerunOutcome]int) string {
+func rerunSummary(counts map[jobview.RerunOutcome]int) string {
 	var parts []string
 	for out, n := range counts {
 		parts = append(parts, fmt.Sprintf("%d %s", n, out))
@@ -179,7 +178,7 @@ var outboxStatuses = []string{string(models.OutboxPending), string(models.Outbox
 func (s *Server) adminOutbox(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := outbox.Filter{
-		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", jobTypes...),
+		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", s.deps.Jobs.TaskTypes()...),
 		TaskID: p.text("task_id"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
 	if p.err != nil {
@@ -195,7 +194,7 @@ func (s *Server) adminOutbox(c echo.Context) error {
 		Filter: views.OutboxFilter{Status: string(f.Status), Type: f.Type, TaskID: f.TaskID},
 		Next:   nextURL("/admin/outbox", q, formatID(next)), Self: selfURL("/admin/outbox", q),
 	}
-	return s.show(c, "Outbox", "outbox", v, views.OutboxPage(v, firstURL("/admin/outbox", q), outboxStatuses, jobTypes))
+	return s.show(c, "Outbox", "outbox", v, views.OutboxPage(v, firstURL("/admin/outbox", q), outboxStatuses, s.deps.Jobs.TaskTypes()))
 }
 
 // adminDispatch is POST /admin/outbox/:id/dispatch: hand the row's task
@@ -213,7 +212,7 @@ func (s *Server) adminDispatch(c echo.Context) error {
 		return err
 	}
 	switch out {
-	case models.DispatchAlreadyQueued:
+	case jobview.DispatchAlreadyQueued:
 		s.record(c, adminOf(c), "dispatch", target, models.ActionNoop, string(out))
 		s.flash(c, "warn", "The queue already had this task; the row is marked dispatched.")
 	default:

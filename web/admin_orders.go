@@ -57,7 +57,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Callbacks: rows(st.Callbacks, callbackRow), Transitions: rows(st.Transitions, transitionRow),
 		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
 		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
-			r := jobRow(j, now)
+			r := jobRow(j, now, s.deps.Jobs.TaskTypes())
 			if s.deps.Jobs != nil && j.Status != models.JobSucceeded {
 				r.QueueState, _ = s.deps.Jobs.TaskState(ctx, j.IdempotencyKey) // best effort: the page shows without it
 			}

@@ -1,13 +1,14 @@
 package web
 
 import (
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
-	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -55,13 +56,11 @@ func (s *Server) adminCreateProduct(c echo.Context) error {
 		return s.productsPage(c, 422, form)
 	}
 	p := models.Product{SKU: values["sku"], Name: values["name"], Price: price, Currency: values["currency"], Stock: stock}
-	resp, err := s.runForm(c, scopeProductsCreate, "", func(tx *gorm.DB) (int, any, error) {
-		created, err := s.deps.Products.CreateTx(tx, p)
-		if err != nil {
-			return 0, nil, err
-		}
-		return 201, newProductJSON(created), nil
-	})
+	once, err := s.formOnce(c, scopeProductsCreate, "")
+	var resp idempotency.Response
+	if err == nil {
+		resp, err = s.deps.Products.CreateOnce(c.Request().Context(), once, p, answerJSON(http.StatusCreated, newProductJSON))
+	}
 	if err == nil {
 		err = storedError(resp)
 	}
@@ -144,13 +143,11 @@ func (s *Server) adminRestock(c echo.Context) error {
 		form.Error = "qty must be a whole number of units"
 		return s.productPage(c, 422, form, nil)
 	}
-	resp, err := s.runForm(c, scopeProductsRestock, sku, func(tx *gorm.DB) (int, any, error) {
-		p, err := s.deps.Products.RestockTx(tx, sku, qty)
-		if err != nil {
-			return 0, nil, err
-		}
-		return 200, newProductJSON(p), nil
-	})
+	once, err := s.formOnce(c, scopeProductsRestock, sku)
+	var resp idempotency.Response
+	if err == nil {
+		resp, err = s.deps.Products.RestockOnce(c.Request().Context(), once, sku, qty, answerJSON(http.StatusOK, newProductJSON))
+	}
 	if err == nil {
 		err = storedError(resp)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -60,19 +61,19 @@ func outboxRow(m models.OutboxMessage) views.OutboxRow {
 	}
 }
 
-func jobRow(j models.JobExecution, now time.Time) views.JobRow {
+func jobRow(j models.JobExecution, now time.Time, taskTypes []string) views.JobRow {
 	return views.JobRow{
-		Key: j.IdempotencyKey, Type: taskType(j.IdempotencyKey), BusinessKey: j.BusinessKey, Queue: j.QueueName,
+		Key: j.IdempotencyKey, Type: taskType(j.IdempotencyKey, taskTypes), BusinessKey: j.BusinessKey, Queue: j.QueueName,
 		Status: string(j.Status), Stuck: j.Status == models.JobProcessing && j.LockedUntil != nil && j.LockedUntil.Before(now),
 		Attempts: j.Attempts, Fence: j.Fence, Worker: j.WorkerID, LockedUntil: j.LockedUntil, Started: j.StartedAt,
 		Finished: j.FinishedAt, LastError: j.LastError,
 	}
 }
 
-// taskType is the type part of a business task's key:
+// taskType is the type part of a business task's key, one of types:
 // "invoice:generate:ORD-…" → "invoice:generate".
-func taskType(key string) string {
-	for _, t := range []string{models.TaskInvoiceGenerate, models.TaskEmailSend, models.TaskOrderExpire} {
+func taskType(key string, types []string) string {
+	for _, t := range types {
 		if strings.HasPrefix(key, t+":") {
 			return t
 		}
@@ -80,7 +81,7 @@ func taskType(key string) string {
 	return ""
 }
 
-func taskRow(t models.QueuedTask) views.TaskRow {
+func taskRow(t jobview.QueuedTask) views.TaskRow {
 	return views.TaskRow{
 		ID: t.ID, Queue: t.Queue, Type: t.Type, State: t.State, Payload: t.Payload, Retried: t.Retried,
 		MaxRetry: t.MaxRetry, LastError: t.LastError, LastFailedAt: t.LastFailedAt,

@@ -16,6 +16,7 @@ import (
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web"
 )
@@ -30,8 +31,8 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 		b.Fatal(err)
 	}
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
-	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider(cfg.SandboxKeys))
+	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys))
 	b.Cleanup(callbacks.Close)
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:    orderService,

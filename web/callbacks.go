@@ -36,7 +36,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 	})
 	if out.Code() == "" {
 		answer := callbackJSON{
-			Result: out.Result, Provider: out.Provider, IdempotencyKey: out.Key,
+			Result: out.Word(), Provider: out.Provider, IdempotencyKey: out.Key,
 			OrderID: out.OrderID, OrderStatus: string(out.OrderStatus),
 		}
 		if out.Result == models.ResultUnconfirmed {
@@ -45,7 +45,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		return c.JSON(http.StatusOK, answer)
 	}
 	p := newProblem(out.Code(), out.Detail)
-	p.Result, p.Reason = out.Result, out.Reason
+	p.Result, p.Reason = out.Word(), out.Reason
 	if out.Code() == models.EUnavailable {
 		c.Response().Header().Set("Retry-After", retryAfterSeconds)
 	}

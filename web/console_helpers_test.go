@@ -91,7 +91,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	orderService := orders.NewService(db, log, time.Now, time.Hour)
+	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
 	// The listener first: the sandbox gateway sends its callbacks to it,
 	// and answers there as Midtrans's status API.
 	var handler http.Handler
@@ -100,7 +100,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
 	t.Cleanup(callbacks.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
 	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://"+hs.Listener.Addr().String(), log)
@@ -119,7 +119,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Audit:       audit.New(db),
 		Admins:      admins.NewService(db, time.Now),
 		Sessions:    web.NewSessions(postgresstore.NewWithCleanupInterval(sqlDB, 0), cfg),
-		Stories:     story.New(db),
+		Stories:     story.New(db, jobs.Tasks{}),
 		Stats:       stats.NewReader(db, time.Now),
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,

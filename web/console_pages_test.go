@@ -16,6 +16,7 @@ import (
 
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -351,7 +352,7 @@ func TestRerunOfASucceededJobChangesNothing(t *testing.T) {
 	c := newConsole(t)
 	c.login()
 	now := time.Now().UTC()
-	job := models.JobExecution{IdempotencyKey: "invoice:generate:ORD-RERUN", QueueName: models.QueueCritical, ExternalJobID: "invoice:generate:ORD-RERUN",
+	job := models.JobExecution{IdempotencyKey: "invoice:generate:ORD-RERUN", QueueName: jobs.QueueCritical, ExternalJobID: "invoice:generate:ORD-RERUN",
 		BusinessKey: "ORD-RERUN", Status: models.JobSucceeded, Attempts: 1, Fence: 1, WorkerID: "w1", StartedAt: now, FinishedAt: &now}
 	if err := c.db.Create(&job).Error; err != nil {
 		t.Fatal(err)
@@ -393,7 +394,7 @@ func TestJobsPageOffersReRunsOnlyWhereTheyDoSomething(t *testing.T) {
 	now := time.Now().UTC()
 	job := func(order string, status models.JobStatus, lockedUntil time.Time) string {
 		key := "invoice:generate:" + order
-		j := models.JobExecution{IdempotencyKey: key, QueueName: models.QueueCritical, ExternalJobID: key, BusinessKey: order,
+		j := models.JobExecution{IdempotencyKey: key, QueueName: jobs.QueueCritical, ExternalJobID: key, BusinessKey: order,
 			Status: status, Attempts: 1, Fence: 1, WorkerID: "w1", StartedAt: now, LockedUntil: &lockedUntil}
 		if err := c.db.Create(&j).Error; err != nil {
 			t.Fatal(err)

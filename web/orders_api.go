@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/idempotency"
@@ -97,23 +96,20 @@ func utc(t *time.Time) *time.Time {
 // header: the order and the stored response commit together.
 func (s *Server) createOrder(c echo.Context) error {
 	return runIdempotent(s, c, scopeOrdersCreate, "", orders.CreateRequest.Validate,
-		func(tx *gorm.DB, req orders.CreateRequest) (int, any, error) {
+		func(once idempotency.Once, req orders.CreateRequest) (idempotency.Response, error) {
 			req.Client = c.RealIP()
-			o, err := s.deps.Orders.CreateTx(tx, req)
-			if err != nil {
-				return 0, nil, err
-			}
-			return http.StatusCreated, newOrderJSON(o), nil
+			return s.deps.Orders.CreateOnce(c.Request().Context(), once, req, answerJSON(http.StatusCreated, newOrderJSON))
 		})
 }
 
 // runIdempotent is every JSON endpoint under an Idempotency-Key: read the
 // key from its header and the JSON body, decode and check the request,
-// fingerprint it (with target, what the URL names), and run effect with
-// its response stored in the same transaction. A stored response is sent
-// again as it was.
+// fingerprint it (with target, what the URL names), and run the service
+// call with the request bound to its key: the service stores the answer
+// in the transaction of its effect. A stored response is sent again as it
+// was.
 func runIdempotent[T any](s *Server, c echo.Context, scope, target string, check func(T) error,
-	effect func(tx *gorm.DB, req T) (status int, response any, err error)) error {
+	run func(once idempotency.Once, req T) (idempotency.Response, error)) error {
 	key, err := idempotencyKey(c.Request().Header)
 	if err != nil {
 		return err
@@ -135,8 +131,7 @@ func runIdempotent[T any](s *Server, c echo.Context, scope, target string, check
 	if err != nil {
 		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
 	}
-	resp, err := s.idempotent(c, scope, key, canonjson.Hash([]byte(target+"\n"+fingerprint)),
-		func(tx *gorm.DB) (int, any, error) { return effect(tx, req) })
+	resp, err := run(s.deps.Keys.Once(scope, key, canonjson.Hash([]byte(target+"\n"+fingerprint))), req)
 	if err != nil {
 		return err
 	}
@@ -152,23 +147,20 @@ func idempotencyKey(h http.Header) (string, error) {
 	return idempotency.ParseKey(h.Get("Idempotency-Key"))
 }
 
-// idempotent runs effect at most once for (scope, key) — the one runner
-// under every Idempotency-Key, whether the key came in a header (the JSON
-// API) or a hidden form field (the console's forms). requestHash
-// fingerprints the request: the same key with another request is
-// refused. The effect's response (a 4xx problem included) is stored with
-// it in one transaction; a failure a retry may fix stores nothing.
-func (s *Server) idempotent(c echo.Context, scope, key, requestHash string,
-	effect func(tx *gorm.DB) (status int, response any, err error)) (idempotency.Response, error) {
-	return s.deps.Keys.Do(c.Request().Context(), scope, key, requestHash,
-		func(tx *gorm.DB) (idempotency.Response, error) {
-			status, v, err := effect(tx)
-			if err != nil {
-				return storedProblem(err)
-			}
-			b, err := json.Marshal(v)
-			return idempotency.Response{Code: status, Body: b}, err
-		})
+// answerJSON is how a service call under an Idempotency-Key is answered
+// — whether the key came in a header (the JSON API) or a hidden form
+// field (the console's and the shop's forms): its result as JSON with
+// status, or its own failure (a 4xx) as a problem, either stored with its
+// effect in one transaction; a failure a retry may fix stays an error and
+// stores nothing.
+func answerJSON[T, V any](status int, view func(T) V) idempotency.Answer[T] {
+	return func(result T, err error) (idempotency.Response, error) {
+		if err != nil {
+			return storedProblem(err)
+		}
+		b, err := json.Marshal(view(result))
+		return idempotency.Response{Code: status, Body: b}, err
+	}
 }
 
 // writeStored sends a response stored under an Idempotency-Key, saying

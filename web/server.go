@@ -14,12 +14,12 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
@@ -31,7 +31,7 @@ import (
 // The services the web layer uses, declared here by their consumer.
 type (
 	orderService interface {
-		CreateTx(tx *gorm.DB, req orders.CreateRequest) (*models.Order, error)
+		CreateOnce(ctx context.Context, once idempotency.Once, req orders.CreateRequest, answer idempotency.Answer[*models.Order]) (idempotency.Response, error)
 		Get(ctx context.Context, id string) (*models.Order, error)
 		Open(ctx context.Context, id, token string, admin bool) (*models.Order, error)
 		Cancel(ctx context.Context, id, cause string) (*models.Order, error)
@@ -45,8 +45,8 @@ type (
 	}
 	productService interface {
 		Create(ctx context.Context, p models.Product) (*models.Product, error)
-		CreateTx(tx *gorm.DB, p models.Product) (*models.Product, error)
-		RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error)
+		CreateOnce(ctx context.Context, once idempotency.Once, p models.Product, answer idempotency.Answer[*models.Product]) (idempotency.Response, error)
+		RestockOnce(ctx context.Context, once idempotency.Once, sku string, qty int64, answer idempotency.Answer[*models.Product]) (idempotency.Response, error)
 		SetMaxPerOrder(ctx context.Context, sku string, n *int64) (*models.Product, error)
 		List(ctx context.Context) ([]models.Product, error)
 		Get(ctx context.Context, sku string) (*models.Product, error)
@@ -57,7 +57,7 @@ type (
 		Checks() []audit.Check
 	}
 	idempotencyKeys interface {
-		Do(ctx context.Context, scope, key, requestHash string, fn func(tx *gorm.DB) (idempotency.Response, error)) (idempotency.Response, error)
+		Once(scope, key, requestHash string) idempotency.Once
 	}
 	adminService interface {
 		Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error)
@@ -85,16 +85,17 @@ type (
 	// jobConsole is what the console asks of the job queue; jobs.Console
 	// implements it (web does not import the queue's library).
 	jobConsole interface {
-		List(ctx context.Context, f models.JobFilter) ([]models.JobExecution, int64, error)
-		Archived(ctx context.Context, f models.JobFilter) ([]models.QueuedTask, error)
+		TaskTypes() []string
+		List(ctx context.Context, f jobview.Filter) ([]models.JobExecution, int64, error)
+		Archived(ctx context.Context, f jobview.Filter) ([]jobview.QueuedTask, error)
 		ArchivedCount(ctx context.Context) (int, error)
 		TaskState(ctx context.Context, key string) (string, error)
-		Rerun(ctx context.Context, key string) (models.RerunOutcome, error)
-		AnyFailed(ctx context.Context, f models.JobFilter) (bool, error)
-		Rerunnable(ctx context.Context, f models.JobFilter) ([]string, error)
-		RerunAll(ctx context.Context, f models.JobFilter) (map[models.RerunOutcome]int, error)
+		Rerun(ctx context.Context, key string) (jobview.RerunOutcome, error)
+		AnyFailed(ctx context.Context, f jobview.Filter) (bool, error)
+		Rerunnable(ctx context.Context, f jobview.Filter) ([]string, error)
+		RerunAll(ctx context.Context, f jobview.Filter) (map[jobview.RerunOutcome]int, error)
 		ListOutbox(ctx context.Context, f outbox.Filter) ([]models.OutboxMessage, int64, error)
-		DispatchNow(ctx context.Context, outboxID int64) (models.DispatchOutcome, error)
+		DispatchNow(ctx context.Context, outboxID int64) (jobview.DispatchOutcome, error)
 	}
 )
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
-	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/orders"
@@ -88,15 +87,13 @@ func (s *Server) checkout(c echo.Context) error {
 		return s.catalog(c, http.StatusUnprocessableEntity, sku, form)
 	}
 	place := func() (idempotency.Response, error) {
-		return s.runForm(c, scopeShopCheckout, "", func(tx *gorm.DB) (int, any, error) {
-			o, err := s.deps.Orders.CreateTx(tx, orders.CreateRequest{
-				CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
-			})
-			if err != nil {
-				return 0, nil, err
-			}
-			return http.StatusCreated, newOrderJSON(o), nil
-		})
+		once, err := s.formOnce(c, scopeShopCheckout, "")
+		if err != nil {
+			return idempotency.Response{}, err
+		}
+		return s.deps.Orders.CreateOnce(c.Request().Context(), once, orders.CreateRequest{
+			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
+		}, answerJSON(http.StatusCreated, newOrderJSON))
 	}
 	resp, err := place()
 	// The same form posted again while the first post still runs (two

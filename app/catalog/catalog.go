@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -162,7 +163,7 @@ func (s *Service) Create(ctx context.Context, p models.Product) (*models.Product
 	var created *models.Product
 	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		var err error
-		created, err = s.CreateTx(tx, p)
+		created, err = s.createTx(tx, p)
 		return err
 	})
 	if err != nil {
@@ -171,9 +172,15 @@ func (s *Service) Create(ctx context.Context, p models.Product) (*models.Product
 	return created, nil
 }
 
-// CreateTx is Create inside the caller's transaction (which, for the
-// console's form, also stores the response under its Idempotency-Key).
-func (s *Service) CreateTx(tx *gorm.DB, p models.Product) (*models.Product, error) {
+// CreateOnce is Create under an Idempotency-Key (the console's form): the
+// product and the answer made of it commit together.
+func (s *Service) CreateOnce(ctx context.Context, once idempotency.Once, p models.Product, answer idempotency.Answer[*models.Product]) (idempotency.Response, error) {
+	return once.Do(ctx, func(tx *gorm.DB) (idempotency.Response, error) {
+		return answer(s.createTx(tx, p))
+	})
+}
+
+func (s *Service) createTx(tx *gorm.DB, p models.Product) (*models.Product, error) {
 	created, err := Create(tx, &p)
 	if err == nil && !created {
 		return nil, models.Errorf(models.EAlreadyExists, "product %s exists", p.SKU)
@@ -184,10 +191,13 @@ func (s *Service) CreateTx(tx *gorm.DB, p models.Product) (*models.Product, erro
 	return &p, nil
 }
 
-// RestockTx is Restock for the admin API, inside the caller's transaction
-// (which also stores the response under the client's Idempotency-Key).
-func (s *Service) RestockTx(tx *gorm.DB, sku string, qty int64) (*models.Product, error) {
-	return Restock(tx, sku, qty)
+// RestockOnce adds qty units of sku under an Idempotency-Key (the admin
+// API's and the console's restock): the adjust movement and the answer
+// made of it commit together, so a retried restock adds nothing more.
+func (s *Service) RestockOnce(ctx context.Context, once idempotency.Once, sku string, qty int64, answer idempotency.Answer[*models.Product]) (idempotency.Response, error) {
+	return once.Do(ctx, func(tx *gorm.DB) (idempotency.Response, error) {
+		return answer(Restock(tx, sku, qty))
+	})
 }
 
 // SetMaxPerOrder is the package's SetMaxPerOrder in its own transaction.

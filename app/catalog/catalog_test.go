@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 )
@@ -343,17 +346,16 @@ func TestRestockRefusalsWriteNothing(t *testing.T) {
 	}
 }
 
-// RestockTx writes in the caller's transaction: when that transaction
+// Restock writes in the caller's transaction: when that transaction
 // rolls back, neither the stock nor the movement remains; when it
 // commits, both do.
-func TestRestockTxIsPartOfTheCallersTransaction(t *testing.T) {
+func TestRestockIsPartOfTheCallersTransaction(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	s := catalog.NewService(db)
 	testenv.MustCreateProduct(t, db, "TX", 100, 2)
 	errRollback := errors.New("the caller changes its mind")
 	err := db.Transaction(func(tx *gorm.DB) error {
-		if p, err := s.RestockTx(tx, "TX", 5); err != nil || p.Stock != 7 {
+		if p, err := catalog.Restock(tx, "TX", 5); err != nil || p.Stock != 7 {
 			t.Errorf("restock in a transaction: %+v, %v", p, err)
 		}
 		return errRollback
@@ -364,7 +366,7 @@ func TestRestockTxIsPartOfTheCallersTransaction(t *testing.T) {
 	if p, ms := product(t, db, "TX"), movements(t, db, "TX"); p.Stock != 2 || len(ms) != 1 {
 		t.Errorf("after a rollback: stock %d and %d movement(s), want 2 and 1", p.Stock, len(ms))
 	}
-	if err := db.Transaction(func(tx *gorm.DB) error { _, err := s.RestockTx(tx, "TX", 5); return err }); err != nil {
+	if err := db.Transaction(func(tx *gorm.DB) error { _, err := catalog.Restock(tx, "TX", 5); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if p, ms := product(t, db, "TX"), movements(t, db, "TX"); p.Stock != 7 || len(ms) != 2 || ms[1].Qty != 5 {
@@ -379,7 +381,6 @@ func TestRestockTxIsPartOfTheCallersTransaction(t *testing.T) {
 func TestConcurrentRestocksAllCount(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
-	s := catalog.NewService(db)
 	const n, initial = 30, 100
 	testenv.MustCreateProduct(t, db, "BUSY", 1000, initial)
 	after := make([]int64, n)
@@ -389,7 +390,7 @@ func TestConcurrentRestocksAllCount(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			err := db.Transaction(func(tx *gorm.DB) error {
-				p, err := s.RestockTx(tx, "BUSY", int64(i+1))
+				p, err := catalog.Restock(tx, "BUSY", int64(i+1))
 				if err == nil {
 					after[i] = p.Stock
 				}
@@ -640,4 +641,37 @@ func TestLedgerPagesNewestFirst(t *testing.T) {
 	}
 	_, _, err = s.Ledger(ctx, "not a sku", 0, 2)
 	wantCode(t, "ledger of a malformed SKU", err, models.ENotFound)
+}
+
+// RestockOnce under one Idempotency-Key adds the units once: the second
+// call with the same request gets the first answer again (replayed) and
+// adds nothing; a refusal (an unknown SKU) is answered and stored too,
+// with nothing written.
+func TestRestockOnceAddsOnce(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	s := catalog.NewService(db)
+	keys := idempotency.New(db, time.Now, time.Minute)
+	testenv.MustCreateProduct(t, db, "ONCE", 100, 2)
+	answer := func(p *models.Product, err error) (idempotency.Response, error) {
+		if err != nil {
+			return idempotency.Response{Code: 404, Body: []byte(models.ErrorCode(err))}, nil
+		}
+		return idempotency.Response{Code: 200, Body: []byte(strconv.FormatInt(p.Stock, 10))}, nil
+	}
+	once := keys.Once("products.restock", "restock-key-0000000001", "ONCE+5")
+	for i := range 2 {
+		resp, err := s.RestockOnce(context.Background(), once, "ONCE", 5, answer)
+		if err != nil || resp.Code != 200 || string(resp.Body) != "7" || resp.Replayed != (i == 1) {
+			t.Errorf("restock %d: %v %s replayed=%v, %v; want 200 7, replayed the second time", i+1, resp.Code, resp.Body, resp.Replayed, err)
+		}
+	}
+	if p, ms := product(t, db, "ONCE"), movements(t, db, "ONCE"); p.Stock != 7 || len(ms) != 2 {
+		t.Errorf("stock %d with %d movements, want 7 with 2 (creation and one restock)", p.Stock, len(ms))
+	}
+	missing := keys.Once("products.restock", "restock-key-0000000002", "NOPE+5")
+	resp, err := s.RestockOnce(context.Background(), missing, "NOPE", 5, answer)
+	if err != nil || resp.Code != 404 || string(resp.Body) != models.ENotFound {
+		t.Errorf("unknown SKU: %d %s, %v; want the stored not_found answer", resp.Code, resp.Body, err)
+	}
 }

@@ -117,6 +117,30 @@ func (k *Keys) Do(ctx context.Context, scope, key, requestHash string, fn func(t
 	return resp, nil
 }
 
+// Once is one request under an Idempotency-Key, bound to the key store:
+// the web layer, which reads the key, hands it to a service method
+// (orders.Service.CreateOnce, …), which runs its effect through Do in a
+// transaction of its own making.
+type Once struct {
+	keys                    *Keys
+	scope, key, requestHash string
+}
+
+// Once binds the request with key and requestHash in scope.
+func (k *Keys) Once(scope, key, requestHash string) Once {
+	return Once{keys: k, scope: scope, key: key, requestHash: requestHash}
+}
+
+// Do is Keys.Do for this request.
+func (o Once) Do(ctx context.Context, fn func(tx *gorm.DB) (Response, error)) (Response, error) {
+	return o.keys.Do(ctx, o.scope, o.key, o.requestHash, fn)
+}
+
+// Answer turns what an effect returned — its result, or its error — into
+// the response stored with it, or an error that stores nothing (a failure
+// a retry may fix). The caller that speaks HTTP provides it.
+type Answer[T any] func(result T, err error) (Response, error)
+
 // claim takes the key for this request, or returns the stored response, or
 // an error saying why neither is possible.
 func (k *Keys) claim(ctx context.Context, scope, key, requestHash string) (time.Time, *Response, error) {

@@ -21,6 +21,13 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
+// OrderPaid is the template of the payment confirmation email.
+const OrderPaid = "order_paid"
+
+// Key is the key of one email: {template}:{order_id}. The email's row,
+// its Message-ID and its job's idempotency key all derive from it.
+func Key(template, orderID string) string { return template + ":" + orderID }
+
 // Message is one email to send.
 type Message struct {
 	MessageID string // without angle brackets
@@ -57,7 +64,7 @@ func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.
 	if !o.Status.WasPaid() {
 		return nil, nil
 	}
-	key := models.EmailKey(models.EmailOrderPaid, orderID)
+	key := Key(OrderPaid, orderID)
 	e := models.OutboundEmail{
 		Key:       key,
 		MessageID: MessageID(key),

@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -38,10 +39,11 @@ const (
 
 // Service is the orders capability.
 type Service struct {
-	db  *gorm.DB
-	log *slog.Logger
-	now func() time.Time
-	ttl time.Duration
+	db    *gorm.DB
+	log   *slog.Logger
+	now   func() time.Time
+	ttl   time.Duration
+	tasks Tasks
 
 	// MaxUnits caps the units of all items of one order, so that one
 	// buyer cannot hold a product's whole stock while not paying
@@ -52,10 +54,16 @@ type Service struct {
 	OpenPerClient int
 }
 
+// Tasks makes the outbox row of the task that expires an order at its
+// expires_at; jobs.Tasks in the app (this package does not know the queue).
+type Tasks interface {
+	Expire(orderID string, expiresAt time.Time) models.OutboxMessage
+}
+
 // NewService returns the orders service. now is the clock; ttl is how long
-// a pending order holds its stock.
-func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, ttl time.Duration) *Service {
-	return &Service{db: db, log: log, now: now, ttl: ttl, MaxUnits: DefaultMaxUnits}
+// a pending order holds its stock; tasks writes its expiry.
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, ttl time.Duration, tasks Tasks) *Service {
+	return &Service{db: db, log: log, now: now, ttl: ttl, tasks: tasks, MaxUnits: DefaultMaxUnits}
 }
 
 // CreateRequest is the body of POST /api/orders.
@@ -114,6 +122,15 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (*models.Order,
 		return nil, fmt.Errorf("orders.Create: %w", err)
 	}
 	return o, nil
+}
+
+// CreateOnce is Create under an Idempotency-Key: the order and the answer
+// made of it (or of its refusal) commit together, so the same request
+// again gets the same answer and never a second order.
+func (s *Service) CreateOnce(ctx context.Context, once idempotency.Once, req CreateRequest, answer idempotency.Answer[*models.Order]) (idempotency.Response, error) {
+	return once.Do(ctx, func(tx *gorm.DB) (idempotency.Response, error) {
+		return answer(s.CreateTx(tx, req))
+	})
 }
 
 // CreateTx is Create inside the caller's transaction (which, for example,
@@ -196,7 +213,7 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 		if _, err := Reserve(tx, o.ID, o.Items, models.MovementReserve); err != nil {
 			return err
 		}
-		return outbox.Add(tx, models.ExpireTask(o.ID, o.ExpiresAt))
+		return outbox.Add(tx, s.tasks.Expire(o.ID, o.ExpiresAt))
 	})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -55,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := testenv.NewDB(t)
 	c := &clock{now: time.Now().UTC().Truncate(time.Second)}
-	return &env{t: t, db: db, s: orders.NewService(db, testenv.Logger(t), c.Now, ttl), clock: c}
+	return &env{t: t, db: db, s: orders.NewService(db, testenv.Logger(t), c.Now, ttl, jobs.Tasks{}), clock: c}
 }
 
 // item is one line of a request.
@@ -265,12 +266,12 @@ func TestCreateReservesStockAndSchedulesExpiry(t *testing.T) {
 	}
 
 	var task models.OutboxMessage
-	if err := e.db.Take(&task, "task_id = ?", models.ExpireKind.ID(o.ID)).Error; err != nil {
+	if err := e.db.Take(&task, "task_id = ?", "order:expire:"+o.ID).Error; err != nil {
 		t.Fatalf("no order:expire outbox row: %v", err)
 	}
-	var payload models.OrderPayload
+	var payload jobs.ExpireArgs
 	json.Unmarshal(task.Payload, &payload)
-	if task.TaskType != models.TaskOrderExpire || task.Status != models.OutboxPending || !task.ProcessAt.Equal(stored.ExpiresAt) || payload.OrderID != o.ID {
+	if task.TaskType != jobs.TaskOrderExpire || task.Status != models.OutboxPending || !task.ProcessAt.Equal(stored.ExpiresAt) || payload.OrderID != o.ID {
 		t.Errorf("outbox row %s %s due %v for %q; want a pending order:expire due at %v for %s",
 			task.TaskType, task.Status, task.ProcessAt, payload.OrderID, stored.ExpiresAt, o.ID)
 	}

@@ -13,17 +13,22 @@ import (
 
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
+// kind is a task type and its queue, as the outbox stores them.
+type kind struct{ Type, Queue string }
+
 var (
-	invoiceKind = models.TaskKind{Type: "test:invoice", Queue: models.QueueCritical}
-	emailKind   = models.TaskKind{Type: "test:email", Queue: models.QueueDefault}
+	invoiceKind = kind{Type: "test:invoice", Queue: "critical"}
+	emailKind   = kind{Type: "test:email", Queue: "default"}
 )
 
-// task is an outbox row of kind k for key, due at processAt.
-func task(k models.TaskKind, key string, processAt time.Time) models.OutboxMessage {
-	return k.Row(key, models.OrderPayload{OrderID: key}, processAt)
+// task is a pending outbox row of kind k for key, due at processAt.
+func task(k kind, key string, processAt time.Time) models.OutboxMessage {
+	return models.OutboxMessage{TaskType: k.Type, Payload: []byte(`{"order_id":"` + key + `"}`), TaskID: k.Type + ":" + key,
+		Queue: k.Queue, ProcessAt: processAt.UTC(), Status: models.OutboxPending}
 }
 
 // mustAdd adds msgs in a transaction of their own and returns their ids.
@@ -118,12 +123,12 @@ func TestAddSkipsTaskIDAlreadyInOutbox(t *testing.T) {
 		t.Fatalf("%d rows (%+v), want 3", len(rows), rows)
 	}
 	first := rows[0]
-	if first.TaskID != "test:invoice:ORD-1" || first.TaskType != "test:invoice" || first.Queue != models.QueueCritical ||
+	if first.TaskID != "test:invoice:ORD-1" || first.TaskType != "test:invoice" || first.Queue != jobs.QueueCritical ||
 		string(first.Payload) != `{"order_id":"ORD-1"}` || !first.ProcessAt.Equal(due) || first.Status != models.OutboxPending ||
 		first.Attempts != 0 || first.LastError != "" || first.DispatchedAt != nil {
 		t.Errorf("first row %+v; want the first Add's task, pending, due %s", first, due)
 	}
-	if rows[1].TaskID != "test:email:ORD-1" || rows[1].Queue != models.QueueDefault || rows[2].TaskID != "test:email:ORD-2" {
+	if rows[1].TaskID != "test:email:ORD-1" || rows[1].Queue != jobs.QueueDefault || rows[2].TaskID != "test:email:ORD-2" {
 		t.Errorf("rows %s, %s; want test:email:ORD-1 on default, then test:email:ORD-2", rows[1].TaskID, rows[2].TaskID)
 	}
 }

@@ -101,7 +101,7 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 	}
 	dec := decide(ev, o, charge, refunds)
 	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
-	result := callbackResult{status: models.CallbackProcessed, result: dec.result, processedAt: &now}
+	result := callbackResult{status: models.CallbackProcessed, result: string(dec.result), processedAt: &now}
 	switch {
 	case dec.reason != "":
 		out.Result, out.Reason = models.ResultRejected, dec.reason
@@ -122,7 +122,7 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 	}
 	out.recorded = true
 	err = complete(tx, cb.ID, result, models.CallbackDelivery{
-		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Result,
+		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Word(),
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
 		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
 	})
@@ -156,7 +156,7 @@ SELECT id, ?, ?, ?, ?, ?, ?, ? FROM done`,
 // decision is what an event will do, decided under the order lock.
 type decision struct {
 	action       models.Action
-	result       string // processed or stale
+	result       Result // processed or stale
 	reason       string // non-empty: the event is rejected
 	statusBefore models.OrderStatus
 }
@@ -353,7 +353,7 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 		return "", false, err
 	}
 	if action.OrderFrom() != nil && o.Status == models.OrderPaid { // this event paid the order
-		if err := outbox.Add(tx, models.InvoiceTask(o.ID, now, requestID), models.EmailTask(models.EmailOrderPaid, o.ID, now, requestID)); err != nil {
+		if err := outbox.Add(tx, s.tasks.Paid(o.ID, requestID, now)...); err != nil {
 			return "", false, err
 		}
 		return o.Status, true, nil

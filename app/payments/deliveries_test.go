@@ -16,6 +16,7 @@ import (
 
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -117,7 +118,7 @@ func TestRefusedDeliveriesCostBoundedRows(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
 	m := metrics.New()
-	s := NewService(db, testenv.Logger(t), time.Now, m, testProvider{})
+	s := NewService(db, testenv.Logger(t), time.Now, m, jobs.Tasks{}, testProvider{})
 	refuse := func(addr string) Outcome {
 		return s.Receive(context.Background(), Delivery{Provider: "sandbox", Body: strings.NewReader("{"),
 			ContentType: "application/json", RemoteAddr: addr, Header: http.Header{}})

@@ -23,6 +23,7 @@ import (
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -50,10 +51,10 @@ func gatewayFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}),
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}),
 		midtransProvider, xenditProvider, stripeProvider)
 	t.Cleanup(pay.Close)
-	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
+	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}), pay: pay}
 }
 
 // delivery is one HTTP delivery to a provider.
@@ -266,7 +267,7 @@ func TestGatewaysApplyOnce(t *testing.T) {
 			for i := range results {
 				wg.Go(func() {
 					<-start
-					results[i] = f.send(copyOf).Result
+					results[i] = f.send(copyOf).Word()
 				})
 			}
 			close(start)
@@ -381,7 +382,7 @@ func TestGatewayAmountsAreExact(t *testing.T) {
 	t.Parallel()
 	f := gatewayFixture(t)
 	id, _ := f.orderIn(models.OrderPending)
-	if out := f.send(midtransNotification(id, "tx-frac", "settlement", "", "50000.50", "IDR")); out.Status() != 422 || out.Result != models.EMissingField {
+	if out := f.send(midtransNotification(id, "tx-frac", "settlement", "", "50000.50", "IDR")); out.Status() != 422 || out.Refusal != models.EMissingField {
 		t.Errorf("Midtrans 50000.50 IDR: %d %s", out.Status(), out.Result)
 	}
 	if out := f.send(stripeEvent("evt_frac", "payment_intent.succeeded", paymentIntent(id, "pi_frac", 5000050, "idr"))); out.Status() != 422 {
@@ -743,7 +744,7 @@ func TestAmbiguousBodiesAreRefusedByEveryGateway(t *testing.T) {
 		if !json.Valid(tc.d.body) {
 			t.Fatalf("%s: not JSON: %s", tc.name, tc.d.body)
 		}
-		if out := f.send(tc.d); out.Status() != 400 || out.Result != models.EInvalidPayload {
+		if out := f.send(tc.d); out.Status() != 400 || out.Refusal != models.EInvalidPayload {
 			t.Errorf("%s with keys equal but for case: %d %s (%s), want 400 invalid_payload\n%s", tc.name, out.Status(), out.Result, out.Detail, tc.d.body)
 		}
 	}
@@ -754,7 +755,7 @@ func TestAmbiguousBodiesAreRefusedByEveryGateway(t *testing.T) {
 	}
 	quoted := xenditInvoice(id, "inv-quoted-"+id, "PAID", "50000", "IDR")
 	quoted.body = []byte(strings.Replace(string(quoted.body), `"paid_amount":50000`, `"paid_amount":"50000"`, 1))
-	if out := f.send(quoted); out.Status() != 422 || out.Result != models.EMissingField {
+	if out := f.send(quoted); out.Status() != 422 || out.Refusal != models.EMissingField {
 		t.Errorf("Xendit paid_amount as a string: %d %s (%s), want 422 missing_field\n%s", out.Status(), out.Result, out.Detail, quoted.body)
 	}
 }

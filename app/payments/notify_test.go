@@ -13,6 +13,7 @@ import (
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -24,9 +25,9 @@ func TestPaidEventWakesTheRelays(t *testing.T) {
 	url := testenv.NewDatabaseURL(t)
 	db := testenv.OpenDB(t, url)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
-	f := &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
+	f := &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}), pay: pay}
 	orderID, _ := f.orderIn(models.OrderPending)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -14,7 +14,6 @@ import (
 	"maps"
 	"mime"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -140,15 +139,28 @@ type Delivery struct {
 	RequestID   string
 }
 
-// Outcome is the answer to a delivery. Its Result is the one word that
-// says what became of it: the `result` member of the answer, the
-// outcome of its callback_deliveries row, and — through Code — its HTTP
-// status.
+// Result is what became of a delivery: processed, stale, duplicate,
+// ignored or unconfirmed (answered 200); conflict, rejected or error; or
+// Refused. The untyped models.Result… constants are its values.
+type Result string
+
+// Refused: the delivery was turned away before its event was known (a bad
+// signature, body or size, an unknown provider); Outcome.Refusal says why.
+const Refused Result = "refused"
+
+// RefusalUnknownProvider is the refusal of a delivery to a provider that
+// is not configured: answered 404, and no row is written.
+const RefusalUnknownProvider = "unknown_provider"
+
+// Outcome is the answer to a delivery. Word is the one word that says
+// what became of it — the `result` member of the answer, the outcome of
+// its callback_deliveries row, the label of its metrics — and Code
+// decides its HTTP status.
 type Outcome struct {
-	// Result: processed, stale, duplicate or ignored (200); conflict,
-	// rejected (with Reason) or error; or the code of a refusal before
-	// the event was known (invalid_signature, too_large, …).
-	Result       string
+	Result Result
+	// Refusal is the error code of a Refused delivery
+	// (invalid_signature, too_large, …, or RefusalUnknownProvider).
+	Refusal      string
 	Detail       string
 	Reason       string // why a callback was rejected
 	Provider     string
@@ -162,10 +174,6 @@ type Outcome struct {
 	statusBefore models.OrderStatus
 }
 
-// ResultUnknownProvider answers a delivery to a provider that is not
-// configured: no row is written.
-const ResultUnknownProvider = "unknown_provider"
-
 // Code is the error code of the answer: empty for a 200, else the code
 // that decides the HTTP status (answerStatus) and names the problem.
 func (o Outcome) Code() string {
@@ -176,12 +184,22 @@ func (o Outcome) Code() string {
 		return models.EConflict
 	case models.ResultRejected:
 		return models.ERejected
-	case models.ResultError:
-		return models.EUnavailable
-	case ResultUnknownProvider:
-		return models.ENotFound
+	case Refused:
+		if o.Refusal == RefusalUnknownProvider {
+			return models.ENotFound
+		}
+		return o.Refusal
 	}
-	return o.Result // a refusal: the result is its code
+	return models.EUnavailable // models.ResultError
+}
+
+// Word is the one word for what became of the delivery: its Result, or
+// for a refusal the refusal's code.
+func (o Outcome) Word() string {
+	if o.Result == Refused {
+		return o.Refusal
+	}
+	return string(o.Result)
 }
 
 // Status is the HTTP status of the outcome: what the gateway hears, and
@@ -220,6 +238,7 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	providers map[string]Provider
+	tasks     Tasks
 	// deliveries writes the audit rows of deliveries that applied nothing.
 	deliveries *deliveryLog
 	// seen answers repeated deliveries of processed events from memory.
@@ -233,11 +252,18 @@ type Service struct {
 	metrics  *metrics.Set
 }
 
+// Tasks makes the outbox rows of what a payment causes (the invoice and
+// the email); jobs.Tasks in the app (this package does not know the queue).
+type Tasks interface {
+	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
+}
+
 // NewService returns the callback pipeline for the given providers,
-// counting into m. It starts the writer of the delivery log and the
-// relays' notifier: call Close when done.
-func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, providers ...Provider) *Service {
-	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped),
+// writing what a payment causes with tasks and counting into m. It starts
+// the writer of the delivery log and the relays' notifier: call Close
+// when done.
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, tasks Tasks, providers ...Provider) *Service {
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, tasks: tasks, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped),
 		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity),
 		refusals: newRefusalBudget(), metrics: m}
 	for _, p := range providers {
@@ -261,20 +287,20 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	start := time.Now()
 	p, ok := s.providers[d.Provider]
 	if !ok {
-		return Outcome{Result: ResultUnknownProvider, Detail: fmt.Sprintf("no provider %q", d.Provider)}
+		return Outcome{Result: Refused, Refusal: RefusalUnknownProvider, Detail: fmt.Sprintf("no provider %q", d.Provider)}
 	}
 	out, ev := s.receive(ctx, p, d)
 	out.Provider = p.Name()
 	switch {
 	case out.recorded: // written inside the applying transaction
-	case slices.Contains(RefusedOutcomes, out.Result) && !s.refusals.allow(d.RemoteAddr, s.now()):
+	case out.Result == Refused && !s.refusals.allow(d.RemoteAddr, s.now()):
 		s.metrics.RefusedRowsSkipped.Inc() // over the budget: counted, not written (refusals.go)
 	default:
 		s.deliveries.add(ctx, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
 			ReceivedAt:   s.now().UTC(),
-			Outcome:      out.Result,
+			Outcome:      out.Word(),
 			ResponseCode: out.Status(),
 			DurationMS:   int(time.Since(start).Milliseconds()),
 			RemoteAddr:   d.RemoteAddr,
@@ -347,7 +373,7 @@ func refusal(code, detail string) Outcome {
 	if status, ok := answerStatus[code]; code == "" || !ok || status >= 500 {
 		code = models.EInvalidPayload // a refusal is the sender's doing: a 4xx
 	}
-	return Outcome{Result: code, Detail: detail}
+	return Outcome{Result: Refused, Refusal: code, Detail: detail}
 }
 
 func isJSON(contentType string) bool {
@@ -359,8 +385,8 @@ func isJSON(contentType string) bool {
 // (docs/callbacks.md#what-is-stored) and counts it in the callback series
 // (docs/api.md#get-metrics).
 func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID string, took time.Duration) {
-	s.metrics.Callbacks.WithLabelValues(out.Provider, out.Result).Inc()
-	s.metrics.CallbackDuration.WithLabelValues(out.Provider, out.Result).Observe(took.Seconds())
+	s.metrics.Callbacks.WithLabelValues(out.Provider, out.Word()).Inc()
+	s.metrics.CallbackDuration.WithLabelValues(out.Provider, out.Word()).Observe(took.Seconds())
 	switch out.Result {
 	case models.ResultDuplicate: // the event's unique key found it recorded
 		s.metrics.CallbackDuplicates.WithLabelValues(out.Provider).Inc()
@@ -380,9 +406,9 @@ func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID 
 	if !s.log.Enabled(ctx, level) {
 		return // duplicates log at debug: do not build their attributes for nothing
 	}
-	s.log.Log(ctx, level, "callback "+out.Result, "request_id", requestID,
+	s.log.Log(ctx, level, "callback "+out.Word(), "request_id", requestID,
 		"provider", out.Provider, "idempotency_key", ev.Key, "order_id", ev.OrderID,
 		"transaction_id", ev.TransactionID, "payment_status", ev.Status,
-		"status_before", out.statusBefore, "status_after", out.OrderStatus, "result", out.Result, "reason", out.Reason,
+		"status_before", out.statusBefore, "status_after", out.OrderStatus, "result", out.Word(), "reason", out.Reason,
 		"detail", out.Detail, "duration_ms", took.Milliseconds())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -33,9 +34,9 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
-	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay}
+	return &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}), pay: pay}
 }
 
 // deliver sends one signed sandbox event with a fresh event id. Provider
@@ -213,7 +214,7 @@ func TestStateMachine(t *testing.T) {
 		out := f.deliver(orderID, c.ref, c.ev, amount)
 		after := f.snapshot(orderID, sku)
 
-		if out.Status() != 200 || out.Result != c.want.result {
+		if out.Status() != 200 || out.Word() != c.want.result {
 			t.Errorf("%s: answer %d %s (%s), want 200 %s", name, out.Status(), out.Result, out.Detail, c.want.result)
 		}
 		if after.status != c.want.status {
@@ -358,7 +359,7 @@ func TestPartialRefundsAddUp(t *testing.T) {
 		out := f.deliverRefund(id, "tx-pay", s.refundID, s.amount)
 		var refunded int64
 		f.db.Raw("SELECT refunded_amount FROM payments WHERE order_id = ?", id).Scan(&refunded)
-		if out.Result != s.result || out.Status() != map[bool]int{true: 422, false: 200}[s.result == models.ResultRejected] ||
+		if out.Word() != s.result || out.Status() != map[bool]int{true: 422, false: 200}[s.result == models.ResultRejected] ||
 			f.snapshot(id, sku).status != s.status || refunded != s.refunded {
 			t.Errorf("step %d, %s of %d: %d %s (%s), order %s, refunded %d; want %s, %s, %d", i+1, s.refundID, s.amount,
 				out.Status(), out.Result, out.Reason, f.snapshot(id, sku).status, refunded, s.result, s.status, s.refunded)
@@ -393,7 +394,7 @@ func TestOneRefundToldAtOnceIsRecordedOnce(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			results[i] = f.pay.Receive(context.Background(), payments.Delivery{Provider: "sandbox", Body: bytesReader(bodies[i]),
-				ContentType: "application/json", Header: testenv.SandboxHeaders(fmt.Sprintf("evt_once_%d", i), bodies[i], time.Now())}).Result
+				ContentType: "application/json", Header: testenv.SandboxHeaders(fmt.Sprintf("evt_once_%d", i), bodies[i], time.Now())}).Word()
 		})
 	}
 	close(start)

@@ -286,3 +286,30 @@ func TestStripePollFindsPaidCheckoutSessions(t *testing.T) {
 		t.Errorf("an order with no session: found %v, %v", found, err)
 	}
 }
+
+// TestOutcomeWordAndCode: what a delivery's answer says — its one word
+// (the `result` member, the delivery row's outcome) and its code and
+// status — for each kind of result; a refusal says its own code, an
+// unknown provider is a 404.
+func TestOutcomeWordAndCode(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		out        payments.Outcome
+		word, code string
+		status     int
+	}{
+		{payments.Outcome{Result: models.ResultProcessed}, "processed", "", 200},
+		{payments.Outcome{Result: models.ResultDuplicate}, "duplicate", "", 200},
+		{payments.Outcome{Result: models.ResultUnconfirmed}, "unconfirmed", "", 200},
+		{payments.Outcome{Result: models.ResultConflict}, "conflict", models.EConflict, 409},
+		{payments.Outcome{Result: models.ResultRejected, Reason: models.ReasonAmountMismatch}, "rejected", models.ERejected, 422},
+		{payments.Outcome{Result: models.ResultError}, "error", models.EUnavailable, 503},
+		{payments.Outcome{Result: payments.Refused, Refusal: models.EInvalidSignature}, "invalid_signature", models.EInvalidSignature, 401},
+		{payments.Outcome{Result: payments.Refused, Refusal: models.ETooLarge}, "too_large", models.ETooLarge, 413},
+		{payments.Outcome{Result: payments.Refused, Refusal: payments.RefusalUnknownProvider}, "unknown_provider", models.ENotFound, 404},
+	} {
+		if w, code, st := c.out.Word(), c.out.Code(), c.out.Status(); w != c.word || code != c.code || st != c.status {
+			t.Errorf("%+v: word %q, code %q, status %d; want %q, %q, %d", c.out, w, code, st, c.word, c.code, c.status)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -64,20 +65,35 @@ type Event struct {
 }
 
 // Reader reads stories.
-type Reader struct{ db *gorm.DB }
+type Reader struct {
+	db    *gorm.DB
+	tasks Tasks
+}
+
+// Tasks makes the outbox rows of the business tasks an order can have
+// (jobs.Tasks in the app): the story reads their ids, the only idempotency
+// keys the order's outbox rows and job rows can carry.
+type Tasks interface {
+	Expire(orderID string, expiresAt time.Time) models.OutboxMessage
+	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
+}
+
+// paidTaskIDs are the ids of the tasks a payment of orderID causes.
+func (r *Reader) paidTaskIDs(orderID string) []string {
+	var ids []string
+	for _, m := range r.tasks.Paid(orderID, "", time.Time{}) {
+		ids = append(ids, m.TaskID)
+	}
+	return ids
+}
+
+// taskIDs are the ids of every business task orderID can have.
+func (r *Reader) taskIDs(orderID string) []string {
+	return append(r.paidTaskIDs(orderID), r.tasks.Expire(orderID, time.Time{}).TaskID)
+}
 
 // New returns a reader.
-func New(db *gorm.DB) *Reader { return &Reader{db: db} }
-
-// TaskKeys are the idempotency keys (task ids) of the business tasks an
-// order can have: the only ones its outbox rows and job rows can carry.
-func TaskKeys(orderID string) []string {
-	return []string{
-		models.InvoiceKind.ID(orderID),
-		models.EmailKind.ID(models.EmailKey(models.EmailOrderPaid, orderID)),
-		models.ExpireKind.ID(orderID),
-	}
-}
+func New(db *gorm.DB, tasks Tasks) *Reader { return &Reader{db: db, tasks: tasks} }
 
 // Order reads the story of order id; ENotFound if there is no such order.
 func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
@@ -95,8 +111,8 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("story.Order: %w", store.Classify(err))
 	}
-	keys := TaskKeys(id)
-	emailKeys := []string{models.EmailKey(models.EmailOrderPaid, id)}
+	keys := r.taskIDs(id)
+	emailKeys := []string{mail.Key(mail.OrderPaid, id)}
 	steps := []struct {
 		what string
 		q    *gorm.DB
@@ -175,7 +191,7 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 		}
 	}
 	if paid {
-		keys := TaskKeys(orderID)[:2] // the invoice and the email
+		keys := r.paidTaskIDs(orderID)
 		if err := db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox).Error; err != nil {
 			return nil, fmt.Errorf("story.Callback: outbox: %w", store.Classify(err))
 		}
@@ -301,7 +317,7 @@ func countsText(counts map[string]int) string {
 func (r *Reader) EmailSent(ctx context.Context, orderID string) (bool, error) {
 	var n int64
 	err := r.db.WithContext(ctx).Model(&models.OutboundEmail{}).
-		Where("key = ? AND status = ?", models.EmailKey(models.EmailOrderPaid, orderID), models.EmailSent).Count(&n).Error
+		Where("key = ? AND status = ?", mail.Key(mail.OrderPaid, orderID), models.EmailSent).Count(&n).Error
 	if err != nil {
 		return false, fmt.Errorf("story.EmailSent: %w", store.Classify(err))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -43,9 +44,9 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	db := testenv.NewDB(t)
 	log := testenv.Logger(t)
-	pay := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
-	w := &world{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour), pay: pay,
-		closePay: sync.OnceFunc(pay.Close), reader: story.New(db)}
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	w := &world{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}), pay: pay,
+		closePay: sync.OnceFunc(pay.Close), reader: story.New(db, jobs.Tasks{})}
 	t.Cleanup(w.closePay)
 	return w
 }
@@ -199,7 +200,7 @@ func TestOrderTellsTheStoryOfAPaidOrder(t *testing.T) {
 	for _, m := range s.Outbox {
 		tasks = append(tasks, m.TaskID)
 	}
-	expire, invoice, email := models.ExpireKind.ID(o.ID), models.InvoiceKind.ID(o.ID), models.EmailKind.ID(models.EmailKey(models.EmailOrderPaid, o.ID))
+	expire, invoice, email := "order:expire:"+o.ID, "invoice:generate:"+o.ID, "email:send:order_paid:"+o.ID
 	if want := []string{expire, invoice, email}; !slices.Equal(tasks, want) {
 		t.Errorf("outbox %q, want %q", tasks, want)
 	}
@@ -234,7 +235,7 @@ func TestOrderTellsTheStoryOfAPaidOrder(t *testing.T) {
 	if e := event(t, s.Timeline, "stock reserve: STORY × 2"); e.Ref != "product:STORY" {
 		t.Errorf("movement event %+v, want ref product:STORY", e)
 	}
-	if e := event(t, s.Timeline, "task written: "+invoice); e.Ref != "outbox:"+invoice || !strings.HasPrefix(e.Detail, "queue "+models.QueueCritical) {
+	if e := event(t, s.Timeline, "task written: "+invoice); e.Ref != "outbox:"+invoice || !strings.HasPrefix(e.Detail, "queue "+jobs.QueueCritical) {
 		t.Errorf("invoice task event %+v", e)
 	}
 }
@@ -269,7 +270,7 @@ func TestOrderStoryEndsWithInvoiceAndEmail(t *testing.T) {
 	}
 	inTimeOrder(t, s.Timeline)
 	got := whats(s.Timeline)
-	key := models.EmailKey(models.EmailOrderPaid, o.ID)
+	key := mail.Key(mail.OrderPaid, o.ID)
 	tail := []string{"invoice " + inv.Number + " issued", "email " + key + ": sent"}
 	if len(got) < 2 || !slices.Equal(got[len(got)-2:], tail) {
 		t.Errorf("timeline %q does not end with %q", got, tail)
@@ -345,7 +346,7 @@ func TestOrderStoryOfAFailedPayment(t *testing.T) {
 		t.Errorf("failure event %+v, want tone bad", e)
 	}
 	for _, line := range got {
-		if strings.HasPrefix(line, "task written: "+models.TaskInvoiceGenerate) || strings.HasPrefix(line, "task written: "+models.TaskEmailSend) {
+		if strings.HasPrefix(line, "task written: "+jobs.TaskInvoiceGenerate) || strings.HasPrefix(line, "task written: "+jobs.TaskEmailSend) {
 			t.Errorf("a failed order's timeline has %q", line)
 		}
 	}
@@ -451,7 +452,7 @@ func TestCallbackOfAPayment(t *testing.T) {
 	for _, m := range c.Outbox {
 		tasks = append(tasks, m.TaskID)
 	}
-	if want := story.TaskKeys(o.ID)[:2]; !slices.Equal(tasks, want) {
+	if want := []string{"invoice:generate:" + o.ID, "email:send:order_paid:" + o.ID}; !slices.Equal(tasks, want) {
 		t.Errorf("outbox %q, want the invoice and email tasks %q", tasks, want)
 	}
 	if len(c.Movements) != 0 || len(c.Jobs) != 0 {
@@ -486,16 +487,5 @@ func TestCallbackOfAFailureAndOfNothing(t *testing.T) {
 		if c, err := w.reader.Callback(context.Background(), missing); models.ErrorCode(err) != models.ENotFound || c != nil {
 			t.Errorf("callback %d: %+v, %v; want not_found", missing, c, err)
 		}
-	}
-}
-
-// TaskKeys are the ids of the invoice, email and expiry tasks of an
-// order, in that order.
-func TestTaskKeys(t *testing.T) {
-	t.Parallel()
-	id := models.NewOrderID(time.Now())
-	want := []string{"invoice:generate:" + id, "email:send:order_paid:" + id, "order:expire:" + id}
-	if got := story.TaskKeys(id); !slices.Equal(got, want) {
-		t.Errorf("task keys %q, want %q", got, want)
 	}
 }

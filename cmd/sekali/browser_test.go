@@ -18,7 +18,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/hibiken/asynq"
 
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -220,7 +222,7 @@ func TestBrowserOrderStory(t *testing.T) {
 
 	a.jobsPay(t, id, 250000)
 	paidCallback := fmt.Sprintf("callback sandbox %q: processed", "evt_paid_"+id)
-	email := "email " + models.EmailKey(models.EmailOrderPaid, id) + ": sent"
+	email := "email " + mail.Key(mail.OrderPaid, id) + ": sent"
 	b.waitFor("the story to reach the invoice and the email", `(s => s.includes(`+jsString(paidCallback)+`) &&
 		s.includes("status pending → paid") && s.some(w => /^invoice INV-\S+ issued$/.test(w)) && s.includes(`+jsString(email)+`))(`+timelineJS+`)`, timelineJS)
 	b.assertNotReloaded()
@@ -242,13 +244,13 @@ func TestBrowserOrderStory(t *testing.T) {
 	if created != 0 || callback <= created || paid <= callback || invoice <= paid || sent <= paid {
 		t.Fatalf("story out of order: %q", story)
 	}
-	for _, job := range []string{models.TaskInvoiceGenerate + ":" + id, models.TaskEmailSend + ":" + models.EmailKey(models.EmailOrderPaid, id)} {
+	for _, job := range []string{jobs.TaskInvoiceGenerate + ":" + id, jobs.TaskEmailSend + ":" + mail.Key(mail.OrderPaid, id)} {
 		at("job " + job + ": succeeded")
 	}
 	if got := browserEval[string](b, "read the invoice figure", jsStat("Invoice")); got != number {
 		t.Fatalf("invoice figure = %q, want %q", got, number)
 	}
-	if n := a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", models.EmailKey(models.EmailOrderPaid, id)); n != 1 {
+	if n := a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", mail.Key(mail.OrderPaid, id)); n != 1 {
 		t.Fatalf("sent emails of %s = %d, want 1", id, n)
 	}
 }
@@ -294,7 +296,7 @@ func TestBrowserJobsRerun(t *testing.T) {
 	for i := range ids {
 		ids[i] = a.createOrder(t, map[string]int{sku: 1})
 		a.jobsPay(t, ids[i], 80000)
-		keys[i] = models.TaskEmailSend + ":" + models.EmailKey(models.EmailOrderPaid, ids[i])
+		keys[i] = jobs.TaskEmailSend + ":" + mail.Key(mail.OrderPaid, ids[i])
 	}
 	// Asynq would retry each for hours (25 times, backing off). Archive
 	// them once they have failed, as the queue does after the last retry,
@@ -303,7 +305,7 @@ func TestBrowserJobsRerun(t *testing.T) {
 	for i, key := range keys {
 		testenv.Eventually(t, key+" to fail and be archived", func() bool {
 			return a.count(t, "SELECT count(*) FROM job_executions WHERE idempotency_key = ? AND status = 'failed'", key) == 1 &&
-				insp.ArchiveTask(models.QueueDefault, key) == nil
+				insp.ArchiveTask(jobs.QueueDefault, key) == nil
 		})
 		attempts[i] = a.count(t, "SELECT attempts FROM job_executions WHERE idempotency_key = ?", key)
 		if e := a.count(t, "SELECT count(*) FROM job_executions WHERE idempotency_key = ? AND last_error LIKE '%554%'", key); e != 1 {
@@ -351,7 +353,7 @@ func TestBrowserJobsRerun(t *testing.T) {
 	}
 
 	// The others, with the bulk re-run of the email jobs.
-	b.open("/admin/jobs?type=" + url.QueryEscape(models.TaskEmailSend))
+	b.open("/admin/jobs?type=" + url.QueryEscape(jobs.TaskEmailSend))
 	st = b.follow("open the bulk re-run", chromedp.Click(chromedp.CSS(`#list a[href^="/admin/jobs/rerun-matching"]`)))
 	if st != http.StatusOK || b.location() != "/admin/jobs/rerun-matching?type=email%3Asend" {
 		t.Fatalf("bulk re-run link: status %d at %s", st, b.location())
@@ -659,11 +661,11 @@ func TestBrowserScreenshots(t *testing.T) {
 	smtp.refuse()
 	fajar := order("fajar@example.com", `{"sku":"DEMO-TSHIRT","qty":1}`)
 	deliver("evt_2Qf8Fj10", testenv.SandboxBody(fajar, "tx-7736", models.EventPaid, 150000), "processed")
-	emailJob := models.TaskEmailSend + ":" + models.EmailKey(models.EmailOrderPaid, fajar)
+	emailJob := jobs.TaskEmailSend + ":" + mail.Key(mail.OrderPaid, fajar)
 	insp := asynq.NewInspectorFromRedisClient(rs.Client())
 	testenv.Eventually(t, emailJob+" to fail and be archived", func() bool {
 		return a.count(t, "SELECT count(*) FROM job_executions WHERE idempotency_key = ? AND status = 'failed'", emailJob) == 1 &&
-			insp.ArchiveTask(models.QueueDefault, emailJob) == nil
+			insp.ArchiveTask(jobs.QueueDefault, emailJob) == nil
 	})
 	const deliveries = 5 + 3 + 1 + 1 + 1
 	a.eventually(t, deliveries, "SELECT count(*) FROM callback_deliveries")

@@ -79,8 +79,8 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	// 200 paid orders, made in-process: their invoice and email tasks wait in the outbox.
 	testenv.MustCreateProduct(t, db, "CRASH", 10000, paidOrders)
 	log := testenv.Logger(t)
-	orderService := orders.NewService(db, log, time.Now, time.Hour)
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
+	callbacks := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(callbacks.Close)
 	ids := make([]string, paidOrders)
 	for i := range ids {
@@ -173,7 +173,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	}
 	want := map[string]bool{}
 	for _, id := range ids {
-		want[mail.MessageID(models.EmailKey(models.EmailOrderPaid, id))] = true
+		want[mail.MessageID(mail.Key(mail.OrderPaid, id))] = true
 	}
 	got := map[string]int{}
 	for _, m := range smtpServer.Messages() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -106,7 +107,7 @@ func TestPaidOrderGetsInvoiceAndEmailWithinSeconds(t *testing.T) {
 	start := time.Now()
 	testenv.Eventually(t, "the invoice and the sent email of "+id, func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices WHERE order_id = ?", id) == 1 &&
-			a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", models.EmailKey(models.EmailOrderPaid, id)) == 1
+			a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", mail.Key(mail.OrderPaid, id)) == 1
 	})
 	t.Logf("paid callback to invoice and sent email: %s", time.Since(start).Round(time.Millisecond))
 
@@ -137,10 +138,10 @@ func TestOperatorRequeueOfDoneInvoiceJobIsIgnored(t *testing.T) {
 	sku := a.newProduct(t, 99000, 5)
 	id := a.createOrder(t, map[string]int{sku: 1})
 	a.jobsPay(t, id, 99000)
-	key := models.TaskInvoiceGenerate + ":" + id
+	key := jobs.TaskInvoiceGenerate + ":" + id
 
 	taskState := func() string {
-		info, err := insp.GetTaskInfo(models.QueueCritical, key)
+		info, err := insp.GetTaskInfo(jobs.QueueCritical, key)
 		switch {
 		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
 			return "gone"
@@ -196,14 +197,14 @@ func TestOperatorRequeueOfDoneInvoiceJobIsIgnored(t *testing.T) {
 	dupsBefore := dups()
 
 	// 1. The completed task is retained: run it again.
-	if err := insp.RunTask(models.QueueCritical, key); err != nil {
+	if err := insp.RunTask(jobs.QueueCritical, key); err != nil {
 		t.Fatalf("RunTask %s: %v", key, err)
 	}
 	waitCompleted("the re-run of the retained task")
 	check("after re-running the retained task")
 
 	// 2. The id is free again (retention over): a new task, same id.
-	if err := insp.DeleteTask(models.QueueCritical, key); err != nil {
+	if err := insp.DeleteTask(jobs.QueueCritical, key); err != nil {
 		t.Fatalf("DeleteTask %s: %v", key, err)
 	}
 	if s := taskState(); s != "gone" {

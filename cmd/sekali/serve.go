@@ -84,7 +84,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	rdb := redisConn.NewClient()
 	defer rdb.Close()
 
-	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL)
+	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL, jobs.Tasks{})
 	orderService.MaxUnits = int64(cfg.OrderMaxUnits)
 	orderService.OpenPerClient = cfg.OpenOrdersPerClient
 	// The web role listens first: the sandbox gateway answers on its
@@ -109,7 +109,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	metricSet := metrics.New()
 	inspector := asynq.NewInspectorFromRedisClient(rdb) // the queue gauges and the console read the queue through it
 	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(inspector))
-	callbacks := payments.NewService(db, log, time.Now, metricSet, gatewaySet.Providers()...)
+	callbacks := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, gatewaySet.Providers()...)
 	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
@@ -138,7 +138,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			},
 			Admins:   admins.NewService(db, time.Now),
 			Sessions: web.NewSessions(sessionStore, cfg),
-			Stories:  story.New(db),
+			Stories:  story.New(db, jobs.Tasks{}),
 			Stats:    stats.NewReader(db, time.Now),
 			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention, metricSet),
 			Queues:   queuesUI,

@@ -1,10 +1,11 @@
-package models
+// Package jobview is what the admin console sees of the background jobs:
+// the filter of its lists, a task as the queue holds it, and what a re-run
+// or a dispatch did. The jobs package (which talks to the queue) returns
+// these and the web package (which shows them) reads them; neither
+// imports the other. Plain values, no I/O.
+package jobview
 
 import "time"
-
-// Types the admin console shares between the jobs package (which talks
-// to the queue) and the web package (which shows it). Plain values: no
-// table behind them.
 
 // QueuedTask is a task as the queue holds it: archived (it gave up),
 // waiting for a retry, scheduled, pending, active or completed.
@@ -21,12 +22,12 @@ type QueuedTask struct {
 	NextProcessAt time.Time `json:"next_process_at"`
 }
 
-// Job statuses for JobFilter beyond models.JobStatus: processing past its
-// lease.
-const JobStuck = "stuck"
+// Stuck is the status a Filter may ask for beyond models.JobStatus: a job
+// processing past its lease.
+const Stuck = "stuck"
 
-// JobFilter selects job_executions rows and archived tasks.
-type JobFilter struct {
+// Filter selects job_executions rows and archived tasks.
+type Filter struct {
 	Status string // processing, succeeded, failed or stuck; "" for all
 	Type   string // a task type (invoice:generate, email:send, order:expire); "" for all
 	Key    string // a prefix of the idempotency key, or an order id (the business key)

@@ -18,11 +18,3 @@ type APIIdempotencyKey struct {
 
 // TableName keeps GORM from pluralising the acronym oddly.
 func (APIIdempotencyKey) TableName() string { return "api_idempotency_keys" }
-
-// AdminUser may log in to the admin pages.
-type AdminUser struct {
-	ID           int64
-	Email        string
-	PasswordHash string
-	CreatedAt    time.Time
-}

@@ -1,0 +1,100 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/models"
+)
+
+// The queues of the business tasks: invoices first, then emails and
+// expiry (QueueWeights). The periodic tasks run on QueueMaintenance.
+const (
+	QueueCritical = "critical"
+	QueueDefault  = "default"
+)
+
+// Kind is a kind of task: its Asynq type and the queue it runs on.
+type Kind struct {
+	Type  string
+	Queue string
+}
+
+// ID is the id of the task of kind k that acts on key — its type, a colon
+// and the key: "invoice:generate:ORD-01H…". The queue refuses a second task
+// with the same id, and for a business task it is the job's idempotency key.
+func (k Kind) ID(key string) string { return k.Type + ":" + key }
+
+// Args are the typed arguments of a business task, in the style of Asynq's
+// and River's jobs: they own the task's kind and the key it acts on, and
+// as JSON they are its payload. Each kind has its file, with its spec and
+// handler beside its args: invoice.go, email.go, expire.go.
+type Args interface {
+	Kind() Kind
+	// Key is what the task acts on ("" when the args name nothing, which
+	// no handler can run); the task id is Kind().ID(Key()).
+	Key() string
+}
+
+// Row is the outbox row of the task that args stand for, due at at. App
+// packages write it in the transaction of the state change that causes
+// it, through Tasks.
+func Row(args Args, at time.Time) models.OutboxMessage {
+	payload, err := json.Marshal(args)
+	if err != nil {
+		panic(err) // args are plain structs of strings
+	}
+	return models.OutboxMessage{
+		TaskType:  args.Kind().Type,
+		Payload:   payload,
+		TaskID:    taskID(args),
+		Queue:     args.Kind().Queue,
+		ProcessAt: at.UTC(),
+		Status:    models.OutboxPending,
+	}
+}
+
+// taskID is the id of the task args stand for: its job's idempotency key.
+func taskID(args Args) string { return args.Kind().ID(args.Key()) }
+
+// decode reads a job's payload into its args. A payload that cannot be
+// read, or that names nothing to act on, can never succeed: it skips the
+// retries.
+func decode[A Args](j Job) (A, error) {
+	var args A
+	err := json.Unmarshal(j.Payload, &args)
+	if err == nil && args.Key() == "" {
+		err = errors.New("no order id")
+	}
+	if err != nil {
+		return args, fmt.Errorf("decode %s: %v: %w", j.Type, err, asynq.SkipRetry)
+	}
+	return args, nil
+}
+
+// Tasks makes the outbox rows of the business tasks for the app packages
+// that cause them (orders, payments) and the story that shows them. Those
+// packages declare the part they need (orders.Tasks, payments.Tasks,
+// story.Tasks) and do not import this package; cmd/sekali hands them
+// Tasks{}.
+type Tasks struct{}
+
+// Expire is the row of the task that expires orderID at expiresAt, written
+// when the order is created.
+func (Tasks) Expire(orderID string, expiresAt time.Time) models.OutboxMessage {
+	return Row(ExpireArgs{OrderID: orderID}, expiresAt)
+}
+
+// Paid are the rows of what a payment causes, written by the callback that
+// paid orderID (its delivery's requestID): the invoice and the email.
+func (Tasks) Paid(orderID, requestID string, now time.Time) []models.OutboxMessage {
+	return []models.OutboxMessage{
+		Row(InvoiceArgs{OrderID: orderID, RequestID: requestID}, now),
+		Row(EmailArgs{Template: mail.OrderPaid, OrderID: orderID, RequestID: requestID}, now),
+	}
+}

@@ -1,0 +1,26 @@
+package models
+
+import "time"
+
+// EmailStatus is the state of an outbound email.
+type EmailStatus string
+
+const (
+	EmailPending EmailStatus = "pending"
+	EmailSent    EmailStatus = "sent"
+)
+
+// OutboundEmail is the intent to send one email, keyed {template}:{order_id}.
+type OutboundEmail struct {
+	ID        int64
+	Key       string
+	MessageID string
+	To        string `gorm:"column:to"`
+	Subject   string
+	Body      string
+	Status    EmailStatus
+	Attempts  int
+	LastError string
+	SentAt    *time.Time
+	CreatedAt time.Time
+}
