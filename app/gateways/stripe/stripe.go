@@ -142,6 +142,9 @@ func (*Provider) Parse(_ http.Header, body []byte) (payments.Event, error) {
 }
 
 func parse(body []byte) (payments.Event, error) {
+	if !json.Valid(body) {
+		return payments.Event{}, models.Errorf(models.EInvalidPayload, "the body is not JSON")
+	}
 	var e stripego.Event
 	if err := json.Unmarshal(body, &e); err != nil || e.Data == nil {
 		return payments.Event{}, models.Errorf(models.EMissingField, "not a Stripe event: %v", err)
