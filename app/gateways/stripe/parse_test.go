@@ -3,13 +3,13 @@ package stripe_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
@@ -184,7 +184,6 @@ func TestStripeParseEvents(t *testing.T) {
 func TestStripeParseRefusesAndIgnores(t *testing.T) {
 	t.Parallel()
 	const pi, cs, ch, du = "payment_intent.succeeded", "checkout.session.completed", "charge.refunded", "charge.dispute.created"
-	ignored := "ignored"
 	for _, tc := range []struct {
 		name  string
 		file  string // or raw
@@ -193,23 +192,23 @@ func TestStripeParseRefusesAndIgnores(t *testing.T) {
 		want  string // ignored, or the error code
 	}{
 		{name: "an event type Sekali has no use for", file: pi,
-			edits: []edit{set("type", "customer.created"), set("data.object", map[string]any{"id": "cus_R8dU2mQ", "object": "customer"})}, want: ignored},
+			edits: []edit{set("type", "customer.created"), set("data.object", map[string]any{"id": "cus_R8dU2mQ", "object": "customer"})}, want: gatewaytest.Ignored},
 		{name: "a PaymentIntent created", file: pi,
-			edits: []edit{set("type", "payment_intent.created"), set("data.object.status", "requires_payment_method")}, want: ignored},
+			edits: []edit{set("type", "payment_intent.created"), set("data.object.status", "requires_payment_method")}, want: gatewaytest.Ignored},
 		{name: "a PaymentIntent of another application", file: pi,
-			edits: []edit{set("data.object.metadata", map[string]any{})}, want: ignored},
+			edits: []edit{set("data.object.metadata", map[string]any{})}, want: gatewaytest.Ignored},
 		{name: "a session of another application", file: cs,
-			edits: []edit{set("data.object.client_reference_id", nil)}, want: ignored},
+			edits: []edit{set("data.object.client_reference_id", nil)}, want: gatewaytest.Ignored},
 		{name: "a session that needed no payment", file: cs,
-			edits: []edit{set("data.object.payment_status", "no_payment_required")}, want: ignored},
+			edits: []edit{set("data.object.payment_status", "no_payment_required")}, want: gatewaytest.Ignored},
 		{name: "a refund of another application's charge", file: ch,
-			edits: []edit{set("data.object.metadata", map[string]any{})}, want: ignored},
+			edits: []edit{set("data.object.metadata", map[string]any{})}, want: gatewaytest.Ignored},
 		// The Dispute object of Stripe's API reference: a charge without a
 		// PaymentIntent, so none Sekali made.
 		{name: "a dispute of a charge without a PaymentIntent", file: du,
-			edits: []edit{set("data.object.payment_intent", nil)}, want: ignored},
+			edits: []edit{set("data.object.payment_intent", nil)}, want: gatewaytest.Ignored},
 		{name: "a closed dispute whose status is not final", file: du,
-			edits: []edit{set("type", "charge.dispute.closed")}, want: ignored},
+			edits: []edit{set("type", "charge.dispute.closed")}, want: gatewaytest.Ignored},
 
 		{name: "not JSON", raw: `{"id":"evt_1","object":"event",`, want: models.EInvalidPayload},
 		{name: "not JSON at all", raw: `evt_1`, want: models.EInvalidPayload},
@@ -241,14 +240,7 @@ func TestStripeParseRefusesAndIgnores(t *testing.T) {
 			}
 			p, _ := stripe.NewProvider(secret)
 			ev, err := p.Parse(nil, body)
-			switch {
-			case err == nil:
-				t.Fatalf("parsed %+v, want %s", ev, tc.want)
-			case tc.want == ignored && !errors.Is(err, payments.ErrIgnored):
-				t.Fatalf("%v, want ignored", err)
-			case tc.want != ignored && (errors.Is(err, payments.ErrIgnored) || models.ErrorCode(err) != tc.want):
-				t.Fatalf("%v (%s), want %s", err, models.ErrorCode(err), tc.want)
-			}
+			gatewaytest.Refused(t, ev, err, tc.want)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/models"
@@ -45,30 +46,14 @@ func TestStripeCheckSecretKey(t *testing.T) {
 // setting of the wrong form is named, never repeated.
 func TestStripeConfigure(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name          string
-		cfg           config.Config
-		receive, asks bool
-		wrongVariable string
-	}{
-		{"nothing set", config.Config{}, false, false, ""},
-		{"the endpoint secret", config.Config{StripeWebhookSecret: secret}, true, false, ""},
-		{"the API key", config.Config{StripeSecretKey: apiKey}, false, true, ""},
-		{"both", config.Config{StripeWebhookSecret: secret, StripeSecretKey: apiKey}, true, true, ""},
-		{"an API key given as the endpoint secret", config.Config{StripeWebhookSecret: apiKey}, false, false, "STRIPE_WEBHOOK_SECRET"},
-		{"an endpoint secret given as the API key", config.Config{StripeSecretKey: secret}, false, false, "STRIPE_SECRET_KEY"},
-	} {
-		g, err := stripe.Configure(tc.cfg, "")
-		if tc.wrongVariable != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wrongVariable) || strings.Contains(err.Error(), apiKey) || strings.Contains(err.Error(), secret) {
-				t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.wrongVariable)
-			}
-			continue
-		}
-		if err != nil || (g.Provider != nil) != tc.receive || (g.Sender != nil) != tc.receive || (g.Status != nil) != tc.asks {
-			t.Errorf("%s: %+v, %v", tc.name, g, err)
-		}
-	}
+	gatewaytest.Configure(t, stripe.Configure, []gatewaytest.Setting{
+		{Name: "nothing set"},
+		{Name: "the endpoint secret", Config: config.Config{StripeWebhookSecret: secret}, Receives: true},
+		{Name: "the API key", Config: config.Config{StripeSecretKey: apiKey}, Asks: true},
+		{Name: "both", Config: config.Config{StripeWebhookSecret: secret, StripeSecretKey: apiKey}, Receives: true, Asks: true},
+		{Name: "an API key given as the endpoint secret", Config: config.Config{StripeWebhookSecret: apiKey}, WrongVariable: "STRIPE_WEBHOOK_SECRET"},
+		{Name: "an endpoint secret given as the API key", Config: config.Config{StripeSecretKey: secret}, WrongVariable: "STRIPE_SECRET_KEY"},
+	}, secret, apiKey)
 }
 
 // fakeAPI answers the list endpoints the status client reads, counting
