@@ -191,13 +191,20 @@ func runAdmin(ctx context.Context, o adminOptions) error {
 		r.SeqScanRows[t] = n - seq0[t]
 	}
 
+	judgeAdmin(r)
+	return writeAdmin(r, o.out)
+}
+
+// judgeAdmin sets each page's ratio to /healthz and whether it passed:
+// under the p95 goal without errors. The section passes when every page
+// does.
+func judgeAdmin(r *adminResults) {
 	r.Passed = true
 	for _, p := range append(slices.Clone(r.API), r.HTML...) {
 		p.Ratio = p.P95 / max(r.Healthz.P95, 0.001)
 		p.Pass = p.Errors == 0 && p.P95 < adminGoalP95
 		r.Passed = r.Passed && p.Pass
 	}
-	return writeAdmin(r, o.out)
 }
 
 // adminPage is a console page, by its HTML path; its JSON twin is /api
