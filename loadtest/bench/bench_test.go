@@ -120,8 +120,8 @@ func TestJudgeMisses(t *testing.T) {
 	}
 }
 
-// The report says what the judge found: every goal met, or how many of
-// them.
+// The report says what the judge found: every goal met, how many of
+// them, or that errors void a run whose goals are met.
 func TestMarkdownVerdict(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -131,6 +131,8 @@ func TestMarkdownVerdict(t *testing.T) {
 	}{
 		{"every goal met", func(*results) {}, "**Every goal is met.**"},
 		{"one goal missed", func(r *results) { r.WritesPerDup = 1 }, "**7 of 8 goals met.**"},
+		{"every goal met, with errors", func(r *results) { r.Runs["duplicate"].Errors = 2 },
+			"**Every goal is met, but a run had errors: it proves nothing.**"},
 	} {
 		r := measured()
 		tc.change(r)

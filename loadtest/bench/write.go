@@ -121,15 +121,18 @@ func markdown(r *results, svg string) string {
 		"default `DB_MAX_CONNS` %d. Load average (1 min) %.2f at the start, %.2f at the end.\n\n",
 		r.Machine, r.Cores, r.Concurrency, r.Duration, r.DefaultMaxConns, r.LoadStart, r.LoadEnd)
 
-	verdict := "**Every goal is met.**"
-	if !r.Met {
-		n := 0
-		for _, g := range r.Goals {
-			if g.Met {
-				n++
-			}
+	n := 0
+	for _, g := range r.Goals {
+		if g.Met {
+			n++
 		}
+	}
+	verdict := "**Every goal is met.**"
+	switch {
+	case n < len(r.Goals):
 		verdict = fmt.Sprintf("**%d of %d goals met.**", n, len(r.Goals))
+	case !r.Met: // judge: a run with errors proves nothing
+		verdict = "**Every goal is met, but a run had errors: it proves nothing.**"
 	}
 	b.WriteString("## Goals\n\n" + verdict + "\n\n| goal | measured | bound | ratio | met |\n|---|---:|---|---:|---|\n")
 	for _, g := range r.Goals {
