@@ -32,6 +32,7 @@ func (s *Server) requireAdminToken(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="sekali-admin"`)
 			return models.Errorf(models.EUnauthorized, "a valid bearer token is required")
 		}
+		c.Set(ctxToken, true) // a script's request: console reads answer it JSON (wantsJSON)
 		return next(c)
 	}
 }

@@ -27,7 +27,7 @@ func (s *Server) productsPage(c echo.Context, status int, form views.ProductForm
 		return err
 	}
 	v := views.Products{Rows: rows(ps, productRow), Form: form}
-	if isAdminAPI(c) {
+	if c.Request().Method == http.MethodGet && wantsJSON(c) { // a refused form is shown again as HTML
 		return c.JSON(200, v)
 	}
 	return s.page(c, status, "Products", "products", views.ProductsPage(v))
@@ -126,7 +126,7 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 	} else if prod.MaxPerOrder != nil {
 		v.Limit.Value = strconv.FormatInt(*prod.MaxPerOrder, 10)
 	}
-	if isAdminAPI(c) {
+	if c.Request().Method == http.MethodGet && wantsJSON(c) { // a refused form is shown again as HTML
 		return c.JSON(200, v)
 	}
 	return s.page(c, status, "Product "+sku, "products", views.ProductPage(v, firstURL(path, c.QueryParams())))

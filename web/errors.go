@@ -169,14 +169,19 @@ func (s *Server) handleError(err error, c echo.Context) {
 }
 
 // wantsProblemJSON reports whether an error is answered as problem
-// details: always on /api and /callbacks, elsewhere unless the client
-// asks for HTML.
+// details: always on /api and /callbacks; elsewhere unless htmx sent the
+// request or its Accept ranks text/html above application/json — the
+// ranking wantsJSON reads for console reads, so that an /admin page asked
+// for as JSON fails as JSON, and one asked for as HTML fails as a page.
+// When Accept ranks them alike (none, */*), an error is problem details:
+// the client is a script more likely than a browser.
 func wantsProblemJSON(c echo.Context) bool {
 	path := c.Request().URL.Path
 	if strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/callbacks/") {
 		return true
 	}
-	return !strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "text/html") && !isHTMX(c)
+	addVary(c, echo.HeaderAccept)
+	return !isHTMX(c) && preferredType(c.Request().Header.Get(echo.HeaderAccept)) != "html"
 }
 
 // customerProblem is an error as a customer reads it on the shop's pages:

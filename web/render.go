@@ -3,7 +3,9 @@ package web
 import (
 	"bytes"
 	"context"
+	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -16,6 +18,7 @@ import (
 const (
 	ctxAdmin   = "admin"   // the logged-in admin's email
 	ctxSession = "session" // true once the session is loaded
+	ctxToken   = "token"   // true once the admin API token is checked
 )
 
 // page renders a console page with status: the whole page, or, for an
@@ -39,7 +42,7 @@ func (s *Server) page(c echo.Context, status int, title, section string, content
 // Every page here is a whole page or, for htmx, a fragment, on one URL:
 // Vary: HX-Request tells a cache that they differ.
 func renderHTML(c echo.Context, status int, comp templ.Component) error {
-	c.Response().Header().Add("Vary", "HX-Request")
+	addVary(c, "HX-Request")
 	var buf bytes.Buffer
 	if err := comp.Render(context.WithoutCancel(c.Request().Context()), &buf); err != nil {
 		return err
@@ -47,21 +50,97 @@ func renderHTML(c echo.Context, status int, comp templ.Component) error {
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-// show answers a console read: the page, or on the /api/admin twin of
-// its route, the same view struct as JSON.
-func (s *Server) show(c echo.Context, title, section string, v any, content templ.Component) error {
-	if isAdminAPI(c) {
-		return c.JSON(http.StatusOK, v)
+// show answers a console read — the dashboard, a list, a detail page —
+// on either of its URLs: data as JSON to a client that wants it, else the
+// page that content draws.
+func (s *Server) show(c echo.Context, title, section string, data any, content templ.Component) error {
+	if wantsJSON(c) {
+		return c.JSON(http.StatusOK, data)
 	}
 	return s.page(c, http.StatusOK, title, section, content)
 }
 
+// wantsJSON decides how a console read answers, on /admin/... (a
+// session) and /api/admin/... (the admin API token) alike:
+//
+//   - with the admin API token: JSON, whatever Accept says — the API
+//     speaks JSON, as its errors do (wantsProblemJSON);
+//   - an htmx request: HTML, the fragment it swaps in;
+//   - otherwise by Accept: JSON when it ranks application/json above
+//     text/html; the page when it ranks text/html higher (a browser) or
+//     ranks them alike (no Accept, */*).
+//
+// The answer depends on Accept, so Vary says so.
+func wantsJSON(c echo.Context) bool {
+	addVary(c, echo.HeaderAccept)
+	switch {
+	case c.Get(ctxToken) == true:
+		return true
+	case isHTMX(c):
+		return false
+	}
+	return preferredType(c.Request().Header.Get(echo.HeaderAccept)) == "json"
+}
+
+// preferredType is which of JSON and HTML an Accept header ranks higher:
+// "json", "html", or "" when it ranks them alike.
+func preferredType(accept string) string {
+	j, h := acceptQ(accept, "application/json"), acceptQ(accept, "text/html")
+	switch {
+	case j > h:
+		return "json"
+	case h > j:
+		return "html"
+	}
+	return ""
+}
+
+// acceptQ is the weight (q) that an Accept header gives the media type
+// typ: that of the most specific range matching it — typ itself, then
+// its type/*, then */* — and 0 when none does (RFC 9110, 12.5.1).
+func acceptQ(accept, typ string) float64 {
+	major, _, _ := strings.Cut(typ, "/")
+	q, best := 0.0, 0
+	for _, r := range strings.Split(accept, ",") {
+		mediaType, params, err := mime.ParseMediaType(r)
+		if err != nil {
+			continue
+		}
+		specificity := 0
+		switch mediaType {
+		case typ:
+			specificity = 3
+		case major + "/*":
+			specificity = 2
+		case "*/*":
+			specificity = 1
+		}
+		if specificity <= best {
+			continue
+		}
+		q, best = 1, specificity
+		if v, err := strconv.ParseFloat(params["q"], 64); err == nil {
+			q = v
+		}
+	}
+	return q
+}
+
+// addVary adds a request header to the answer's Vary, once.
+func addVary(c echo.Context, header string) {
+	h := c.Response().Header()
+	for _, v := range h.Values(echo.HeaderVary) {
+		for _, name := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(name), header) {
+				return
+			}
+		}
+	}
+	h.Add(echo.HeaderVary, header)
+}
+
 // isHTMX reports whether htmx sent the request (it asks for a fragment).
 func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
-
-// isAdminAPI reports whether the request came in on the JSON twin of a
-// console page, /api/admin/...
-func isAdminAPI(c echo.Context) bool { return strings.HasPrefix(c.Request().URL.Path, "/api/admin") }
 
 // adminOf is the logged-in admin's email, "" outside the console.
 func adminOf(c echo.Context) string {
