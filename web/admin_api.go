@@ -74,7 +74,10 @@ type productJSON struct {
 	MaxPerOrder *int64 `json:"max_per_order"`
 }
 
-func newProductJSON(p *models.Product) productJSON {
+// productAnswer is the stored answer of a product created or restocked.
+func productAnswer(p *models.Product) productJSON { return newProductJSON(*p) }
+
+func newProductJSON(p models.Product) productJSON {
 	return productJSON{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock, MaxPerOrder: p.MaxPerOrder}
 }
 
@@ -95,7 +98,7 @@ func (s *Server) createProduct(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, newProductJSON(p))
+	return c.JSON(http.StatusCreated, newProductJSON(*p))
 }
 
 // restockRequest is the body of a restock.
@@ -110,6 +113,6 @@ func (s *Server) restockProduct(c echo.Context) error {
 	sku := c.Param("sku")
 	return runIdempotent(s, c, scopeProductsRestock, sku, nil,
 		func(once idempotency.Once, req restockRequest) (idempotency.Response, error) {
-			return s.deps.Products.RestockOnce(c.Request().Context(), once, sku, req.Qty, answerJSON(http.StatusOK, newProductJSON))
+			return s.deps.Products.RestockOnce(c.Request().Context(), once, sku, req.Qty, answerJSON(http.StatusOK, productAnswer))
 		})
 }

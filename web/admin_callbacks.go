@@ -38,14 +38,10 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	v := views.Callbacks{
-		Now: s.deps.Now(), Providers: s.deps.Callbacks.Providers(), Rows: rows(cbs, callbackRow),
-		Filter: views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
-			From: q.Get("from"), To: q.Get("to")},
-		Next: nextURL("/admin/callbacks", q, formatID(next)), Self: selfURL("/admin/callbacks", q),
-	}
-	return s.show(c, "Callbacks", "callbacks", v, views.CallbacksPage(v, firstURL("/admin/callbacks", q), callbackResults))
+	js, v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), newCallbackRowJSON, callbackRow)
+	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
+		From: c.QueryParam("from"), To: c.QueryParam("to")}
+	return s.show(c, "Callbacks", "callbacks", js, views.CallbacksPage(v, form, s.deps.Callbacks.Providers(), callbackResults))
 }
 
 // adminCallback is GET /admin/callbacks/:id: the event as parsed, its
@@ -71,7 +67,7 @@ func (s *Server) adminCallback(c echo.Context) error {
 		p := paymentRow(*st.Payment)
 		v.Payment = &p
 	}
-	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", v, views.CallbackPage(v))
+	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", newCallbackDetailJSON(st, now, s.deps.Jobs.TaskTypes()), views.CallbackPage(v))
 }
 
 // adminDeliveries is GET /admin/deliveries: the raw delivery log,
@@ -89,12 +85,8 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	v := views.Deliveries{
-		Now: s.deps.Now(), Providers: s.deps.Callbacks.Providers(), Rows: rows(ds, deliveryRow),
-		Filter: views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
-			Addr: f.RemoteAddr, From: q.Get("from"), To: q.Get("to")},
-		Next: nextURL("/admin/deliveries", q, formatID(next)), Self: selfURL("/admin/deliveries", q),
-	}
-	return s.show(c, "Deliveries", "deliveries", v, views.DeliveriesPage(v, firstURL("/admin/deliveries", q), deliveryOutcomes))
+	js, v := listPage(s, c, "/admin/deliveries", ds, formatID(next), newDeliveryJSON, deliveryRow)
+	form := views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
+		Addr: f.RemoteAddr, From: c.QueryParam("from"), To: c.QueryParam("to")}
+	return s.show(c, "Deliveries", "deliveries", js, views.DeliveriesPage(v, form, s.deps.Callbacks.Providers(), deliveryOutcomes))
 }

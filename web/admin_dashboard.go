@@ -25,7 +25,8 @@ func (s *Server) adminDashboard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	counts, err := s.deps.Stats.DeliveriesSince(ctx, now.Add(-24*time.Hour))
+	daySince := now.Add(-24 * time.Hour).Truncate(time.Minute) // as DeliveriesSince reads it
+	counts, err := s.deps.Stats.DeliveriesSince(ctx, daySince)
 	if err != nil {
 		return err
 	}
@@ -37,13 +38,21 @@ func (s *Server) adminDashboard(c echo.Context) error {
 		OrdersHour: statusCounts(d.OrdersHour), OrdersDay: statusCounts(d.OrdersDay),
 		Archived: -1,
 	}
+	j := dashboardJSON{
+		Now: now, JobsProcessing: d.JobsProcessing, JobsFailed: d.JobsFailed, JobsStuck: d.JobsStuck,
+		JobsSucceededHour: d.JobsSucceededHour, JobsSucceededDay: d.JobsSucceededDay,
+		OutboxPending: d.OutboxPending, OutboxOldestAge: d.OutboxOldestAge,
+		ConflictsDay: d.ConflictsDay, Conflicts: rows(d.Conflicts, newCallbackRowJSON),
+		OrdersHour: statusCountsJSON(d.OrdersHour), OrdersDay: statusCountsJSON(d.OrdersDay),
+	}
 	if n, err := s.deps.Jobs.ArchivedCount(ctx); err == nil {
-		v.Archived = n
+		v.Archived, j.ArchivedTasks = n, &n
 	} else {
 		s.log.WarnContext(ctx, "archived task count unavailable", "request_id", requestID(c), "error", err)
 	}
 	if a := d.LastAudit; a != nil {
 		v.LastAudit = &views.AuditVerdict{OK: a.OK, Violations: a.Violations, Summary: a.Summary, At: a.CreatedAt}
+		j.LastAudit = &auditVerdictJSON{OK: a.OK, Violations: a.Violations, Summary: a.Summary, At: a.CreatedAt.UTC()}
 	}
 
 	// The deliveries: two windows by result, and the last hour per minute.
@@ -65,7 +74,10 @@ func (s *Server) adminDashboard(c echo.Context) error {
 	}
 	v.Deliveries = []views.DeliveryWindow{deliveryWindow("1 h", hour), deliveryWindow("24 h", day)}
 	v.Chart = views.NewChart(start, chartMinutes, perMinute)
-	return s.show(c, "Dashboard", "dashboard", v, views.DashboardPage(v))
+	j.Deliveries = []deliveryWindowJSON{
+		deliveryWindowOf("last_hour", start, hour), deliveryWindowOf("last_24h", daySince, day),
+	}
+	return s.show(c, "Dashboard", "dashboard", j, views.DashboardPage(v))
 }
 
 // seriesOf puts a delivery outcome in its chart series: every refusal is
@@ -86,6 +98,31 @@ func deliveryWindow(label string, bySeries map[string]int64) views.DeliveryWindo
 	w.Duplicates = bySeries[models.OutcomeDuplicate]
 	w.DuplicateShare = views.Percent(w.Duplicates, w.Total)
 	return w
+}
+
+// deliveryWindowOf is one window of deliveries as JSON: since when, and
+// bySeries, the counts by chart series.
+func deliveryWindowOf(window string, since time.Time, bySeries map[string]int64) deliveryWindowJSON {
+	w := deliveryWindowJSON{Window: window, Since: since, ByResult: map[string]int64{}}
+	for _, series := range views.ChartSeries {
+		w.Total += bySeries[series]
+		w.ByResult[series] = bySeries[series]
+	}
+	w.Duplicates = bySeries[models.OutcomeDuplicate]
+	if w.Total > 0 {
+		share := float64(w.Duplicates) / float64(w.Total)
+		w.DuplicateShare = &share
+	}
+	return w
+}
+
+// statusCountsJSON is orders by status, every status present.
+func statusCountsJSON(m map[models.OrderStatus]int64) map[string]int64 {
+	out := map[string]int64{}
+	for _, st := range orderStatuses {
+		out[st] = m[models.OrderStatus(st)]
+	}
+	return out
 }
 
 func statusCounts(m map[models.OrderStatus]int64) []views.StatusCount {

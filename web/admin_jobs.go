@@ -41,32 +41,40 @@ func (s *Server) adminJobs(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	js, next, err := s.deps.Jobs.List(ctx, f)
+	execs, next, err := s.deps.Jobs.List(ctx, f)
 	if err != nil {
 		return err
 	}
 	now := s.deps.Now()
-	q := c.QueryParams()
+	js, l := listPage(s, c, "/admin/jobs", execs, formatID(next),
+		func(j models.JobExecution) jobJSON { return newJobJSON(j, now, "", s.deps.Jobs.TaskTypes()) },
+		func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.deps.Jobs.TaskTypes()) })
+	j := jobsJSON{listJSON: js, Archived: []taskJSON{}}
 	v := views.Jobs{
-		Now: now, Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key},
-		Rows: rows(js, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.deps.Jobs.TaskTypes()) }),
-		Next: nextURL("/admin/jobs", q, formatID(next)), Self: selfURL("/admin/jobs", q), Query: jobFilterQuery(f),
+		List: l, Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key}, Query: jobFilterQuery(f),
 		Archived: []views.TaskRow{},
 	}
 	archived, err := s.deps.Jobs.Archived(ctx, f)
 	if err != nil {
 		// The rows above come from PostgreSQL; the queue being away
 		// must not hide them.
-		v.ArchivedError = "The queue could not be asked for its archived tasks: " + models.ErrorMessage(err)
+		msg := "The queue could not be asked for its archived tasks: " + models.ErrorMessage(err)
+		v.ArchivedError, j.ArchivedError = msg, &msg
 		s.log.WarnContext(ctx, "archived tasks unavailable", "request_id", requestID(c), "error", err)
 	}
 	v.Archived = append(v.Archived, rows(archived, taskRow)...)
+	for _, t := range archived {
+		j.Archived = append(j.Archived, taskJSON{
+			ID: t.ID, Queue: t.Queue, Type: t.Type, State: t.State, Payload: t.Payload, Retried: t.Retried,
+			MaxRetry: t.MaxRetry, LastError: t.LastError, LastFailedAt: t.LastFailedAt.UTC(),
+		})
+	}
 	anyFailed, err := s.deps.Jobs.AnyFailed(ctx, f)
 	if err != nil {
 		return err
 	}
 	v.CanRerunMatching = anyFailed || len(v.Archived) > 0
-	return s.show(c, "Jobs", "jobs", v, views.JobsPage(v, firstURL("/admin/jobs", q), jobStatuses, s.deps.Jobs.TaskTypes()))
+	return s.show(c, "Jobs", "jobs", j, views.JobsPage(v, jobStatuses, s.deps.Jobs.TaskTypes()))
 }
 
 // rerunText says what a re-run did, for people.
@@ -188,13 +196,9 @@ func (s *Server) adminOutbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	v := views.Outbox{
-		Now: s.deps.Now(), Rows: rows(ms, outboxRow),
-		Filter: views.OutboxFilter{Status: string(f.Status), Type: f.Type, TaskID: f.TaskID},
-		Next:   nextURL("/admin/outbox", q, formatID(next)), Self: selfURL("/admin/outbox", q),
-	}
-	return s.show(c, "Outbox", "outbox", v, views.OutboxPage(v, firstURL("/admin/outbox", q), outboxStatuses, s.deps.Jobs.TaskTypes()))
+	js, v := listPage(s, c, "/admin/outbox", ms, formatID(next), newOutboxJSON, outboxRow)
+	form := views.OutboxFilter{Status: string(f.Status), Type: f.Type, TaskID: f.TaskID}
+	return s.show(c, "Outbox", "outbox", js, views.OutboxPage(v, form, outboxStatuses, s.deps.Jobs.TaskTypes()))
 }
 
 // adminDispatch is POST /admin/outbox/:id/dispatch: hand the row's task

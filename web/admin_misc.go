@@ -26,12 +26,8 @@ func (s *Server) adminActions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	v := views.Actions{
-		Now: s.deps.Now(), Filter: views.ActionFilter{Admin: f.Admin, Action: f.Action}, Rows: rows(as, actionRow),
-		Next: nextURL("/admin/actions", q, formatID(next)), Self: selfURL("/admin/actions", q),
-	}
-	return s.show(c, "Actions", "actions", v, views.ActionsPage(v, firstURL("/admin/actions", q)))
+	js, v := listPage(s, c, "/admin/actions", as, formatID(next), newActionJSON, actionRow)
+	return s.show(c, "Actions", "actions", js, views.ActionsPage(v, views.ActionFilter{Admin: f.Admin, Action: f.Action}))
 }
 
 // adminHelp is GET /admin/help: the debugging guide.

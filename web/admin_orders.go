@@ -32,13 +32,9 @@ func (s *Server) adminOrders(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q := c.QueryParams()
-	v := views.Orders{
-		Now: s.deps.Now(), Rows: rows(os, orderRow),
-		Filter: views.OrderFilter{Status: string(f.Status), Email: f.Email, ID: f.IDPrefix, From: q.Get("from"), To: q.Get("to")},
-		Next:   nextURL("/admin/orders", q, next), Self: selfURL("/admin/orders", q),
-	}
-	return s.show(c, "Orders", "orders", v, views.OrdersPage(v, firstURL("/admin/orders", q), orderStatuses))
+	js, v := listPage(s, c, "/admin/orders", os, next, newOrderRowJSON, orderRow)
+	form := views.OrderFilter{Status: string(f.Status), Email: f.Email, ID: f.IDPrefix, From: c.QueryParam("from"), To: c.QueryParam("to")}
+	return s.show(c, "Orders", "orders", js, views.OrdersPage(v, form, orderStatuses))
 }
 
 // adminOrder is GET /admin/orders/:id: the order's whole story on one
@@ -51,6 +47,14 @@ func (s *Server) adminOrder(c echo.Context) error {
 	}
 	now := s.deps.Now()
 	o := st.Order
+	// The queue's view of each job that has not succeeded, best effort:
+	// the page shows without it.
+	queueStates := map[string]string{}
+	for _, j := range st.Jobs {
+		if s.deps.Jobs != nil && j.Status != models.JobSucceeded {
+			queueStates[j.IdempotencyKey], _ = s.deps.Jobs.TaskState(ctx, j.IdempotencyKey)
+		}
+	}
 	v := views.OrderDetail{
 		Now: now, Order: orderRow(o), Payments: rows(o.Payments, paymentRow),
 		Items:     rows(o.Items, itemRow),
@@ -58,9 +62,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
 		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
 			r := jobRow(j, now, s.deps.Jobs.TaskTypes())
-			if s.deps.Jobs != nil && j.Status != models.JobSucceeded {
-				r.QueueState, _ = s.deps.Jobs.TaskState(ctx, j.IdempotencyKey) // best effort: the page shows without it
-			}
+			r.QueueState = queueStates[j.IdempotencyKey]
 			return r
 		}),
 		CanCancel: o.Status == models.OrderPending,
@@ -71,7 +73,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 	if inv := o.Invoice; inv != nil {
 		v.Invoice = &views.InvoiceRow{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt}
 	}
-	return s.show(c, "Order "+o.ID, "orders", v, views.OrderPage(v))
+	return s.show(c, "Order "+o.ID, "orders", newOrderDetailJSON(st, now, queueStates, s.deps.Jobs.TaskTypes()), views.OrderPage(v))
 }
 
 func itemRow(i models.OrderItem) views.ItemRow {

@@ -21,16 +21,19 @@ func (s *Server) adminProducts(c echo.Context) error {
 	return s.productsPage(c, 200, views.ProductForm{Key: newFormKey(), Values: map[string]string{"currency": models.DefaultCurrency}})
 }
 
+// productsPage answers GET /admin/products (a read: JSON or the page), and
+// a refused new-product form, shown again on the page with status.
 func (s *Server) productsPage(c echo.Context, status int, form views.ProductForm) error {
 	ps, err := s.deps.Products.List(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	v := views.Products{Rows: rows(ps, productRow), Form: form}
-	if c.Request().Method == http.MethodGet && wantsJSON(c) { // a refused form is shown again as HTML
-		return c.JSON(200, v)
+	js, l := listPage(s, c, "/admin/products", ps, "", newProductJSON, productRow) // every product: one page
+	content := views.ProductsPage(views.Products{Rows: l.Rows, Form: form})
+	if c.Request().Method != http.MethodGet {
+		return s.page(c, status, "Products", "products", content)
 	}
-	return s.page(c, status, "Products", "products", views.ProductsPage(v))
+	return s.show(c, "Products", "products", js, content)
 }
 
 // adminCreateProduct is POST /admin/products: a product and its initial
@@ -59,7 +62,7 @@ func (s *Server) adminCreateProduct(c echo.Context) error {
 	once, err := s.formOnce(c, scopeProductsCreate, "")
 	var resp idempotency.Response
 	if err == nil {
-		resp, err = s.deps.Products.CreateOnce(c.Request().Context(), once, p, answerJSON(http.StatusCreated, newProductJSON))
+		resp, err = s.deps.Products.CreateOnce(c.Request().Context(), once, p, answerJSON(http.StatusCreated, productAnswer))
 	}
 	if err == nil {
 		err = storedError(resp)
@@ -116,20 +119,18 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 	if err != nil {
 		return err
 	}
-	path := "/admin/products/" + url.PathEscape(sku)
-	v := views.ProductDetail{
-		Product: productRow(*prod), Ledger: rows(ledger, movementRow), Restock: restock,
-		Next: nextURL(path, c.QueryParams(), formatID(next)),
-	}
+	js, l := listPage(s, c, "/admin/products/"+url.PathEscape(sku), ledger, formatID(next), newMovementJSON, movementRow)
+	v := views.ProductDetail{Product: productRow(*prod), Ledger: l, Restock: restock}
 	if limit != nil {
 		v.Limit = *limit
 	} else if prod.MaxPerOrder != nil {
 		v.Limit.Value = strconv.FormatInt(*prod.MaxPerOrder, 10)
 	}
-	if c.Request().Method == http.MethodGet && wantsJSON(c) { // a refused form is shown again as HTML
-		return c.JSON(200, v)
+	if c.Request().Method != http.MethodGet { // a refused form, shown again
+		return s.page(c, status, "Product "+sku, "products", views.ProductPage(v))
 	}
-	return s.page(c, status, "Product "+sku, "products", views.ProductPage(v, firstURL(path, c.QueryParams())))
+	j := productDetailJSON{Product: newProductJSON(*prod), Ledger: js.Rows, Next: js.Next}
+	return s.show(c, "Product "+sku, "products", j, views.ProductPage(v))
 }
 
 // adminRestock is POST /admin/products/:sku/restock: adds qty units with
@@ -146,7 +147,7 @@ func (s *Server) adminRestock(c echo.Context) error {
 	once, err := s.formOnce(c, scopeProductsRestock, sku)
 	var resp idempotency.Response
 	if err == nil {
-		resp, err = s.deps.Products.RestockOnce(c.Request().Context(), once, sku, qty, answerJSON(http.StatusOK, newProductJSON))
+		resp, err = s.deps.Products.RestockOnce(c.Request().Context(), once, sku, qty, answerJSON(http.StatusOK, productAnswer))
 	}
 	if err == nil {
 		err = storedError(resp)

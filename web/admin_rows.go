@@ -64,10 +64,15 @@ func outboxRow(m models.OutboxMessage) views.OutboxRow {
 func jobRow(j models.JobExecution, now time.Time, taskTypes []string) views.JobRow {
 	return views.JobRow{
 		Key: j.IdempotencyKey, Type: taskType(j.IdempotencyKey, taskTypes), BusinessKey: j.BusinessKey, Queue: j.QueueName,
-		Status: string(j.Status), Stuck: j.Status == models.JobProcessing && j.LockedUntil != nil && j.LockedUntil.Before(now),
+		Status: string(j.Status), Stuck: isStuck(j, now),
 		Attempts: j.Attempts, Fence: j.Fence, Worker: j.WorkerID, LockedUntil: j.LockedUntil, Started: j.StartedAt,
 		Finished: j.FinishedAt, LastError: j.LastError,
 	}
+}
+
+// isStuck reports whether a job is processing past its lease.
+func isStuck(j models.JobExecution, now time.Time) bool {
+	return j.Status == models.JobProcessing && j.LockedUntil != nil && j.LockedUntil.Before(now)
 }
 
 // taskType is the type part of a business task's key, one of types:

@@ -484,16 +484,22 @@ func TestDashboardCountsDeliveries(t *testing.T) {
 	}
 	var v struct {
 		Deliveries []struct {
-			Label          string
+			Window         string
 			Total          int64
-			DuplicateShare string `json:"duplicate_share"`
+			DuplicateShare float64          `json:"duplicate_share"`
+			ByResult       map[string]int64 `json:"by_result"`
 		}
 	}
 	if err := json.Unmarshal([]byte(c.api("/api/admin").Body), &v); err != nil || len(v.Deliveries) != 2 {
 		t.Fatalf("dashboard JSON: %+v %v", v, err)
 	}
-	if h, d := v.Deliveries[0], v.Deliveries[1]; h.Total != 10 || h.DuplicateShare != "60.0%" || d.Total != 20 || d.DuplicateShare != "80.0%" {
-		t.Errorf("windows: %+v, want the hour 10 (60%% duplicates) and the day 20 (80%%)", v.Deliveries)
+	if h, d := v.Deliveries[0], v.Deliveries[1]; h.Window != "last_hour" || h.Total != 10 || h.DuplicateShare != 0.6 ||
+		h.ByResult["refused"] != 2 || d.Window != "last_24h" || d.Total != 20 || d.DuplicateShare != 0.8 {
+		t.Errorf("windows: %+v, want the hour 10 (0.6 duplicates, 2 refused) and the day 20 (0.8)", v.Deliveries)
+	}
+	// The page says it for people.
+	if page := c.get("/admin").Body; !strings.Contains(page, "60.0% duplicates") {
+		t.Error(`the dashboard page does not say "60.0% duplicates" for the last hour`)
 	}
 	bars := c.get("/admin").Doc(t).Find(".chart svg rect.seg")
 	if bars.Length() < 3 {

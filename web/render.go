@@ -51,8 +51,10 @@ func renderHTML(c echo.Context, status int, comp templ.Component) error {
 }
 
 // show answers a console read — the dashboard, a list, a detail page —
-// on either of its URLs: data as JSON to a client that wants it, else the
-// page that content draws.
+// on either of its URLs: data, the page's own JSON type (admin_json.go),
+// to a client that wants JSON, else the page that content draws. The
+// handler reads what it shows once and builds both from it; only one is
+// written.
 func (s *Server) show(c echo.Context, title, section string, data any, content templ.Component) error {
 	if wantsJSON(c) {
 		return c.JSON(http.StatusOK, data)

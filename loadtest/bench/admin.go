@@ -522,7 +522,7 @@ func (c *adminClient) deepPage(path string, n int) (string, error) {
 		if body.Next == "" {
 			return "", fmt.Errorf("%s: page %d is the last", path, page)
 		}
-		path = "/api" + body.Next
+		path = body.Next // on the URL asked: /api/admin/...
 	}
 	return path, nil
 }

@@ -9,7 +9,7 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-func ActionsPage(v Actions, first string) templ.Component {
+func ActionsPage(v List[ActionRow], f ActionFilter) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -42,11 +42,11 @@ func ActionsPage(v Actions, first string) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = textField("Admin", "admin", v.Filter.Admin, "admin@example.com").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Admin", "admin", f.Admin, "admin@example.com").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Action", "action", v.Filter.Action, "re-run job").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Action", "action", f.Action, "re-run job").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -229,7 +229,7 @@ func ActionsPage(v Actions, first string) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -327,7 +327,7 @@ func timeField(label, name, value string) templ.Component {
 	})
 }
 
-func CallbacksPage(v Callbacks, first string, results []string) templ.Component {
+func CallbacksPage(v List[CallbackRow], f CallbackFilter, providers, results []string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -360,27 +360,27 @@ func CallbacksPage(v Callbacks, first string, results []string) templ.Component 
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = selectField("Provider", "provider", v.Filter.Provider, v.Providers).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Provider", "provider", f.Provider, providers).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = selectField("Result", "result", v.Filter.Result, results).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Result", "result", f.Result, results).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Order", "order", v.Filter.Order, "ORD-…").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Order", "order", f.Order, "ORD-…").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Key starts with", "key", v.Filter.Key, "evt_").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Key starts with", "key", f.Key, "evt_").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = timeField("From (UTC)", "from", v.Filter.From).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = timeField("From (UTC)", "from", f.From).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = timeField("To (UTC)", "to", v.Filter.To).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = timeField("To (UTC)", "to", f.To).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -635,7 +635,7 @@ func CallbacksPage(v Callbacks, first string, results []string) templ.Component 
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1360,7 +1360,7 @@ func deliveriesTable(ds []DeliveryRow, now time.Time, withCallback bool) templ.C
 	})
 }
 
-func DeliveriesPage(v Deliveries, first string, outcomes []string) templ.Component {
+func DeliveriesPage(v List[DeliveryRow], f DeliveryFilter, providers, outcomes []string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1393,27 +1393,27 @@ func DeliveriesPage(v Deliveries, first string, outcomes []string) templ.Compone
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = selectField("Provider", "provider", v.Filter.Provider, v.Providers).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Provider", "provider", f.Provider, providers).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = selectField("Outcome", "outcome", v.Filter.Outcome, outcomes).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Outcome", "outcome", f.Outcome, outcomes).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Callback id", "callback", v.Filter.Callback, "123").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Callback id", "callback", f.Callback, "123").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Client address", "addr", v.Filter.Addr, "203.0.113.7").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Client address", "addr", f.Addr, "203.0.113.7").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = timeField("From (UTC)", "from", v.Filter.From).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = timeField("From (UTC)", "from", f.From).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = timeField("To (UTC)", "to", v.Filter.To).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = timeField("To (UTC)", "to", f.To).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1439,7 +1439,7 @@ func DeliveriesPage(v Deliveries, first string, outcomes []string) templ.Compone
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

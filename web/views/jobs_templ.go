@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import "time"
 
-func JobsPage(v Jobs, first string, statuses, types []string) templ.Component {
+func JobsPage(v Jobs, statuses, types []string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -101,7 +101,7 @@ func JobsPage(v Jobs, first string, statuses, types []string) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -508,7 +508,7 @@ func RerunConfirmPage(v RerunConfirm) templ.Component {
 	})
 }
 
-func OutboxPage(v Outbox, first string, statuses, types []string) templ.Component {
+func OutboxPage(v List[OutboxRow], f OutboxFilter, statuses, types []string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -541,15 +541,15 @@ func OutboxPage(v Outbox, first string, statuses, types []string) templ.Componen
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = selectField("Status", "status", v.Filter.Status, statuses).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Status", "status", f.Status, statuses).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = selectField("Type", "type", v.Filter.Type, types).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Type", "type", f.Type, types).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Task id starts with", "task_id", v.Filter.TaskID, "email:send:").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Task id starts with", "task_id", f.TaskID, "email:send:").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -575,7 +575,7 @@ func OutboxPage(v Outbox, first string, statuses, types []string) templ.Componen
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import "strconv"
 
-func OrdersPage(v Orders, first string, statuses []string) templ.Component {
+func OrdersPage(v List[OrderRow], f OrderFilter, statuses []string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -44,23 +44,23 @@ func OrdersPage(v Orders, first string, statuses []string) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = selectField("Status", "status", v.Filter.Status, statuses).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("Status", "status", f.Status, statuses).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Customer email", "email", v.Filter.Email, "buyer@example.com").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Customer email", "email", f.Email, "buyer@example.com").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = textField("Id starts with", "id", v.Filter.ID, "ORD-01").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = textField("Id starts with", "id", f.ID, "ORD-01").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = timeField("Created from (UTC)", "from", v.Filter.From).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = timeField("Created from (UTC)", "from", f.From).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = timeField("Created before (UTC)", "to", v.Filter.To).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = timeField("Created before (UTC)", "to", f.To).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -226,7 +226,7 @@ func OrdersPage(v Orders, first string, statuses []string) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -317,7 +317,7 @@ func formField(label, name, typ, value, err, hint string) templ.Component {
 	})
 }
 
-func ProductPage(v ProductDetail, first string) templ.Component {
+func ProductPage(v ProductDetail) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -458,11 +458,11 @@ func ProductPage(v ProductDetail, first string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = movementsTable(v.Ledger).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = movementsTable(v.Ledger.Rows).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Pager(first, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Pager(v.Ledger.First, v.Ledger.Next).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

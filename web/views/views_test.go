@@ -31,15 +31,14 @@ func render(t *testing.T, c templ.Component) *goquery.Document {
 func TestCallbacksPage(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	v := views.Callbacks{
+	v := views.List[views.CallbackRow]{
 		Now: now, Self: "/admin/callbacks?provider=sandbox", Next: "/admin/callbacks?before=7&provider=sandbox",
-		Filter: views.CallbackFilter{Provider: "sandbox"}, Providers: []string{"sandbox"},
 		Rows: []views.CallbackRow{
 			{ID: 9, Provider: "sandbox", Key: "evt_9", OrderID: "ORD-9", Event: "paid", Amount: 150000, Currency: "IDR", Result: "processed", Attempts: 3, Conflicts: 1, FirstReceived: now},
 			{ID: 8, Provider: "sandbox", Key: "evt_8", OrderID: "ORD-8", Event: "failed", Currency: "IDR", Result: "stale", Attempts: 1, FirstReceived: now},
 		},
 	}
-	doc := render(t, views.CallbacksPage(v, "", []string{"processed", "stale"}))
+	doc := render(t, views.CallbacksPage(v, views.CallbackFilter{Provider: "sandbox"}, []string{"sandbox"}, []string{"processed", "stale"}))
 	rows := doc.Find("#list tbody tr")
 	if rows.Length() != 2 {
 		t.Fatalf("%d rows, want 2", rows.Length())
