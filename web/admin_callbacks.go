@@ -34,14 +34,14 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	if p.err != nil {
 		return p.err
 	}
-	cbs, next, err := s.deps.Callbacks.ListCallbacks(c.Request().Context(), f)
+	cbs, next, err := s.deps.Payments.ListCallbacks(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
 	js, v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), newCallbackRowJSON, callbackRow)
 	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
 		From: c.QueryParam("from"), To: c.QueryParam("to")}
-	return s.show(c, "Callbacks", "callbacks", js, views.CallbacksPage(v, form, s.deps.Callbacks.Providers(), callbackResults))
+	return s.show(c, "Callbacks", "callbacks", js, views.CallbacksPage(v, form, s.deps.Payments.Providers(), callbackResults))
 }
 
 // adminCallback is GET /admin/callbacks/:id: the event as parsed, its
@@ -81,12 +81,12 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 	if p.err != nil {
 		return p.err
 	}
-	ds, next, err := s.deps.Callbacks.ListDeliveries(c.Request().Context(), f)
+	ds, next, err := s.deps.Payments.ListDeliveries(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
 	js, v := listPage(s, c, "/admin/deliveries", ds, formatID(next), newDeliveryJSON, deliveryRow)
 	form := views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
 		Addr: f.RemoteAddr, From: c.QueryParam("from"), To: c.QueryParam("to")}
-	return s.show(c, "Deliveries", "deliveries", js, views.DeliveriesPage(v, form, s.deps.Callbacks.Providers(), deliveryOutcomes))
+	return s.show(c, "Deliveries", "deliveries", js, views.DeliveriesPage(v, form, s.deps.Payments.Providers(), deliveryOutcomes))
 }

@@ -32,12 +32,12 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 	}
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
 	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys))
-	b.Cleanup(callbacks.Close)
+	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys))
+	b.Cleanup(paymentService.Close)
 	srv := web.NewServer(log, cfg, web.Deps{
-		Orders:    orderService,
-		Callbacks: callbacks,
-		Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
+		Orders:   orderService,
+		Payments: paymentService,
+		Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 	})
 	testenv.MustCreateProduct(b, db, "BENCH", 1000, 1_000_000_000)
 	return srv, orderService

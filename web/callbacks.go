@@ -26,7 +26,7 @@ type callbackJSON struct {
 // only translates HTTP in and out.
 func (s *Server) receiveCallback(c echo.Context) error {
 	r := c.Request()
-	out := s.deps.Callbacks.Receive(r.Context(), payments.Delivery{
+	out := s.deps.Payments.Receive(r.Context(), payments.Delivery{
 		Provider:    c.Param("provider"),
 		Header:      r.Header,
 		Body:        r.Body,

@@ -100,8 +100,8 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
-	t.Cleanup(callbacks.Close)
+	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
+	t.Cleanup(paymentService.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
 	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://"+hs.Listener.Addr().String(), log)
 	gateway.Retries = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}
@@ -113,7 +113,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	t.Cleanup(gateway.Close)
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:      orderService,
-		Callbacks:   callbacks,
+		Payments:    paymentService,
 		Keys:        idempotency.New(db, time.Now, cfg.RequestTimeout),
 		Products:    catalog.NewService(db),
 		Audit:       audit.New(db),
@@ -128,7 +128,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	hs.Start()
 	t.Cleanup(hs.Close)
 	ensureAdmin(t, db)
-	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: callbacks}
+	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService}
 	c.client = c.newClient()
 	return c
 }

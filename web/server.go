@@ -1,7 +1,10 @@
 // Package web is Sekali's HTTP side: the JSON API, the payment callback
 // endpoint, the admin console (HTML, templ + htmx), health checks and
-// metrics. It is the only package that knows Echo and templ; everything
-// it does is delegated to the app/ services it is given.
+// metrics. It is the only package that knows Echo and templ, and it never
+// sees the database: everything it does is delegated to the app/ services
+// it is given, through the small interfaces below — a request under an
+// Idempotency-Key goes to a service as an idempotency.Once, and the
+// service runs it in a transaction of its own.
 package web
 
 import (
@@ -37,7 +40,7 @@ type (
 		Cancel(ctx context.Context, id, cause string) (*models.Order, error)
 		List(ctx context.Context, f orders.Filter) ([]models.Order, string, error)
 	}
-	callbackService interface {
+	paymentService interface {
 		Receive(ctx context.Context, d payments.Delivery) payments.Outcome
 		Providers() []string
 		ListCallbacks(ctx context.Context, f payments.CallbackFilter) ([]models.PaymentCallback, int64, error)
@@ -101,11 +104,11 @@ type (
 
 // Deps are the services a Server is built from.
 type Deps struct {
-	Orders    orderService
-	Callbacks callbackService
-	Keys      idempotencyKeys
-	Products  productService
-	Audit     auditor
+	Orders   orderService
+	Payments paymentService
+	Keys     idempotencyKeys
+	Products productService
+	Audit    auditor
 	// Metrics is what /metrics serves (the process's metrics.Set
 	// registry); none when nil.
 	Metrics prometheus.Gatherer

@@ -80,8 +80,8 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	testenv.MustCreateProduct(t, db, "CRASH", 10000, paidOrders)
 	log := testenv.Logger(t)
 	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
-	callbacks := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
-	t.Cleanup(callbacks.Close)
+	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	t.Cleanup(paymentService.Close)
 	ids := make([]string, paidOrders)
 	for i := range ids {
 		o, err := orderService.Create(context.Background(), orders.CreateRequest{
@@ -92,7 +92,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		}
 		ids[i] = o.ID
 		body := testenv.SandboxBody(o.ID, "tx-"+o.ID, models.EventPaid, 10000)
-		out := callbacks.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name,
+		out := paymentService.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name,
 			Header: testenv.SandboxHeaders("evt-"+o.ID, body, time.Now()), Body: bytesReader(body), ContentType: "application/json"})
 		if out.Result != models.ResultProcessed {
 			t.Fatalf("paying %s: %+v", o.ID, out)

@@ -109,8 +109,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	metricSet := metrics.New()
 	inspector := asynq.NewInspectorFromRedisClient(rdb) // the queue gauges and the console read the queue through it
 	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(inspector))
-	callbacks := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, gatewaySet.Providers()...)
-	defer callbacks.Close() // after the HTTP server has stopped: writes the queued delivery rows
+	paymentService := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, gatewaySet.Providers()...)
+	defer paymentService.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
 
@@ -126,12 +126,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		queuesUI := asynqmon.New(asynqmon.Options{RootPath: "/admin/queues", RedisConnOpt: redisConn})
 		defer queuesUI.Close()
 		deps := web.Deps{
-			Orders:    orderService,
-			Callbacks: callbacks,
-			Keys:      idempotency.New(db, time.Now, cfg.RequestTimeout),
-			Products:  catalog.NewService(db),
-			Audit:     audit.New(db),
-			Metrics:   metricSet.Registry,
+			Orders:   orderService,
+			Payments: paymentService,
+			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
+			Products: catalog.NewService(db),
+			Audit:    audit.New(db),
+			Metrics:  metricSet.Registry,
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
@@ -186,7 +186,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
 				PollPayments: func(ctx context.Context) (int, error) {
-					return callbacks.Poll(ctx, statusClients, cfg.PollWithin)
+					return paymentService.Poll(ctx, statusClients, cfg.PollWithin)
 				},
 			})
 		})
