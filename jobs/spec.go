@@ -34,11 +34,10 @@ type Spec struct {
 	Handler func(Deps) asynq.HandlerFunc
 }
 
-// specs is every job the worker runs. Adding a job is a file with its spec
-// and handler, and a line here. (Each spec is returned by a function, not
-// held in a variable: a handler may enqueue — the reconciler does — and
-// enqueueing reads the specs, which Go would refuse as an initialization
-// cycle between package variables.)
+// specs is every job the worker runs, as Asynq's mux registers handlers:
+// adding a job is a file with its args, spec and handler, and a line
+// here. It is a function because the list refers to itself: the
+// reconciler's handler enqueues, and enqueueing reads the specs.
 func specs() []Spec {
 	return []Spec{
 		invoiceJob(),
