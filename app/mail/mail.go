@@ -64,8 +64,21 @@ func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.
 	if !o.Status.WasPaid() {
 		return nil, nil
 	}
-	key := Key(OrderPaid, orderID)
-	e := models.OutboundEmail{
+	e := OrderPaidEmail(&o)
+	db = db.WithContext(ctx)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+		return nil, err
+	}
+	if err := db.Take(&e, "key = ?", e.Key).Error; err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// OrderPaidEmail is the payment confirmation email of o, not sent yet.
+func OrderPaidEmail(o *models.Order) models.OutboundEmail {
+	key := Key(OrderPaid, o.ID)
+	return models.OutboundEmail{
 		Key:       key,
 		MessageID: MessageID(key),
 		To:        o.CustomerEmail,
@@ -74,14 +87,6 @@ func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.
 			o.TotalAmount, o.Currency, o.ID),
 		Status: models.EmailPending,
 	}
-	db = db.WithContext(ctx)
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-		return nil, err
-	}
-	if err := db.Take(&e, "key = ?", key).Error; err != nil {
-		return nil, err
-	}
-	return &e, nil
 }
 
 // Deliver sends e through s unless it was sent, outside any transaction:
