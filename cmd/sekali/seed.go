@@ -12,16 +12,12 @@ import (
 )
 
 // seed is `sekali seed`: the demo products and the admin user. Running it
-// again changes nothing. With --bulk-orders=N it also generates N orders
-// and all that follows them (seed_bulk.go); each run adds another batch.
+// again changes nothing. (The load tests' database of 200,000 orders is
+// made by a binary of their own, loadtest/bulkseed.)
 func seed(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("seed", stderr)
-	bulkOrders := fs.Int("bulk-orders", 0, "also generate this many orders with their callbacks, deliveries, payments, invoices, emails and jobs, spread over the last 30 days (each run adds a batch; 0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *bulkOrders < 0 {
-		return &exitError{code: 2, msg: "--bulk-orders must be 0 (none) or a number of orders"}
 	}
 	cfg, db, err := openDatabase(ctx, getenv)
 	if err != nil {
@@ -48,9 +44,6 @@ func seed(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintf(stdout, "seed: created admin %s with the password from ADMIN_PASSWORD\n", cfg.AdminEmail)
 	default:
 		fmt.Fprintf(stdout, "seed: admin %s already exists\n", cfg.AdminEmail)
-	}
-	if *bulkOrders > 0 {
-		return seedBulk(ctx, db, *bulkOrders, cfg.OrderTTL, stdout)
 	}
 	return nil
 }

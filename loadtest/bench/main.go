@@ -104,7 +104,7 @@ func run() error {
 	flag.BoolVar(&o.profile, "profile", false, "save CPU profiles of the new-event and duplicate runs next to the results (from /debug/pprof on METRICS_ADDR)")
 	only := flag.String("only", "", "run one section: callbacks or admin (default: both), or pipeline (its latency alone)")
 	admin := adminOptions{}
-	flag.IntVar(&admin.orders, "admin-orders", 200_000, "admin section: orders in its database (sekali seed --bulk-orders)")
+	flag.IntVar(&admin.orders, "admin-orders", 200_000, "admin section: orders in its database (made by loadtest/bulkseed)")
 	flag.IntVar(&admin.requests, "admin-requests", 200, "admin section: measured requests per page, one at a time")
 	flag.IntVar(&admin.warmup, "admin-warmup", 20, "admin section: warm-up requests per page")
 	flag.StringVar(&admin.dbName, "admin-db", "sekali_bench_admin", "admin section: its database, kept between runs")
