@@ -67,15 +67,15 @@ func TestBulkSeedCommand(t *testing.T) {
 	dbURL := testenv.NewDatabaseURL(t)
 	getenv := func(k string) string { return map[string]string{"DATABASE_URL": dbURL}[k] }
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"bulkseed", "-orders=100"}, getenv, &out, testenv.LogWriter(t)); err != nil {
-		t.Fatalf("bulkseed -orders=100: %v\n%s", err, out.String())
+	if err := run(context.Background(), []string{"bulkseed", "-orders=500"}, getenv, &out, testenv.LogWriter(t)); err != nil {
+		t.Fatalf("bulkseed -orders=500: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "bulkseed: 100 orders") {
-		t.Fatalf("bulkseed -orders=100 printed no summary:\n%s", out.String())
+	if !strings.Contains(out.String(), "bulkseed: 500 orders") {
+		t.Fatalf("bulkseed -orders=500 printed no summary:\n%s", out.String())
 	}
 	t.Log(out.String())
 	db := testenv.OpenDB(t, dbURL)
-	checkBulk(t, db, 100)
+	checkBulk(t, db, 500)
 	auditGreen(t, db)
 }
 
