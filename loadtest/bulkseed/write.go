@@ -23,6 +23,7 @@ import (
 	"github.com/sekali/sekali/app/invoices"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/stats"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -419,18 +420,18 @@ func (w *writer) add(o bulkOrder) error {
 	// The tasks: the order's expiry, handed to the queue when due, and
 	// its job, which ran (and failed, for a swept order) unless not yet
 	// due; for a paid order, its invoice and email, done.
-	w.outbox.add(w.task(models.ExpireTask(o.ID, o.Expires), o.Created))
+	w.outbox.add(w.task((jobs.Tasks{}).Expire(o.ID, o.Expires), o.Created))
 	if due := o.Expires.Add(60 * time.Millisecond); !due.After(w.now) {
-		key := models.ExpireKind.ID(o.ID)
+		key := jobs.ExpireArgs{}.Kind().ID(o.ID)
 		switch o.Path {
 		case pathExpiredSweep:
-			w.jobs.add(w.job(key, models.ExpireKind.Queue, o.ID, models.JobFailed, 3, o.Expires.Add(40*time.Millisecond),
+			w.jobs.add(w.job(key, jobs.ExpireArgs{}.Kind().Queue, o.ID, models.JobFailed, 3, o.Expires.Add(40*time.Millisecond),
 				o.Expires.Add(45*time.Second), "context deadline exceeded", ""))
 		case pathExpiredJob, pathExpiredRej:
-			w.jobs.add(w.job(key, models.ExpireKind.Queue, o.ID, models.JobSucceeded, 1, o.Expires.Add(40*time.Millisecond),
+			w.jobs.add(w.job(key, jobs.ExpireArgs{}.Kind().Queue, o.ID, models.JobSucceeded, 1, o.Expires.Add(40*time.Millisecond),
 				o.EndAt, "", "expired"))
 		default:
-			w.jobs.add(w.job(key, models.ExpireKind.Queue, o.ID, models.JobSucceeded, 1, o.Expires.Add(40*time.Millisecond),
+			w.jobs.add(w.job(key, jobs.ExpireArgs{}.Kind().Queue, o.ID, models.JobSucceeded, 1, o.Expires.Add(40*time.Millisecond),
 				due, "", "no longer pending"))
 		}
 	}
@@ -438,13 +439,13 @@ func (w *writer) add(o bulkOrder) error {
 		return nil
 	}
 	requestID := deliveries[0].RequestID // the delivery that paid it
-	w.outbox.add(w.task(models.InvoiceTask(o.ID, o.EndAt, requestID), o.EndAt),
-		w.task(models.EmailTask(models.EmailOrderPaid, o.ID, o.EndAt, requestID), o.EndAt))
-	email := mail.OrderPaid(&order)
+	w.outbox.add(w.task(jobs.Row(jobs.InvoiceArgs{OrderID: o.ID, RequestID: requestID}, o.EndAt), o.EndAt),
+		w.task(jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: o.ID, RequestID: requestID}, o.EndAt), o.EndAt))
+	email := mail.OrderPaidEmail(&order)
 	sent := o.EndAt.Add(250 * time.Millisecond)
 	email.Status, email.Attempts, email.SentAt, email.CreatedAt = models.EmailSent, 1, &sent, o.EndAt.Add(70*time.Millisecond)
 	w.emails.add(email)
-	w.jobs.add(w.job(models.EmailKind.ID(email.Key), models.EmailKind.Queue, o.ID, models.JobSucceeded, 1,
+	w.jobs.add(w.job(jobs.EmailArgs{}.Kind().ID(email.Key), jobs.EmailArgs{}.Kind().Queue, o.ID, models.JobSucceeded, 1,
 		email.CreatedAt, o.EndAt.Add(255*time.Millisecond), "", email.MessageID))
 	// The invoice, issued by its job's last attempt; numbered when written.
 	issued := o.EndAt.Add(time.Duration(o.InvoiceJobAttempts-1)*10*time.Second + 90*time.Millisecond)
@@ -561,7 +562,7 @@ func (w *writer) flush(before time.Time) error {
 		inv.Sequence = w.next[inv.Year]
 		inv.Number = invoices.Number(inv.Year, inv.Sequence)
 		invs[i] = inv
-		w.jobs.add(w.job(models.InvoiceKind.ID(inv.OrderID), models.InvoiceKind.Queue, inv.OrderID, models.JobSucceeded, p.attempts,
+		w.jobs.add(w.job(jobs.InvoiceArgs{}.Kind().ID(inv.OrderID), jobs.InvoiceArgs{}.Kind().Queue, inv.OrderID, models.JobSucceeded, p.attempts,
 			inv.IssuedAt.Add(-30*time.Millisecond), inv.IssuedAt.Add(5*time.Millisecond), "", inv.Number))
 	}
 	if err := create(w.tx, "invoices", invs); err != nil {
