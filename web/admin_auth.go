@@ -52,7 +52,8 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 
 // requireAdmin lets only a logged-in admin through. Anyone else is sent
 // to the log-in page (an htmx request is told to go there), which brings
-// them back afterwards.
+// them back afterwards — unless they asked for JSON: a script gets a 401
+// problem, not a page it cannot use.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		email := s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin)
@@ -64,6 +65,9 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 			if isHTMX(c) {
 				c.Response().Header().Set("HX-Redirect", login)
 				return c.NoContent(http.StatusUnauthorized)
+			}
+			if preferredType(c.Request().Header.Get(echo.HeaderAccept)) == "json" {
+				return models.Errorf(models.EUnauthorized, "log in to the console first (or use ADMIN_API_TOKEN on /api/admin)")
 			}
 			return c.Redirect(http.StatusSeeOther, login)
 		}

@@ -252,3 +252,21 @@ func TestConsoleReadsNegotiateByAccept(t *testing.T) {
 		t.Errorf("a bad filter asked as HTML: %d %s", bad.StatusCode, bad.Header.Get("Content-Type"))
 	}
 }
+
+// TestConsoleJSONWithoutASessionIs401: a script that asks a console page
+// for JSON without being logged in gets a 401 problem, not the log-in
+// page's redirect; a browser still goes to the log-in page.
+func TestConsoleJSONWithoutASessionIs401(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	p := c.do(c.client, "GET", "/admin/orders", nil, http.Header{"Accept": {"application/json"}})
+	var prob struct{ Code string }
+	if p.StatusCode != 401 || p.Header.Get("Content-Type") != "application/problem+json" ||
+		json.Unmarshal([]byte(p.Body), &prob) != nil || prob.Code != "unauthorized" {
+		t.Errorf("JSON without a session: %d %s %.200s; want a 401 unauthorized problem", p.StatusCode, p.Header.Get("Content-Type"), p.Body)
+	}
+	p = c.do(c.client, "GET", "/admin/orders", nil, http.Header{"Accept": {"text/html"}})
+	if p.StatusCode != 303 || !strings.HasPrefix(p.Header.Get("Location"), "/admin/login?next=") {
+		t.Errorf("a page without a session: %d to %q; want 303 to the log-in", p.StatusCode, p.Header.Get("Location"))
+	}
+}
