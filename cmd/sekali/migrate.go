@@ -16,7 +16,7 @@ import (
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, "usage: sekali migrate up|down|status") }
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

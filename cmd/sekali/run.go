@@ -108,6 +108,17 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
+// parseFlags parses a command's flags. A flag it does not know, or a bad
+// value, is a usage error: exit status 2, as for an unknown command (the
+// flag package has printed what was wrong and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &exitError{code: 2}
+}
+
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sekali "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -16,7 +16,7 @@ import (
 // made by a binary of their own, loadtest/bulkseed.)
 func seed(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("seed", stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, db, err := openDatabase(ctx, getenv)

@@ -50,7 +50,7 @@ const shutdownTimeout = 15 * time.Second
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	rolesFlag := fs.String("roles", strings.Join(knownRoles, ","), "comma-separated parts to run: "+strings.Join(knownRoles, ", "))
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	roles, err := parseRoles(*rolesFlag)

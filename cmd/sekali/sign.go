@@ -25,7 +25,7 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 	secret := fs.String("secret", "", "the secret (default: the variable the server reads — SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN or STRIPE_WEBHOOK_SECRET — or, for sandbox, the development secret)")
 	ts := fs.Int64("timestamp", 0, "unix seconds (default: now)")
 	curl := fs.Bool("curl", false, "print curl -H arguments instead of header lines")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if !slices.Contains(gateways.Names(), *provider) {

@@ -17,7 +17,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	drainTimeout := fs.Duration("drain-timeout", audit.DefaultDrainTimeout,
 		"how long to wait for the outbox and the jobs of paid orders to finish; 0 for a live run that leaves out orders paid in the last minute")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	_, db, err := openDatabase(ctx, getenv)
