@@ -96,6 +96,8 @@ type Gateway struct {
 	// latest; midtransOrder lists the pairs, oldest first, for eviction.
 	midtrans      map[string][]byte
 	midtransOrder []string
+	stripe        stripeAPI // its API (stripeapi.go), once SpeakStripeAPI is told the key
+	faults        Faults    // of the emulated APIs
 	wg            sync.WaitGroup
 	stop          chan struct{} // closed by Close: no more retries
 	stopOnce      sync.Once
@@ -155,6 +157,7 @@ func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET("/sandbox/status/:id", g.status, mw...)
 	e.GET(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransStatus, mw...)
 	e.PUT(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransSetStatus, mw...)
+	g.mountStripe(e, mw...)
 }
 
 // status is GET /sandbox/status/:id, the gateway's status API: the latest

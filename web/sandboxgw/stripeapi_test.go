@@ -1,0 +1,343 @@
+package sandboxgw_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stripe/stripe-go/v82"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+const stripeKey = "sk_test_sandboxgw_0123456789"
+
+// stripeEmulator serves a gateway that speaks Stripe's API with
+// stripeKey, and returns it, its address and a stripe-go client pointed
+// at it that makes no retries of its own (the tests are the retries).
+func stripeEmulator(t *testing.T) (*sandboxgw.Gateway, string, *stripe.Client) {
+	t.Helper()
+	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
+	g.SpeakStripeAPI(stripeKey)
+	e := echo.New()
+	g.Mount(e)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return g, srv.URL, stripeClient(srv.URL, stripeKey)
+}
+
+// stripeClient is stripe-go pointed at the gateway's Stripe API. stripe-go
+// v82 takes a base URL without a path only: it reads the API version
+// from the request's path, which must begin /v1 (it sends the request,
+// then fails on the answer), so the path prefix is added below it, by
+// the HTTP client.
+func stripeClient(serverURL, key string) *stripe.Client {
+	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		URL:               stripe.String(serverURL),
+		HTTPClient:        &http.Client{Transport: prefixPath{sandboxgw.StripeAPIPath, http.DefaultTransport}},
+		MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	return stripe.NewClient(key, stripe.WithBackends(backends))
+}
+
+// prefixPath puts prefix before the path of each request.
+type prefixPath struct {
+	prefix string
+	next   http.RoundTripper
+}
+
+func (p prefixPath) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Path = p.prefix + r.URL.Path
+	return p.next.RoundTrip(r)
+}
+
+// sessionParams asks for a Checkout Session of an order, as Sekali will.
+func sessionParams(orderID string, amount int64, key string) *stripe.CheckoutSessionCreateParams {
+	p := &stripe.CheckoutSessionCreateParams{
+		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
+		SuccessURL:        stripe.String("https://shop.example/orders/" + orderID + "?session_id={CHECKOUT_SESSION_ID}"),
+		CancelURL:         stripe.String("https://shop.example/orders/" + orderID),
+		ClientReferenceID: stripe.String(orderID),
+		Metadata:          map[string]string{"order_id": orderID},
+		PaymentIntentData: &stripe.CheckoutSessionCreatePaymentIntentDataParams{Metadata: map[string]string{"order_id": orderID}},
+		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
+			Quantity: stripe.Int64(1),
+			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
+				Currency: stripe.String("idr"), UnitAmount: stripe.Int64(amount),
+				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{Name: stripe.String("Order " + orderID)},
+			},
+		}},
+	}
+	if key != "" {
+		p.SetIdempotencyKey(key)
+	}
+	return p
+}
+
+// sessions lists the Checkout Sessions the gateway holds, every page.
+func sessions(t *testing.T, sc *stripe.Client) []*stripe.CheckoutSession {
+	t.Helper()
+	var out []*stripe.CheckoutSession
+	for cs, err := range sc.V1CheckoutSessions.List(t.Context(), &stripe.CheckoutSessionListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(2)}}) {
+		if err != nil {
+			t.Fatalf("list sessions: %v", err)
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// stripeErr is the Stripe error behind err, or fails the test.
+func stripeErr(t *testing.T, err error, status int, typ stripe.ErrorType) *stripe.Error {
+	t.Helper()
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want a *stripe.Error", err)
+	}
+	if se.HTTPStatusCode != status || se.Type != typ {
+		t.Fatalf("error %d %s %q, want %d %s", se.HTTPStatusCode, se.Type, se.Msg, status, typ)
+	}
+	return se
+}
+
+// The same key and parameters answer the same session, marked replayed;
+// other parameters, or another endpoint, under that key are Stripe's 400
+// idempotency_error. The session is in Stripe's shape, its url the
+// sandbox pay page of the order, its PaymentIntent not yet created.
+func TestStripeCheckoutSessionIdempotency(t *testing.T) {
+	t.Parallel()
+	_, base, sc := stripeEmulator(t)
+	ctx := t.Context()
+	first, err := sc.V1CheckoutSessions.Create(ctx, sessionParams("ORD-ST-1", 150000, "checkout:ORD-ST-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.ID, "cs_") || first.Object != "checkout.session" || first.URL != base+"/sandbox/pay/ORD-ST-1" ||
+		first.PaymentIntent != nil || first.AmountTotal != 150000 || first.Currency != "idr" || first.Metadata["order_id"] != "ORD-ST-1" ||
+		first.ClientReferenceID != "ORD-ST-1" || first.Status != stripe.CheckoutSessionStatusOpen ||
+		first.PaymentStatus != stripe.CheckoutSessionPaymentStatusUnpaid || first.Mode != stripe.CheckoutSessionModePayment ||
+		!strings.HasPrefix(first.SuccessURL, "https://shop.example/") {
+		t.Errorf("session %+v", first)
+	}
+	if h := first.LastResponse.Header.Get("Idempotent-Replayed"); h != "" {
+		t.Errorf("the first answer is marked replayed: %q", h)
+	}
+
+	again, err := sc.V1CheckoutSessions.Create(ctx, sessionParams("ORD-ST-1", 150000, "checkout:ORD-ST-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != first.ID || again.LastResponse.Header.Get("Idempotent-Replayed") != "true" ||
+		again.LastResponse.IdempotencyKey != "checkout:ORD-ST-1" {
+		t.Errorf("the same request again: %s, replayed %q, key %q; want %s replayed", again.ID,
+			again.LastResponse.Header.Get("Idempotent-Replayed"), again.LastResponse.IdempotencyKey, first.ID)
+	}
+
+	_, err = sc.V1CheckoutSessions.Create(ctx, sessionParams("ORD-ST-1", 150001, "checkout:ORD-ST-1"))
+	if se := stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeIdempotency); !strings.Contains(se.Msg, "same parameters") {
+		t.Errorf("other parameters: %q", se.Msg)
+	}
+	_, err = sc.V1Refunds.Create(ctx, refundParams("pi_1", 1000, "checkout:ORD-ST-1"))
+	if se := stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeIdempotency); !strings.Contains(se.Msg, "same endpoint") {
+		t.Errorf("another endpoint: %q", se.Msg)
+	}
+
+	got, err := sc.V1CheckoutSessions.Retrieve(ctx, first.ID, nil)
+	if err != nil || got.ID != first.ID || got.URL != first.URL {
+		t.Errorf("retrieve: %+v, %v", got, err)
+	}
+	_, err = sc.V1CheckoutSessions.Retrieve(ctx, "cs_test_none", nil)
+	stripeErr(t, err, http.StatusNotFound, stripe.ErrorTypeInvalidRequest)
+	if n := len(sessions(t, sc)); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
+	}
+}
+
+// Without a key each call acts: two sessions. stripe-go sends a key of
+// its own making on every POST (a new one per call), so a caller that
+// sets none gets two; so does a request without the header at all.
+func TestStripeWithoutKeyCreatesTwice(t *testing.T) {
+	t.Parallel()
+	_, base, sc := stripeEmulator(t)
+	a, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-2", 5000, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-2", 5000, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"mode": {"payment"}, "metadata[order_id]": {"ORD-ST-2"}, "line_items[0][quantity]": {"1"},
+		"line_items[0][price_data][currency]": {"idr"}, "line_items[0][price_data][unit_amount]": {"5000"}}
+	for range 2 {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+sandboxgw.StripeAPIPath+"/v1/checkout/sessions",
+			strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+stripeKey)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("without Idempotency-Key: %d", res.StatusCode)
+		}
+	}
+	if a.ID == b.ID {
+		t.Errorf("two calls without a key answered one session %s", a.ID)
+	}
+	if n := len(sessions(t, sc)); n != 4 {
+		t.Errorf("%d sessions, want 4", n)
+	}
+}
+
+// A wrong secret key is Stripe's 401, and creates nothing.
+func TestStripeWrongKey(t *testing.T) {
+	t.Parallel()
+	_, base, sc := stripeEmulator(t)
+	_, err := stripeClient(base, "sk_test_wrong_0123456789").V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-3", 5000, "k"))
+	if se := stripeErr(t, err, http.StatusUnauthorized, stripe.ErrorTypeInvalidRequest); strings.Contains(se.Msg, "wrong_0123456") {
+		t.Errorf("the error shows the key: %q", se.Msg)
+	}
+	if n := len(sessions(t, sc)); n != 0 {
+		t.Errorf("%d sessions, want 0", n)
+	}
+}
+
+// FailNext: a 500 before acting saves nothing under the key, so the
+// retry with the same key acts, once.
+func TestStripeFailNext(t *testing.T) {
+	t.Parallel()
+	g, _, sc := stripeEmulator(t)
+	g.Faults().FailNext(1)
+	_, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-4", 5000, "checkout:ORD-ST-4"))
+	stripeErr(t, err, http.StatusInternalServerError, stripe.ErrorTypeAPI)
+	cs, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-4", 5000, "checkout:ORD-ST-4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := sessions(t, sc); len(all) != 1 || all[0].ID != cs.ID {
+		t.Errorf("sessions %v, want only %s", all, cs.ID)
+	}
+}
+
+// TimeOutAfterActing: the gateway creates the session and does not
+// answer; the caller gives up; its retry with the same key gets the
+// session the first call created, and there is only that one.
+func TestStripeTimeOutAfterActing(t *testing.T) {
+	t.Parallel()
+	g, _, sc := stripeEmulator(t)
+	g.Faults().TimeOutAfterActing(1)
+	ctx, giveUp := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := sc.V1CheckoutSessions.Create(ctx, sessionParams("ORD-ST-5", 5000, "checkout:ORD-ST-5"))
+		done <- err
+	}()
+	var created []*stripe.CheckoutSession
+	testenv.Eventually(t, "the gateway created the session", func() bool {
+		created = sessions(t, sc)
+		return len(created) == 1
+	})
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the call answered, want no answer")
+	}
+	cs, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-5", 5000, "checkout:ORD-ST-5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.ID != created[0].ID || cs.LastResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the retry got %s (replayed %q), want %s replayed", cs.ID, cs.LastResponse.Header.Get("Idempotent-Replayed"), created[0].ID)
+	}
+	if n := len(sessions(t, sc)); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
+	}
+}
+
+// Ten calls with one key at once: one session. Each call gets it, or,
+// while the first is still in progress, Stripe's 409.
+func TestStripeConcurrentSameKey(t *testing.T) {
+	t.Parallel()
+	_, _, sc := stripeEmulator(t)
+	const n = 10
+	start := make(chan struct{})
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			cs, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-6", 5000, "checkout:ORD-ST-6"))
+			if err == nil {
+				ids[i] = cs.ID
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	all := sessions(t, sc)
+	if len(all) != 1 {
+		t.Fatalf("%d sessions, want 1", len(all))
+	}
+	for i := range n {
+		if errs[i] != nil {
+			stripeErr(t, errs[i], http.StatusConflict, stripe.ErrorTypeIdempotency)
+		} else if ids[i] != all[0].ID {
+			t.Errorf("call %d got session %s, want %s", i, ids[i], all[0].ID)
+		}
+	}
+}
+
+func refundParams(pi string, amount int64, key string) *stripe.RefundCreateParams {
+	p := &stripe.RefundCreateParams{
+		PaymentIntent: stripe.String(pi),
+		Amount:        stripe.Int64(amount),
+		Reason:        stripe.String(string(stripe.RefundReasonRequestedByCustomer)),
+		Metadata:      map[string]string{"order_id": "ORD-ST-7", "refund_id": "R-1"},
+	}
+	if key != "" {
+		p.SetIdempotencyKey(key)
+	}
+	return p
+}
+
+// A refund asked twice with one key is one refund; without a key, two.
+func TestStripeRefundIdempotency(t *testing.T) {
+	t.Parallel()
+	_, _, sc := stripeEmulator(t)
+	ctx := t.Context()
+	first, err := sc.V1Refunds.Create(ctx, refundParams("pi_sandbox_1", 5000, "refund:R-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.ID, "re_") || first.Amount != 5000 || first.Status != stripe.RefundStatusSucceeded ||
+		first.PaymentIntent == nil || first.PaymentIntent.ID != "pi_sandbox_1" || first.Metadata["refund_id"] != "R-1" ||
+		first.Reason != stripe.RefundReasonRequestedByCustomer {
+		t.Errorf("refund %+v", first)
+	}
+	again, err := sc.V1Refunds.Create(ctx, refundParams("pi_sandbox_1", 5000, "refund:R-1"))
+	if err != nil || again.ID != first.ID || again.LastResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the same refund again: %v, %v; want %s replayed", again, err, first.ID)
+	}
+	other, err := sc.V1Refunds.Create(ctx, refundParams("pi_sandbox_1", 5000, ""))
+	if err != nil || other.ID == first.ID {
+		t.Errorf("without a key: %v, %v; want a second refund", other, err)
+	}
+	got, err := sc.V1Refunds.Retrieve(ctx, first.ID, nil)
+	if err != nil || got.ID != first.ID || got.Amount != 5000 {
+		t.Errorf("retrieve: %+v, %v", got, err)
+	}
+	_, err = sc.V1Refunds.Create(ctx, &stripe.RefundCreateParams{Amount: stripe.Int64(1)})
+	stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest)
+}
