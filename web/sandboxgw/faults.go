@@ -21,6 +21,7 @@ type Faults struct {
 	mu   sync.Mutex
 	fail int
 	hang int
+	held int // calls that acted and wait for their caller to give up
 }
 
 // FailNext makes the next n API calls answer 500, in the gateway's error
@@ -40,6 +41,20 @@ func (f *Faults) FailNext(n int) {
 func (f *Faults) TimeOutAfterActing(n int) {
 	f.mu.Lock()
 	f.hang = n
+	f.mu.Unlock()
+}
+
+// Held is the number of calls that acted and are waiting, unanswered,
+// for their caller to give up: a test waits for it before it gives up.
+func (f *Faults) Held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
+}
+
+func (f *Faults) hold(n int) {
+	f.mu.Lock()
+	f.held += n
 	f.mu.Unlock()
 }
 
@@ -80,8 +95,10 @@ func (g *Gateway) apiHandler(failed []byte, call func(c echo.Context) apiAnswer)
 		}
 		a := call(c)
 		if hang {
+			g.faults.hold(1)
 			<-c.Request().Context().Done() // the caller gave up (or the server's deadline came)
-			panic(http.ErrAbortHandler)    // drop the connection: no answer at all
+			g.faults.hold(-1)
+			panic(http.ErrAbortHandler) // drop the connection: no answer at all
 		}
 		return writeAnswer(c, a)
 	}

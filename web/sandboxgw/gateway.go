@@ -96,8 +96,9 @@ type Gateway struct {
 	// latest; midtransOrder lists the pairs, oldest first, for eviction.
 	midtrans      map[string][]byte
 	midtransOrder []string
-	stripe        stripeAPI // its API (stripeapi.go), once SpeakStripeAPI is told the key
-	faults        Faults    // of the emulated APIs
+	midtransAPI   midtransAPI // its Snap and refund calls (midtransapi.go)
+	stripe        stripeAPI   // its API (stripeapi.go), once SpeakStripeAPI is told the key
+	faults        Faults      // of the emulated APIs
 	wg            sync.WaitGroup
 	stop          chan struct{} // closed by Close: no more retries
 	stopOnce      sync.Once
@@ -157,6 +158,7 @@ func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET("/sandbox/status/:id", g.status, mw...)
 	e.GET(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransStatus, mw...)
 	e.PUT(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransSetStatus, mw...)
+	g.mountMidtrans(e, mw...)
 	g.mountStripe(e, mw...)
 }
 

@@ -26,11 +26,18 @@ func stripeEmulator(t *testing.T) (*sandboxgw.Gateway, string, *stripe.Client) {
 	t.Helper()
 	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
 	g.SpeakStripeAPI(stripeKey)
+	base := serve(t, g)
+	return g, base, stripeClient(base, stripeKey)
+}
+
+// serve mounts the gateway on a test server, and returns its address.
+func serve(t *testing.T, g *sandboxgw.Gateway) string {
+	t.Helper()
 	e := echo.New()
 	g.Mount(e)
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return g, srv.URL, stripeClient(srv.URL, stripeKey)
+	return srv.URL
 }
 
 // stripeClient is stripe-go pointed at the gateway's Stripe API. stripe-go

@@ -1,0 +1,235 @@
+package sandboxgw
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/payments"
+)
+
+// Beside its status API (midtrans.go), the gateway speaks the Midtrans
+// calls Sekali makes, with the server key Speak gave it as the basic-auth
+// user, in Midtrans's shapes, at midtrans.SandboxAPIPath — the base of
+// both of Midtrans's hosts here (Snap's app.… and the Core API's api.…):
+//
+//   - POST /snap/v1/transactions creates a Snap transaction: 201 with a
+//     token and a redirect_url, the sandbox pay page of the order. An
+//     order_id is single-use, as at Midtrans: a second create of it is
+//     Midtrans's 400 "has already been taken" (or, once the gateway has
+//     reported it paid, "has been paid and utilized"), never the first
+//     token again.
+//   - POST /v2/:id/refund refunds a transaction (by transaction or order
+//     id) the gateway reported settled: the refund is approved at once.
+//     A refund_key is single-use: a second refund with it is 406
+//     "Duplicate refund ID", whether the first was done or not.
+//
+// Not emulated: the Idempotency-Key header (Midtrans documents it for the
+// Core API; whether Snap honours it is unverified), the status API's
+// view of a refund (it keeps answering with the payment), and a refund
+// retried with the same key after a failure (Midtrans allows it within
+// 7 days; here nothing fails after the key is taken).
+
+// keptMidtrans bounds the Snap orders and the refund keys the gateway
+// remembers, each: the oldest go first.
+const keptMidtrans = 10_000
+
+// midtransAPI is the state of the Midtrans calls that act.
+type midtransAPI struct {
+	mu       sync.Mutex
+	snaps    *kept[string] // token by order id
+	refunds  *kept[bool]   // the refund keys used
+	refunded *kept[int64]  // the amount refunded, by transaction id
+	nextID   int64         // the next refund_chargeback_id
+	once     sync.Once
+}
+
+func (m *midtransAPI) init() {
+	m.once.Do(func() {
+		m.snaps, m.refunds, m.refunded = newKept[string](keptMidtrans), newKept[bool](keptMidtrans), newKept[int64](keptMidtrans)
+		m.nextID = 1
+	})
+}
+
+// Midtrans's error answers: Snap's and the Core API's.
+func snapError(status int, messages ...string) apiAnswer {
+	return jsonAnswer(status, map[string]any{"error_messages": messages})
+}
+
+func coreError(status int, message string) apiAnswer {
+	return jsonAnswer(status, map[string]string{"status_code": fmt.Sprint(status), "status_message": message})
+}
+
+const midtransFailed = "Sorry, we encountered internal server error. We will fix this soon."
+
+func (g *Gateway) mountMidtrans(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+	g.midtransAPI.init()
+	e.POST(midtrans.SandboxAPIPath+"/snap/v1/transactions",
+		g.apiHandler(snapError(http.StatusInternalServerError, midtransFailed).body, g.createSnap), mw...)
+	e.POST(midtrans.SandboxAPIPath+"/v2/:id/refund",
+		g.apiHandler(coreError(http.StatusInternalServerError, midtransFailed).body, g.refundMidtrans), mw...)
+}
+
+// snapRequest is the part of a Snap request the gateway reads.
+type snapRequest struct {
+	TransactionDetails struct {
+		OrderID     string `json:"order_id"`
+		GrossAmount int64  `json:"gross_amount"`
+	} `json:"transaction_details"`
+	ItemDetails []struct {
+		Price    int64 `json:"price"`
+		Quantity int64 `json:"quantity"`
+	} `json:"item_details"`
+}
+
+// midtransOrderID is what Midtrans allows in an order_id.
+var midtransOrderID = regexp.MustCompile(`^[A-Za-z0-9\-_~.]{1,50}$`)
+
+// createSnap is POST /snap/v1/transactions.
+func (g *Gateway) createSnap(c echo.Context) apiAnswer {
+	sender, ok := g.midtransSender()
+	if !ok || !sender.Authorizes(c.Request()) {
+		return snapError(http.StatusUnauthorized, "Access denied due to unauthorized transaction, please check client or server key",
+			"Visit https://snap-docs.midtrans.com/#request-headers for more details")
+	}
+	var req snapRequest
+	if err := json.NewDecoder(c.Request().Body).Decode(&req); err != nil {
+		return snapError(http.StatusBadRequest, "The request body is not valid JSON: "+err.Error())
+	}
+	order, gross := req.TransactionDetails.OrderID, req.TransactionDetails.GrossAmount
+	switch {
+	case order == "":
+		return snapError(http.StatusBadRequest, "transaction_details.order_id is required")
+	case !midtransOrderID.MatchString(order):
+		return snapError(http.StatusBadRequest,
+			"transaction_details.order_id may contain only letters, digits, dash, underscore, tilde and dot, at most 50")
+	case gross < 1:
+		return snapError(http.StatusBadRequest, "transaction_details.gross_amount must be at least 1")
+	}
+	if len(req.ItemDetails) > 0 {
+		var sum int64
+		for _, it := range req.ItemDetails {
+			sum += it.Price * it.Quantity
+		}
+		if sum != gross {
+			return snapError(http.StatusBadRequest, "transaction_details.gross_amount is not equal to the sum of item_details")
+		}
+	}
+	m := &g.midtransAPI
+	m.mu.Lock()
+	_, taken := m.snaps.get(order)
+	token := newUUID()
+	if !taken {
+		m.snaps.put(order, token)
+	}
+	m.mu.Unlock()
+	if taken {
+		if n, ok := g.midtransTransaction(order); ok && (n.TransactionStatus == "settlement" || n.TransactionStatus == "capture") {
+			return snapError(http.StatusBadRequest, "transaction_details.order_id has been paid and utilized, please use another order ID")
+		}
+		return snapError(http.StatusBadRequest, "transaction_details.order_id has already been taken")
+	}
+	return jsonAnswer(http.StatusCreated, map[string]string{"token": token,
+		"redirect_url": c.Scheme() + "://" + c.Request().Host + "/sandbox/pay/" + url.PathEscape(order)})
+}
+
+// midtransTransaction is the latest notification the gateway knows of a
+// transaction or order id.
+func (g *Gateway) midtransTransaction(id string) (midtrans.Notification, bool) {
+	g.mu.Lock()
+	body, ok := g.midtrans[id]
+	g.mu.Unlock()
+	var n midtrans.Notification
+	if !ok || json.Unmarshal(body, &n) != nil {
+		return n, false
+	}
+	return n, true
+}
+
+// refundRequest is Midtrans's refund request.
+type refundRequest struct {
+	RefundKey string `json:"refund_key"`
+	Amount    *int64 `json:"amount"`
+	Reason    string `json:"reason"`
+}
+
+// midtransRefundKey is what Midtrans allows in a refund_key.
+var midtransRefundKey = regexp.MustCompile(`^[A-Za-z0-9\-_]+$`)
+
+// refundMidtrans is POST /v2/:id/refund.
+func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
+	sender, ok := g.midtransSender()
+	if !ok || !sender.Authorizes(c.Request()) {
+		return coreError(http.StatusUnauthorized, "Access denied due to unauthorized transaction, please check client or server key")
+	}
+	var req refundRequest
+	if err := json.NewDecoder(c.Request().Body).Decode(&req); err != nil {
+		return coreError(http.StatusBadRequest, "The request body is not valid JSON: "+err.Error())
+	}
+	if req.RefundKey != "" && !midtransRefundKey.MatchString(req.RefundKey) {
+		return coreError(http.StatusBadRequest, "refund_key may contain only letters, digits, dash and underscore")
+	}
+	n, ok := g.midtransTransaction(c.Param("id"))
+	if !ok {
+		return coreError(http.StatusNotFound, "Transaction doesn't exist.")
+	}
+	if n.TransactionStatus != "settlement" && n.TransactionStatus != "capture" {
+		return coreError(http.StatusPreconditionFailed, "Merchant cannot modify the status of the transaction")
+	}
+	gross, ok := payments.MinorFromDecimal(n.GrossAmount, n.Currency)
+	if !ok {
+		return coreError(http.StatusInternalServerError, midtransFailed)
+	}
+	m := &g.midtransAPI
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := req.RefundKey
+	if key == "" {
+		key = newID("refund-") // Midtrans makes one up
+	}
+	if _, used := m.refunds.get(key); used {
+		return coreError(http.StatusNotAcceptable, "Duplicate refund ID")
+	}
+	done, _ := m.refunded.get(n.TransactionID)
+	amount := gross - done
+	if req.Amount != nil {
+		amount = *req.Amount
+	}
+	if amount < 1 || done+amount > gross {
+		return coreError(414, "Refund request is rejected due to invalid amount")
+	}
+	m.refunds.put(key, true)
+	m.refunded.put(n.TransactionID, done+amount)
+	id := m.nextID
+	m.nextID++
+	status := "partial_refund"
+	if done+amount == gross {
+		status = "refund"
+	}
+	return jsonAnswer(http.StatusOK, map[string]any{
+		"status_code": "200", "status_message": "Success, refund request is approved",
+		"transaction_id": n.TransactionID, "order_id": n.OrderID, "payment_type": n.PaymentType,
+		"transaction_time": time.Now().Format(time.DateTime), "transaction_status": status,
+		"gross_amount": n.GrossAmount, "currency": n.Currency, "refund_chargeback_id": id, "refund_chargeback_uuid": newUUID(),
+		"refund_amount": payments.MajorText(amount, n.Currency, 2), "refund_key": key,
+	})
+}
+
+// newUUID is a random (version 4) UUID, as Snap's tokens are.
+func newUUID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := fmt.Sprintf("%x", b)
+	return strings.Join([]string{h[0:8], h[8:12], h[12:16], h[16:20], h[20:32]}, "-")
+}

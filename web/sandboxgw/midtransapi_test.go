@@ -1,0 +1,263 @@
+package sandboxgw_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+const midtransKey = "SB-Mid-server-EMULATOR0123456789"
+
+// midtransAPI is a small client of the gateway's Midtrans API, as Sekali
+// will call it: JSON, the server key as the basic-auth user.
+type midtransAPI struct {
+	t      *testing.T
+	base   string // the sandbox's address
+	key    string
+	sender payments.Sender
+}
+
+func midtransEmulator(t *testing.T) (*sandboxgw.Gateway, midtransAPI) {
+	t.Helper()
+	sender, err := gateways.NewSender(midtrans.Name, midtransKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
+	g.Speak(sender)
+	return g, midtransAPI{t: t, base: serve(t, g), key: midtransKey, sender: sender}
+}
+
+// call sends body to path (below midtrans.SandboxAPIPath) and decodes
+// the answer; err is the transport's (no answer).
+func (m midtransAPI) call(ctx context.Context, method, path string, body []byte) (int, map[string]any, error) {
+	req, err := http.NewRequestWithContext(ctx, method, m.base+midtrans.SandboxAPIPath+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.SetBasicAuth(m.key, "")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	var answer map[string]any
+	if res.StatusCode != http.StatusNoContent {
+		if err := json.NewDecoder(res.Body).Decode(&answer); err != nil {
+			m.t.Fatalf("%s %s: %d, not JSON: %v", method, path, res.StatusCode, err)
+		}
+	}
+	return res.StatusCode, answer, nil
+}
+
+func (m midtransAPI) post(path string, body any) (int, map[string]any) {
+	m.t.Helper()
+	b, _ := json.Marshal(body)
+	status, answer, err := m.call(m.t.Context(), http.MethodPost, path, b)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return status, answer
+}
+
+// transaction makes the gateway know transaction tx of order as status,
+// as the replayer does: a PUT of its signed notification.
+func (m midtransAPI) transaction(order, tx string, status models.PaymentEvent, amount int64) {
+	m.t.Helper()
+	_, body, err := payments.Notification(m.sender, payments.Fact{EventID: "evt-" + tx, OrderID: order, TransactionID: tx,
+		Status: status, Amount: amount, Currency: "IDR"}, time.Now())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if code, _, err := m.call(m.t.Context(), http.MethodPut, "/v2/"+tx+"/status", body); err != nil || code != http.StatusNoContent {
+		m.t.Fatalf("PUT status: %d, %v", code, err)
+	}
+}
+
+func snapBody(order string, amount int64) map[string]any {
+	return map[string]any{
+		"transaction_details": map[string]any{"order_id": order, "gross_amount": amount},
+		"item_details":        []map[string]any{{"id": "SKU1", "price": amount, "quantity": 1, "name": "Kopi"}},
+		"callbacks":           map[string]string{"finish": "https://shop.example/orders/" + order},
+	}
+}
+
+// firstMessage is a Snap error's first message.
+func firstMessage(answer map[string]any) string {
+	msgs, _ := answer["error_messages"].([]any)
+	if len(msgs) == 0 {
+		return ""
+	}
+	s, _ := msgs[0].(string)
+	return s
+}
+
+// A Snap order_id is single-use, as at Midtrans: the second create is
+// refused, never answered with the first token; once the order is paid
+// the refusal says so.
+func TestMidtransSnapOrderIDOnce(t *testing.T) {
+	t.Parallel()
+	_, m := midtransEmulator(t)
+	status, first := m.post("/snap/v1/transactions", snapBody("ORD-MT-1", 150000))
+	token, _ := first["token"].(string)
+	if status != http.StatusCreated || len(token) != 36 || first["redirect_url"] != m.base+"/sandbox/pay/ORD-MT-1" {
+		t.Fatalf("create: %d %v", status, first)
+	}
+	status, again := m.post("/snap/v1/transactions", snapBody("ORD-MT-1", 150000))
+	if status != http.StatusBadRequest || firstMessage(again) != "transaction_details.order_id has already been taken" || again["token"] != nil {
+		t.Errorf("the same order_id again: %d %v", status, again)
+	}
+	m.transaction("ORD-MT-1", "tx-mt-1", models.EventPaid, 150000)
+	status, paid := m.post("/snap/v1/transactions", snapBody("ORD-MT-1", 150000))
+	if status != http.StatusBadRequest || !strings.Contains(firstMessage(paid), "has been paid and utilized") {
+		t.Errorf("a paid order_id again: %d %v", status, paid)
+	}
+
+	for name, c := range map[string]struct {
+		body any
+		want string
+	}{
+		"no order_id": {map[string]any{"transaction_details": map[string]any{"gross_amount": 1000}}, "transaction_details.order_id is required"},
+		"items differ": {map[string]any{"transaction_details": map[string]any{"order_id": "ORD-MT-2", "gross_amount": 1000},
+			"item_details": []map[string]any{{"price": 999, "quantity": 1}}}, "transaction_details.gross_amount is not equal to the sum of item_details"},
+	} {
+		if status, answer := m.post("/snap/v1/transactions", c.body); status != http.StatusBadRequest || firstMessage(answer) != c.want {
+			t.Errorf("%s: %d %v", name, status, answer)
+		}
+	}
+	stranger := m
+	stranger.key = "SB-Mid-server-SOMEONEELSE012345"
+	if status, answer := stranger.post("/snap/v1/transactions", snapBody("ORD-MT-3", 1000)); status != http.StatusUnauthorized ||
+		!strings.HasPrefix(firstMessage(answer), "Access denied") {
+		t.Errorf("another server key: %d %v", status, answer)
+	}
+	if status, _ := m.post("/snap/v1/transactions", snapBody("ORD-MT-2", 1000)); status != http.StatusCreated {
+		t.Errorf("ORD-MT-2 after its refused creates: %d, want 201 (a refused create takes no order_id)", status)
+	}
+}
+
+// FailNext fails before acting: the retry creates. TimeOutAfterActing
+// acts: the retry finds the order_id taken — what a lost Snap answer
+// costs at Midtrans.
+func TestMidtransSnapFaults(t *testing.T) {
+	t.Parallel()
+	g, m := midtransEmulator(t)
+	g.Faults().FailNext(1)
+	status, answer := m.post("/snap/v1/transactions", snapBody("ORD-MT-4", 1000))
+	if status != http.StatusInternalServerError || !strings.HasPrefix(firstMessage(answer), "Sorry, we encountered internal server error") {
+		t.Fatalf("FailNext: %d %v", status, answer)
+	}
+	if status, answer := m.post("/snap/v1/transactions", snapBody("ORD-MT-4", 1000)); status != http.StatusCreated {
+		t.Fatalf("the retry: %d %v", status, answer)
+	}
+
+	g.Faults().TimeOutAfterActing(1)
+	ctx, giveUp := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		b, _ := json.Marshal(snapBody("ORD-MT-5", 1000))
+		_, _, err := m.call(ctx, http.MethodPost, "/snap/v1/transactions", b)
+		done <- err
+	}()
+	testenv.Eventually(t, "the gateway acted and holds the answer", func() bool { return g.Faults().Held() == 1 })
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the call was answered, want no answer")
+	}
+	status, answer = m.post("/snap/v1/transactions", snapBody("ORD-MT-5", 1000))
+	if status != http.StatusBadRequest || firstMessage(answer) != "transaction_details.order_id has already been taken" {
+		t.Errorf("the retry after no answer: %d %v", status, answer)
+	}
+}
+
+// A refund_key is single-use: the second refund with it is 406
+// "Duplicate refund ID", also when ten ask at once; refunds add up to
+// the payment and no further.
+func TestMidtransRefund(t *testing.T) {
+	t.Parallel()
+	g, m := midtransEmulator(t)
+	m.transaction("ORD-MT-6", "tx-mt-6", models.EventPaid, 150000)
+	refund := func(id, key string, amount int64) (int, map[string]any) {
+		return m.post("/v2/"+id+"/refund", map[string]any{"refund_key": key, "amount": amount, "reason": "customer asked"})
+	}
+
+	const n = 10
+	start := make(chan struct{})
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			codes[i], _ = refund("ORD-MT-6", "R-1", 50000)
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok, dup := 0, 0
+	for _, c := range codes {
+		switch c {
+		case http.StatusOK:
+			ok++
+		case http.StatusNotAcceptable:
+			dup++
+		}
+	}
+	if ok != 1 || dup != n-1 {
+		t.Fatalf("ten refunds with one key: %v, want one 200 and 406s", codes)
+	}
+	status, answer := refund("tx-mt-6", "R-1", 50000)
+	if status != http.StatusNotAcceptable || answer["status_code"] != "406" || answer["status_message"] != "Duplicate refund ID" {
+		t.Errorf("the same refund_key again: %d %v", status, answer)
+	}
+
+	g.Faults().TimeOutAfterActing(1)
+	ctx, giveUp := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := m.call(ctx, http.MethodPost, "/v2/tx-mt-6/refund", []byte(`{"refund_key":"R-2","amount":40000}`))
+		done <- err
+	}()
+	testenv.Eventually(t, "the gateway refunded and holds the answer", func() bool { return g.Faults().Held() == 1 })
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the refund was answered, want no answer")
+	}
+	if status, _ := refund("tx-mt-6", "R-2", 40000); status != http.StatusNotAcceptable {
+		t.Errorf("R-2 retried after no answer: %d, want 406", status)
+	}
+
+	status, answer = refund("ORD-MT-6", "R-3", 60000) // 50000 + 40000 refunded: 60000 is all that is left
+	if status != http.StatusOK || answer["status_code"] != "200" || answer["transaction_status"] != "refund" ||
+		answer["refund_amount"] != "60000.00" || answer["refund_key"] != "R-3" || answer["order_id"] != "ORD-MT-6" ||
+		answer["transaction_id"] != "tx-mt-6" || answer["gross_amount"] != "150000.00" || answer["refund_chargeback_id"] == nil {
+		t.Errorf("the rest: %d %v", status, answer)
+	}
+	if status, answer := refund("ORD-MT-6", "R-4", 1); status != 414 || answer["status_code"] != "414" {
+		t.Errorf("beyond the payment: %d %v", status, answer)
+	}
+	if status, _ := refund("tx-none", "R-5", 1); status != http.StatusNotFound {
+		t.Errorf("an unknown transaction: %d, want 404", status)
+	}
+	m.transaction("ORD-MT-7", "tx-mt-7", models.EventPending, 1000)
+	if status, _ := refund("tx-mt-7", "R-6", 1000); status != http.StatusPreconditionFailed {
+		t.Errorf("a pending transaction: %d, want 412", status)
+	}
+	g.Faults().FailNext(1)
+	if status, answer := refund("tx-mt-7", "R-7", 1000); status != http.StatusInternalServerError || answer["status_code"] != "500" {
+		t.Errorf("FailNext: %d %v", status, answer)
+	}
+}
