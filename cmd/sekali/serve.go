@@ -148,6 +148,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			for _, sender := range gatewaySet.Senders() { // each mounted gateway's format
 				gateway.Speak(sender)
 			}
+			if cfg.StripeSecretKey != "" { // it answers as Stripe's API to this key (sandboxgw.StripeAPIPath)
+				gateway.SpeakStripeAPI(cfg.StripeSecretKey)
+			}
 			defer gateway.Close()
 			deps.PaymentPage = gateway
 			log.Warn("SANDBOX_GATEWAY is on: /sandbox/pay pays orders without money; never turn it on in production")
