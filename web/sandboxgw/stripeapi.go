@@ -51,6 +51,9 @@ type stripeAPI struct {
 	keys      *kept[*stripeKeyed] // by secret key and Idempotency-Key
 	sessions  *kept[*stripeSession]
 	refunds   *kept[*stripeRefund]
+	// beginning, when set, is called as a request under a new key
+	// begins: a test holds it there, in progress.
+	beginning func()
 }
 
 // stripeKeyed is what an idempotency key was first used for, and, once
@@ -196,8 +199,12 @@ func (g *Gateway) stripePost(act func(c echo.Context, form url.Values) (a apiAns
 			s.keys.put(id, first)
 		}
 		a := first.answer(key, path, params, seen)
+		beginning := s.beginning
 		s.mu.Unlock()
 		if !seen {
+			if beginning != nil {
+				beginning()
+			}
 			var save bool
 			a, save = act(c, r.PostForm)
 			s.mu.Lock()

@@ -306,6 +306,40 @@ func TestStripeConcurrentSameKey(t *testing.T) {
 	}
 }
 
+// A request whose key is still in progress is Stripe's 409, and saves
+// nothing: once the first is done, the same request gets its answer.
+func TestStripeKeyInProgress(t *testing.T) {
+	t.Parallel()
+	g, _, sc := stripeEmulator(t)
+	begun, hold := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)                                     // before the server closes, also when the test fails
+	g.HoldStripeBeginning(func() { close(begun); <-hold }) // the test's only request under a new key
+	type result struct {
+		cs  *stripe.CheckoutSession
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		cs, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-8", 5000, "checkout:ORD-ST-8"))
+		first <- result{cs, err}
+	}()
+	<-begun
+	_, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-8", 5000, "checkout:ORD-ST-8"))
+	if se := stripeErr(t, err, http.StatusConflict, stripe.ErrorTypeIdempotency); !strings.Contains(se.Msg, "in-progress") {
+		t.Errorf("in progress: %q", se.Msg)
+	}
+	release()
+	r := <-first
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	again, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-8", 5000, "checkout:ORD-ST-8"))
+	if err != nil || again.ID != r.cs.ID || again.LastResponse.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("after it: %v, %v; want %s replayed", again, err, r.cs.ID)
+	}
+}
+
 func refundParams(pi string, amount int64, key string) *stripe.RefundCreateParams {
 	p := &stripe.RefundCreateParams{
 		PaymentIntent: stripe.String(pi),
