@@ -30,6 +30,21 @@ func stripeEmulator(t *testing.T) (*sandboxgw.Gateway, string, *stripe.Client) {
 	return g, base, stripeClient(base, stripeKey)
 }
 
+// atOnce runs f(0), …, f(n-1) in n goroutines released together, and
+// waits for them.
+func atOnce(n int, f func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 // serve mounts the gateway on a test server, and returns its address.
 func serve(t *testing.T, g *sandboxgw.Gateway) string {
 	t.Helper()
@@ -277,22 +292,15 @@ func TestStripeConcurrentSameKey(t *testing.T) {
 	t.Parallel()
 	_, _, sc := stripeEmulator(t)
 	const n = 10
-	start := make(chan struct{})
 	ids := make([]string, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			cs, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-6", 5000, "checkout:ORD-ST-6"))
-			if err == nil {
-				ids[i] = cs.ID
-			}
-			errs[i] = err
-		})
-	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) {
+		cs, err := sc.V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-6", 5000, "checkout:ORD-ST-6"))
+		if err == nil {
+			ids[i] = cs.ID
+		}
+		errs[i] = err
+	})
 	all := sessions(t, sc)
 	if len(all) != 1 {
 		t.Fatalf("%d sessions, want 1", len(all))
