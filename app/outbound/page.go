@@ -1,0 +1,66 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// PageRequest is what a gateway needs to open its hosted payment page for
+// an order.
+type PageRequest struct {
+	OrderID string
+	// Key is the provider idempotency key, chosen before the first call
+	// and sent with every repeat of it: Stripe's Idempotency-Key header,
+	// Midtrans's Snap order_id, Xendit's external_id.
+	Key           string
+	Amount        int64 // minor units
+	Currency      string
+	CustomerEmail string
+	Items         []PageItem
+	// ReturnURL is where the gateway sends the customer back: the order's
+	// page, with its access token.
+	ReturnURL string
+}
+
+// PageItem is one line of the order, as the gateway shows it.
+type PageItem struct {
+	SKU       string
+	Name      string
+	Qty       int64
+	UnitPrice int64 // minor units
+}
+
+// Page is a gateway's hosted payment page for an order.
+type Page struct {
+	// ObjectID is the gateway's id of what it created: a Snap token, a
+	// Checkout Session (cs_…), an invoice id.
+	ObjectID    string
+	RedirectURL string
+}
+
+// PageOpener opens hosted payment pages at one gateway. OpenPage returns
+// a *Refused error when the gateway answered and said no (that request
+// will never succeed); any other error — a timeout, a 5xx, a connection
+// that broke — says nothing about whether the gateway acted, and the
+// call is repeated with the same key.
+type PageOpener interface {
+	Provider() string
+	OpenPage(ctx context.Context, r PageRequest) (Page, error)
+}
+
+// Refused is a gateway's definite "no": it answered, and the same request
+// will never succeed (a 4xx other than a rate limit or a conflict with a
+// request still in progress).
+type Refused struct {
+	Status  int    // the gateway's HTTP status
+	Message string // what the gateway said
+}
+
+func (e *Refused) Error() string { return fmt.Sprintf("refused (%d): %s", e.Status, e.Message) }
+
+// IsRefused reports whether err is a gateway's definite "no".
+func IsRefused(err error) bool {
+	var r *Refused
+	return errors.As(err, &r)
+}
