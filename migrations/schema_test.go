@@ -46,6 +46,7 @@ var allModels = []any{
 	&models.AuditRun{},
 	&models.DeliveryCount{},
 	&models.RollupMark{},
+	&models.GatewayRequest{},
 }
 
 type column struct {
@@ -189,6 +190,8 @@ func TestUniqueGuards(t *testing.T) {
 		{"invoices_year_sequence_key", "invoices", []string{"year", "sequence"}, false},
 		{"outbound_emails_message_id_key", "outbound_emails", []string{"message_id"}, false},
 		{"payments_one_succeeded_per_order", "payments", []string{"order_id"}, true},
+		{"gateway_requests_provider_idempotency_key_key", "gateway_requests", []string{"provider", "idempotency_key"}, false},
+		{"gateway_requests_one_payment_per_order", "gateway_requests", []string{"order_id", "provider"}, true},
 	}
 	for _, tt := range tests {
 		var rows []struct {

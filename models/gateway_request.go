@@ -1,0 +1,48 @@
+package models
+
+import "time"
+
+// GatewayRequestKind is what a call to a gateway asks for.
+type GatewayRequestKind string
+
+// GatewayCreatePayment opens the gateway's hosted payment page for an
+// order (a Snap transaction, a Checkout Session, an invoice).
+const GatewayCreatePayment GatewayRequestKind = "create_payment"
+
+// GatewayPhase is where a call to a gateway stands.
+type GatewayPhase string
+
+const (
+	// GatewayPlanned: written, not sent yet.
+	GatewayPlanned GatewayPhase = "planned"
+	// GatewaySent: sent at least once; whether the gateway acted is not
+	// known. It is sent again with the same key.
+	GatewaySent GatewayPhase = "sent"
+	// GatewayDone: the gateway answered with its object.
+	GatewayDone GatewayPhase = "done"
+	// GatewayFailed: the gateway answered no; the same request never
+	// succeeds.
+	GatewayFailed GatewayPhase = "failed"
+)
+
+// GatewayRequest is one call Sekali means to make to a gateway, written
+// before it is made, with the provider idempotency key every repeat of it
+// carries.
+type GatewayRequest struct {
+	ID               int64
+	Kind             GatewayRequestKind
+	OrderID          string
+	Provider         string
+	IdempotencyKey   string
+	Amount           int64
+	Currency         string
+	Phase            GatewayPhase
+	Attempts         int
+	LockedUntil      *time.Time
+	ProviderObjectID string
+	RedirectURL      string
+	LastError        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	DoneAt           *time.Time
+}
