@@ -29,6 +29,7 @@ import (
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/story"
@@ -123,6 +124,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Stats:       stats.NewReader(db, time.Now),
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
+		Checkout:    outbound.NewPages(db, gateway, log, time.Now),
 	})
 	handler = srv
 	hs.Start()

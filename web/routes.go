@@ -35,6 +35,7 @@ func (s *Server) routes() {
 	e.POST("/api/orders", s.createOrder, api...)
 	e.GET("/api/orders/:id", s.getOrder, api...)
 	e.POST("/api/orders/:id/cancel", s.cancelOrder, api...)
+	e.POST("/api/orders/:id/payment", s.orderPayment, api...)
 
 	// The admin API, for test set-up and verdicts (load tests, QA), and
 	// the console's pages as JSON, for scripts: the same handlers as the
@@ -67,6 +68,7 @@ func (s *Server) routes() {
 	e.GET("/", s.shopHome, shop...)
 	e.POST("/checkout", s.checkout, shop...)
 	e.GET("/orders/:id", s.shopOrder, shop...)
+	e.POST("/orders/:id/pay", s.payOrder, shop...)
 	if s.deps.PaymentPage != nil {
 		s.deps.PaymentPage.Mount(e, middleware.BodyLimit(maxFormBody), s.shopHeaders, s.sameOrigin, s.deadline)
 	}

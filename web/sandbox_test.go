@@ -268,11 +268,11 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 	if status := order.Find(".stat .badge").First().Text(); status != "pending" {
 		t.Errorf("after a declined card the order is %q, want pending", status)
 	}
-	if !strings.Contains(order.Find(".flash").Text(), "declined") || order.Find("a.button:contains('Try again')").Length() != 1 {
+	if !strings.Contains(order.Find(".flash").Text(), "declined") || order.Find("form button:contains('Try again')").Length() != 1 {
 		t.Errorf("the order page after a declined card says %q and offers no Try again", order.Find(".flash").Text())
 	}
 	// Back from attempt 1, whose answer (declined) has landed: the same.
-	if order := c.get(orderURL + "&attempt=1").Doc(t); order.Find("a.button:contains('Try again')").Length() != 1 {
+	if order := c.get(orderURL + "&attempt=1").Doc(t); order.Find("form button:contains('Try again')").Length() != 1 {
 		t.Errorf("back from the declined attempt 1, the page offers no Try again: %q", order.Find("#order-status").Text())
 	}
 	// Back from attempt 2, before the gateway has said anything about it:
@@ -281,14 +281,14 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 	// page for a customer who left it without paying.
 	confirming := c.get(orderURL + "&attempt=2").Doc(t)
 	live := confirming.Find("#order-status")
-	if !strings.Contains(live.Find(".flash").Text(), "Confirming your payment") || live.Find("a.button").Length() != 0 {
+	if !strings.Contains(live.Find(".flash").Text(), "Confirming your payment") || live.Find(".button").Length() != 0 {
 		t.Errorf("back from attempt 2, the page says %q with buttons %q; want it confirming the payment, without buttons",
-			live.Find(".flash").Text(), live.Find("a.button").Text())
+			live.Find(".flash").Text(), live.Find(".button").Text())
 	}
 	if trigger, u := live.AttrOr("hx-trigger", ""), live.AttrOr("hx-get", ""); trigger != "every 1s" || !strings.HasSuffix(u, "&attempt=2") {
 		t.Errorf("while confirming, the status refreshes with %q from %q; want every 1s, as attempt 2", trigger, u)
 	}
-	if live.Find("a:contains('Back to the payment page')").Length() != 1 {
+	if live.Find("form button:contains('Back to the payment page')").Length() != 1 {
 		t.Error("while confirming, there is no way back to the payment page")
 	}
 	// Cancelling the payment ends it: the order fails, and its page says

@@ -24,6 +24,7 @@ import (
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/stats"
@@ -69,6 +70,12 @@ type (
 		Record(ctx context.Context, a models.AdminAction) error
 		RecordRefusedLogin(ctx context.Context, email, remoteAddr, detail string) error
 		ListActions(ctx context.Context, f admins.ActionFilter) ([]models.AdminAction, int64, error)
+	}
+	// checkoutService opens an order's hosted payment page at the
+	// configured gateway (PAYMENT_GATEWAY), once per order.
+	checkoutService interface {
+		Provider() string
+		Open(ctx context.Context, o *models.Order, items []outbound.PageItem, returnURL string) (outbound.Page, error)
 	}
 	storyReader interface {
 		Order(ctx context.Context, id string) (*story.Order, error)
@@ -124,6 +131,9 @@ type Deps struct {
 	// Queues is the queue's own web UI, mounted at /admin/queues behind
 	// the console's log-in; nil leaves that page out.
 	Queues http.Handler
+	// Checkout opens hosted payment pages at the configured gateway; nil:
+	// the shop offers no Pay.
+	Checkout checkoutService
 	// PaymentPage is the payment page of the shop; nil: none is mounted.
 	PaymentPage PaymentPage
 	// Now is the clock; time.Now when nil.

@@ -202,8 +202,8 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if n := len(o.Payments); o.Status == models.OrderPending && !v.Processing && n > 0 && o.Payments[n-1].Status == models.PaymentFailed {
 		v.Declined = true // the latest attempt: payments are read in id order
 	}
-	if o.Status == models.OrderPending && s.deps.PaymentPage != nil {
-		v.PayURL = s.deps.PaymentPage.PayURL(o.ID, token)
+	if o.Status == models.OrderPending && s.deps.Checkout != nil {
+		v.PayURL = "/orders/" + url.PathEscape(o.ID) + "/pay?t=" + url.QueryEscape(token)
 	}
 	return s.shopPage(c, http.StatusOK, "Order "+o.ID, views.ShopOrderPage(v))
 }

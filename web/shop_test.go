@@ -161,9 +161,9 @@ func TestShopOrderPageNeedsItsToken(t *testing.T) {
 	if held := doc.Find(".stat:contains('Stock held') .value").Text(); !strings.HasSuffix(held, "s") {
 		t.Errorf("countdown shown %q", held)
 	}
-	pay, _ := doc.Find("a.button:contains('Pay now')").Attr("href")
-	if !strings.HasPrefix(pay, "/sandbox/pay/") || !strings.Contains(pay, "?t=") {
-		t.Errorf("the pay link is %q", pay)
+	pay, _ := doc.Find("form:has(button:contains('Pay now'))").Attr("action")
+	if !strings.HasPrefix(pay, "/orders/") || !strings.HasSuffix(strings.Split(pay, "?")[0], "/pay") || !strings.Contains(pay, "?t=") {
+		t.Errorf("Pay posts to %q, want /orders/{id}/pay?t=…", pay)
 	}
 	if live, _ := doc.Find("#order-status").Attr("hx-get"); live != loc {
 		t.Errorf("the page refreshes from %q, want %q", live, loc)

@@ -115,6 +115,12 @@ type Config struct {
 	StripeSecretKey string        // STRIPE_SECRET_KEY: sk_… or rk_…; without it Stripe is not polled
 	StripeAPIURL    string        // STRIPE_API_URL: default https://api.stripe.com
 	PollWithin      time.Duration // POLL_WITHIN
+	// PaymentGateway is the gateway new payments go to (PAYMENT_GATEWAY):
+	// the shop's Pay asks it for a hosted payment page.
+	PaymentGateway string
+	// MidtransSnapURL is Midtrans's Snap API (MIDTRANS_SNAP_URL): default
+	// from the server key (sandbox for SB-…).
+	MidtransSnapURL string
 	// SandboxGateway mounts the pretend payment gateway at /sandbox
 	// (SANDBOX_GATEWAY=on): for development and QA, never production.
 	SandboxGateway bool
@@ -181,6 +187,8 @@ func Load(getenv func(string) string) (Config, error) {
 		StripeSecretKey:     r.str("STRIPE_SECRET_KEY", ""),
 		StripeAPIURL:        r.optionalURL("STRIPE_API_URL", "http", "https"),
 		PollWithin:          r.duration("POLL_WITHIN", DefaultPollWithin),
+		PaymentGateway:      r.oneOf("PAYMENT_GATEWAY", "sandbox", paymentGateways...),
+		MidtransSnapURL:     r.optionalURL("MIDTRANS_SNAP_URL", "http", "https"),
 		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
 		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
 		TrustedProxies:      r.networks("TRUSTED_PROXIES"),
@@ -219,6 +227,14 @@ func Load(getenv func(string) string) (Config, error) {
 		// /callbacks/sandbox is not mounted at all.
 		c.SandboxKeys, c.SandboxSecretIsDefault = nil, false
 	}
+	switch {
+	case c.PaymentGateway == "midtrans" && c.MidtransServerKey == "":
+		r.fail("PAYMENT_GATEWAY", "midtrans needs MIDTRANS_SERVER_KEY")
+	case c.PaymentGateway == "stripe" && c.StripeSecretKey == "":
+		r.fail("PAYMENT_GATEWAY", "stripe needs STRIPE_SECRET_KEY")
+	case c.PaymentGateway == "xendit":
+		r.fail("PAYMENT_GATEWAY", "xendit cannot open payment pages yet: use sandbox, midtrans or stripe")
+	}
 	if !strings.Contains(c.AdminEmail, "@") {
 		r.fail("ADMIN_EMAIL", "%q is not an email address", c.AdminEmail)
 	}
@@ -256,6 +272,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("xendit_api_url", c.XenditAPIURL),
 		slog.String("stripe_secret_key", set(c.StripeSecretKey)),
 		slog.String("stripe_api_url", c.StripeAPIURL),
+		slog.String("payment_gateway", c.PaymentGateway),
+		slog.String("midtrans_snap_url", c.MidtransSnapURL),
 		slog.String("poll_within", c.PollWithin.String()),
 		slog.String("order_ttl", c.OrderTTL.String()),
 		slog.Int("order_max_units", c.OrderMaxUnits),
@@ -367,6 +385,19 @@ func redactURL(s string) string {
 type reader struct {
 	getenv func(string) string
 	errs   []error
+}
+
+// paymentGateways are the values of PAYMENT_GATEWAY.
+var paymentGateways = []string{"sandbox", "midtrans", "stripe", "xendit"}
+
+// oneOf reads a variable that must be one of values.
+func (r *reader) oneOf(name, def string, values ...string) string {
+	v := r.str(name, def)
+	if !slices.Contains(values, v) {
+		r.fail(name, "%q is not one of %s", v, strings.Join(values, ", "))
+		return def
+	}
+	return v
 }
 
 func (r *reader) fail(name, format string, args ...any) {

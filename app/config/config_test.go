@@ -70,6 +70,8 @@ func TestLoadDefaults(t *testing.T) {
 			{"DBPgBouncer", c.DBPgBouncer, false},
 			{"DBIdleInTransaction", c.DBIdleInTransaction, 30 * time.Second},
 			{"PoolURL", c.PoolURL(), strings.Replace(c.DatabaseURL, "?", "?idle_in_transaction_session_timeout=30000&", 1)},
+			{"PaymentGateway", c.PaymentGateway, "sandbox"},
+			{"MidtransSnapURL", c.MidtransSnapURL, ""},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -195,6 +197,11 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"OPEN_ORDERS_PER_CLIENT", "-1", ""},
 		{"TRUSTED_PROXIES", "10.0.0.0/33", ""},
 		{"TRUSTED_PROXIES", "cdn.example.com", ""},
+		{"PAYMENT_GATEWAY", "paypal", ""},
+		{"PAYMENT_GATEWAY", "midtrans", ""}, // without MIDTRANS_SERVER_KEY
+		{"PAYMENT_GATEWAY", "stripe", ""},   // without STRIPE_SECRET_KEY
+		{"PAYMENT_GATEWAY", "xendit", ""},   // cannot open pages yet
+		{"MIDTRANS_SNAP_URL", "ftp://snap", ""},
 	}
 	for _, tt := range tests {
 		_, err := config.Load(env(map[string]string{tt.name: tt.value}))
@@ -418,5 +425,23 @@ func TestDevelopmentSecretOnlyWithTheSandboxGateway(t *testing.T) {
 func TestDefaultDBMaxConnsFollowsCores(t *testing.T) {
 	if want := max(4, 4*runtime.NumCPU()); config.DefaultDBMaxConns != want {
 		t.Fatalf("DefaultDBMaxConns = %d on %d cores, want %d", config.DefaultDBMaxConns, runtime.NumCPU(), want)
+	}
+}
+
+// PAYMENT_GATEWAY picks a gateway that is configured: its key is set.
+func TestPaymentGatewayNeedsItsKey(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(map[string]string{"PAYMENT_GATEWAY": "stripe", "STRIPE_SECRET_KEY": "sk_test_123"}))
+	if err != nil || c.PaymentGateway != "stripe" {
+		t.Errorf("stripe with its key: %q, %v", c.PaymentGateway, err)
+	}
+	c, err = config.Load(env(map[string]string{"PAYMENT_GATEWAY": "midtrans", "MIDTRANS_SERVER_KEY": "SB-Mid-server-abc",
+		"MIDTRANS_SNAP_URL": "http://127.0.0.1:8080/sandbox/midtrans"}))
+	if err != nil || c.PaymentGateway != "midtrans" || c.MidtransSnapURL != "http://127.0.0.1:8080/sandbox/midtrans" {
+		t.Errorf("midtrans with its key: %q %q, %v", c.PaymentGateway, c.MidtransSnapURL, err)
+	}
+	_, err = config.Load(env(map[string]string{"PAYMENT_GATEWAY": "midtrans"}))
+	if err == nil || !strings.Contains(err.Error(), "MIDTRANS_SERVER_KEY") {
+		t.Errorf("midtrans without its key: %v, want an error naming MIDTRANS_SERVER_KEY", err)
 	}
 }

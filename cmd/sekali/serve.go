@@ -24,10 +24,12 @@ import (
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/redisconn"
 	"github.com/sekali/sekali/app/stats"
@@ -154,6 +156,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			defer gateway.Close()
 			deps.PaymentPage = gateway
 			log.Warn("SANDBOX_GATEWAY is on: /sandbox/pay pays orders without money; never turn it on in production")
+			if cfg.PaymentGateway == sandbox.Name {
+				deps.Checkout = outbound.NewPages(db, gateway, log, time.Now)
+			}
+		}
+		if opener, err := pageOpener(cfg); err != nil {
+			return err
+		} else if opener != nil {
+			deps.Checkout = outbound.NewPages(db, opener, log, time.Now)
 		}
 		srv := web.NewServer(log, cfg, deps)
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))
@@ -279,4 +289,15 @@ func displayURL(a net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// pageOpener is the gateway that opens hosted payment pages for new
+// payments (PAYMENT_GATEWAY), when it is a real one; nil for the sandbox,
+// whose pages the sandbox gateway serves itself.
+func pageOpener(cfg config.Config) (outbound.PageOpener, error) {
+	switch cfg.PaymentGateway {
+	case "sandbox":
+		return nil, nil
+	}
+	return nil, fmt.Errorf("PAYMENT_GATEWAY=%s: opening its payment pages is not wired yet", cfg.PaymentGateway)
 }

@@ -51,7 +51,7 @@ func TestBrowserShopBuyAndPay(t *testing.T) {
 	}
 	b.screenshot("shop-order")
 
-	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`a.button`)))
+	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`form button.button`)))
 	if !strings.HasPrefix(b.location(), "/sandbox/pay/"+id) {
 		t.Fatalf("Pay now went to %s", b.location())
 	}
@@ -103,7 +103,7 @@ func TestBrowserShopBuyAndPay(t *testing.T) {
 	b.do("fill in the T-shirt's order form",
 		chromedp.SendKeys(chromedp.CSS(`#product-DEMO-TSHIRT input[name="email"]`), "budi@example.com"))
 	b.follow("Place order", chromedp.Click(chromedp.CSS(`#product-DEMO-TSHIRT button[type="submit"]`)))
-	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`a.button`)))
+	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`form button.button`)))
 	b.do("ask for conflicting copies",
 		chromedp.SetValue(chromedp.CSS(`input[name="copies"]`), "3"),
 		chromedp.SetValue(chromedp.CSS(`select[name="mode"]`), "conflict"))

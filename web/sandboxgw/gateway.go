@@ -32,6 +32,7 @@ import (
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -189,8 +190,38 @@ func (g *Gateway) status(c echo.Context) error {
 }
 
 // PayURL is the payment page of an order.
-func (g *Gateway) PayURL(orderID, token string) string {
-	return "/sandbox/pay/" + url.PathEscape(orderID) + "?t=" + url.QueryEscape(token)
+func (g *Gateway) PayURL(orderID, token string) string { return payPath(orderID, token) }
+
+// payPath is the payment page of an order, with its access token when
+// one is known.
+func payPath(orderID, token string) string {
+	p := "/sandbox/pay/" + url.PathEscape(orderID)
+	if token != "" {
+		p += "?t=" + url.QueryEscape(token)
+	}
+	return p
+}
+
+// Provider implements outbound.PageOpener: with PAYMENT_GATEWAY=sandbox,
+// the shop's Pay opens this gateway's page.
+func (g *Gateway) Provider() string { return sandbox.Name }
+
+// OpenPage implements outbound.PageOpener. The sandbox's page is served
+// here, so opening it asks nobody; the order id is its object.
+func (g *Gateway) OpenPage(_ context.Context, r outbound.PageRequest) (outbound.Page, error) {
+	return outbound.Page{ObjectID: r.OrderID, RedirectURL: g.PayURL(r.OrderID, tokenOf(r.ReturnURL))}, nil
+}
+
+// tokenOf is the order's access token that a return URL carries (?t=):
+// the sandbox's pages — its own, and those of the gateways it emulates —
+// open the order with it, as the shop's order page does. A real
+// gateway's page needs no token: it shows what it was sent.
+func tokenOf(returnURL string) string {
+	u, err := url.Parse(returnURL)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("t")
 }
 
 // Plan is what one request to the gateway asks for.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -89,6 +88,9 @@ type snapRequest struct {
 		Price    int64 `json:"price"`
 		Quantity int64 `json:"quantity"`
 	} `json:"item_details"`
+	Callbacks struct {
+		Finish string `json:"finish"`
+	} `json:"callbacks"`
 }
 
 // midtransOrderID is what Midtrans allows in an order_id.
@@ -139,7 +141,7 @@ func (g *Gateway) createSnap(c echo.Context) apiAnswer {
 		return snapError(http.StatusBadRequest, "transaction_details.order_id has already been taken")
 	}
 	return jsonAnswer(http.StatusCreated, map[string]string{"token": token,
-		"redirect_url": c.Scheme() + "://" + c.Request().Host + "/sandbox/pay/" + url.PathEscape(order)})
+		"redirect_url": c.Scheme() + "://" + c.Request().Host + payPath(order, tokenOf(req.Callbacks.Finish))})
 }
 
 // midtransTransaction is the latest notification the gateway knows of a

@@ -1,0 +1,118 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+)
+
+// payOnce presses Pay (POST /orders/{id}/pay?t=…) as the shop's form does.
+func (c *console) payOnce(id, token string) page {
+	return c.post("/orders/"+url.PathEscape(id)+"/pay?t="+url.QueryEscape(token), url.Values{})
+}
+
+// gatewayRequests are the order's gateway_requests rows.
+func (c *console) gatewayRequests(id string) []models.GatewayRequest {
+	c.t.Helper()
+	var rows []models.GatewayRequest
+	if err := c.db.Find(&rows, "order_id = ?", id).Error; err != nil {
+		c.t.Fatal(err)
+	}
+	return rows
+}
+
+// Pay sends the customer to the configured gateway's page (the sandbox's
+// here), asked for once: pressed again, the same page, and one
+// gateway_requests row, done, keyed by the order id.
+func TestPayOpensTheGatewaysPageOnce(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "PAY", 50000, 5)
+	id, token := c.newShopOrder(t, "PAY")
+	want := "/sandbox/pay/" + id + "?t=" + url.QueryEscape(token)
+	for i := range 2 {
+		if p := c.payOnce(id, token); p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != want {
+			t.Fatalf("press %d: %d to %q, want 303 to %q", i+1, p.StatusCode, p.Header.Get("Location"), want)
+		}
+	}
+	rows := c.gatewayRequests(id)
+	if len(rows) != 1 || rows[0].Phase != models.GatewayDone || rows[0].Provider != "sandbox" || rows[0].IdempotencyKey != id ||
+		rows[0].Attempts != 1 || rows[0].Kind != models.GatewayCreatePayment || rows[0].RedirectURL != want {
+		t.Errorf("gateway requests %+v, want one done create_payment keyed by the order id", rows)
+	}
+	// Without the order's token there is nothing to pay; a closed order
+	// goes back to its page.
+	if p := c.payOnce(id, "wrong-token"); p.StatusCode != http.StatusNotFound {
+		t.Errorf("a wrong token: %d, want 404", p.StatusCode)
+	}
+	if _, err := c.orders.Cancel(t.Context(), id, models.CauseCustomer); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.payOnce(id, token); p.StatusCode != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/orders/"+id+"?t=") {
+		t.Errorf("a cancelled order: %d to %q, want 303 to its page", p.StatusCode, p.Header.Get("Location"))
+	}
+}
+
+// Pay pressed ten times at once: ten redirects to one page, one row.
+func TestPayPressedTenTimesAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "PAY10", 50000, 5)
+	id, token := c.newShopOrder(t, "PAY10")
+	const n = 10
+	locations := make([]string, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if p := c.payOnce(id, token); p.StatusCode == http.StatusSeeOther {
+				locations[i] = p.Header.Get("Location")
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, loc := range locations {
+		if loc == "" || loc != locations[0] {
+			t.Errorf("press %d went to %q, want the one page %q", i+1, loc, locations[0])
+		}
+	}
+	if rows := c.gatewayRequests(id); len(rows) != 1 || rows[0].Phase != models.GatewayDone || rows[0].Attempts != 1 {
+		t.Errorf("gateway requests %+v, want one, done at the first attempt", rows)
+	}
+}
+
+// The API's twin: POST /api/orders/{id}/payment with the order's token
+// answers the provider and the page, the same one every time.
+func TestPaymentAPI(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "PAYAPI", 50000, 5)
+	id, token := c.newShopOrder(t, "PAYAPI")
+	ask := func(bearer string) (int, map[string]string) {
+		p := c.do(http.DefaultClient, "POST", "/api/orders/"+id+"/payment", nil, http.Header{"Authorization": {"Bearer " + bearer}})
+		var v map[string]string
+		json.Unmarshal([]byte(p.Body), &v)
+		return p.StatusCode, v
+	}
+	status, first := ask(token)
+	if status != 200 || first["provider"] != "sandbox" || first["redirect_url"] != "/sandbox/pay/"+id+"?t="+url.QueryEscape(token) {
+		t.Fatalf("first: %d %v, want 200 with the sandbox's page", status, first)
+	}
+	if status, again := ask(token); status != 200 || again["redirect_url"] != first["redirect_url"] {
+		t.Errorf("again: %d %v, want the same redirect_url %q", status, again, first["redirect_url"])
+	}
+	if status, _ := ask("not-the-token"); status != 404 {
+		t.Errorf("another token: %d, want 404", status)
+	}
+	if rows := c.gatewayRequests(id); len(rows) != 1 {
+		t.Errorf("%d gateway requests, want 1", len(rows))
+	}
+}
