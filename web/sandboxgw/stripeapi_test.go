@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stripe/stripe-go/v82"
 
+	stripegw "github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/web/sandboxgw"
 )
@@ -27,7 +28,7 @@ func stripeEmulator(t *testing.T) (*sandboxgw.Gateway, string, *stripe.Client) {
 	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
 	g.SpeakStripeAPI(stripeKey)
 	base := serve(t, g)
-	return g, base, stripeClient(base, stripeKey)
+	return g, base, stripeClient(t, base, stripeKey)
 }
 
 // atOnce runs f(0), …, f(n-1) in n goroutines released together, and
@@ -55,31 +56,16 @@ func serve(t *testing.T, g *sandboxgw.Gateway) string {
 	return srv.URL
 }
 
-// stripeClient is stripe-go pointed at the gateway's Stripe API. stripe-go
-// v82 takes a base URL without a path only: it reads the API version
-// from the request's path, which must begin /v1 (it sends the request,
-// then fails on the answer), so the path prefix is added below it, by
-// the HTTP client.
-func stripeClient(serverURL, key string) *stripe.Client {
-	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
-		URL:               stripe.String(serverURL),
-		HTTPClient:        &http.Client{Transport: prefixPath{sandboxgw.StripeAPIPath, http.DefaultTransport}},
-		MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-	})
-	return stripe.NewClient(key, stripe.WithBackends(backends))
-}
-
-// prefixPath puts prefix before the path of each request.
-type prefixPath struct {
-	prefix string
-	next   http.RoundTripper
-}
-
-func (p prefixPath) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.URL.Path = p.prefix + r.URL.Path
-	return p.next.RoundTrip(r)
+// stripeClient is stripe-go pointed at the gateway's Stripe API, as
+// Sekali points it (stripegw.NewAPIClient: no retries of its own; the
+// tests are the retries).
+func stripeClient(t *testing.T, serverURL, key string) *stripe.Client {
+	t.Helper()
+	sc, err := stripegw.NewAPIClient(key, serverURL+sandboxgw.StripeAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }
 
 // sessionParams asks for a Checkout Session of an order, as Sekali will.
@@ -226,7 +212,7 @@ func TestStripeWithoutKeyCreatesTwice(t *testing.T) {
 func TestStripeWrongKey(t *testing.T) {
 	t.Parallel()
 	_, base, sc := stripeEmulator(t)
-	_, err := stripeClient(base, "sk_test_wrong_0123456789").V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-3", 5000, "k"))
+	_, err := stripeClient(t, base, "sk_test_wrong_0123456789").V1CheckoutSessions.Create(t.Context(), sessionParams("ORD-ST-3", 5000, "k"))
 	if se := stripeErr(t, err, http.StatusUnauthorized, stripe.ErrorTypeInvalidRequest); strings.Contains(se.Msg, "wrong_0123456") {
 		t.Errorf("the error shows the key: %q", se.Msg)
 	}

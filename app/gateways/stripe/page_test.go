@@ -1,0 +1,231 @@
+package stripe_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/outbound"
+)
+
+const pageKey = "sk_test_page_0123456789"
+
+// pageRequest is an order of two lines, 150000 IDR in all.
+func pageRequest() outbound.PageRequest {
+	return outbound.PageRequest{
+		OrderID: "ORD-P-1", Key: "page:ORD-P-1:1", Amount: 150000, Currency: "IDR", CustomerEmail: "budi@example.id",
+		Items: []outbound.PageItem{
+			{SKU: "KOPI", Name: "Kopi", Qty: 2, UnitPrice: 50000},
+			{SKU: "TEH", Name: "Teh", Qty: 1, UnitPrice: 50000},
+		},
+		ReturnURL: "https://shop.example/orders/ORD-P-1?t=tok",
+	}
+}
+
+// seen is one request a test server received.
+type seen struct {
+	method, path, auth, key string
+	form                    url.Values
+}
+
+// stripeServer answers every request with status and body, and sends
+// what it received on the returned channel. prefix is the path of the
+// base URL the opener is given.
+func stripeServer(t *testing.T, prefix string, status int, body string) (*stripe.PageOpener, <-chan seen) {
+	t.Helper()
+	got := make(chan seen, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		got <- seen{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Idempotency-Key"), r.PostForm}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	o, err := stripe.NewPageOpener(pageKey, srv.URL+prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, got
+}
+
+const sessionBody = `{"id":"cs_test_1","object":"checkout.session","url":"https://checkout.stripe.com/c/pay/cs_test_1"}`
+
+// The session asked for: payment mode, a line of price_data per item in
+// Stripe's hundredths of a rupiah, the return URL both ways, the order
+// in client_reference_id and in the session's and the PaymentIntent's
+// metadata, and the request's key as the Idempotency-Key.
+func TestOpenPageRequest(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{"", "/sandbox/stripe", "/sandbox/stripe/", "/v1"} {
+		t.Run(prefix, func(t *testing.T) {
+			t.Parallel()
+			o, got := stripeServer(t, prefix, http.StatusOK, sessionBody)
+			page, err := o.OpenPage(t.Context(), pageRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page != (outbound.Page{ObjectID: "cs_test_1", RedirectURL: "https://checkout.stripe.com/c/pay/cs_test_1"}) {
+				t.Errorf("page %+v", page)
+			}
+			r := <-got
+			wantPath := "/v1/checkout/sessions"
+			if prefix == "/sandbox/stripe" || prefix == "/sandbox/stripe/" {
+				wantPath = "/sandbox/stripe" + wantPath
+			}
+			if r.method != http.MethodPost || r.path != wantPath || r.auth != "Bearer "+pageKey || r.key != "page:ORD-P-1:1" {
+				t.Errorf("%s %s, Authorization %q, Idempotency-Key %q", r.method, r.path, r.auth, r.key)
+			}
+			want := url.Values{
+				"mode":                {"payment"},
+				"success_url":         {"https://shop.example/orders/ORD-P-1?t=tok"},
+				"cancel_url":          {"https://shop.example/orders/ORD-P-1?t=tok"},
+				"client_reference_id": {"ORD-P-1"},
+				"customer_email":      {"budi@example.id"},
+				"metadata[order_id]":  {"ORD-P-1"},
+				"payment_intent_data[metadata][order_id]":       {"ORD-P-1"},
+				"line_items[0][quantity]":                       {"2"},
+				"line_items[0][price_data][currency]":           {"idr"},
+				"line_items[0][price_data][unit_amount]":        {"5000000"},
+				"line_items[0][price_data][product_data][name]": {"Kopi"},
+				"line_items[1][quantity]":                       {"1"},
+				"line_items[1][price_data][currency]":           {"idr"},
+				"line_items[1][price_data][unit_amount]":        {"5000000"},
+				"line_items[1][price_data][product_data][name]": {"Teh"},
+			}
+			if !reflect.DeepEqual(r.form, want) {
+				t.Errorf("form\n%v\nwant\n%v", r.form, want)
+			}
+		})
+	}
+}
+
+// Amounts are Stripe's: JPY has no hundredths at Stripe, USD has.
+func TestOpenPageAmounts(t *testing.T) {
+	t.Parallel()
+	for currency, want := range map[string]string{"JPY": "1500", "usd": "1500", "IDR": "150000"} {
+		o, got := stripeServer(t, "", http.StatusOK, sessionBody)
+		r := outbound.PageRequest{OrderID: "ORD-P-2", Key: "k", Amount: 1500, Currency: currency, ReturnURL: "https://shop.example/o",
+			Items: []outbound.PageItem{{SKU: "X", Name: "X", Qty: 1, UnitPrice: 1500}}}
+		if _, err := o.OpenPage(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		f := (<-got).form
+		if f.Get("line_items[0][price_data][unit_amount]") != want {
+			t.Errorf("%s: unit_amount %s, want %s", currency, f.Get("line_items[0][price_data][unit_amount]"), want)
+		}
+	}
+}
+
+// A request that cannot be sent is refused before it is: nothing is sent.
+func TestOpenPageRefusedBeforeSending(t *testing.T) {
+	t.Parallel()
+	o, got := stripeServer(t, "", http.StatusOK, sessionBody)
+	noKey := pageRequest()
+	noKey.Key = ""
+	short := pageRequest()
+	short.Amount++
+	for _, r := range []outbound.PageRequest{noKey, short} {
+		_, err := o.OpenPage(t.Context(), r)
+		var refused *outbound.Refused
+		if !errors.As(err, &refused) || refused.Status != 0 {
+			t.Errorf("%+v: %v, want refused before sending", r, err)
+		}
+	}
+	select {
+	case r := <-got:
+		t.Errorf("sent %v", r)
+	default:
+	}
+}
+
+// Stripe's answers: a definite "no" is Refused; a conflict with a request
+// in progress, a rate limit, a 5xx or a body that is not Stripe's says
+// nothing of whether Stripe acted.
+func TestOpenPageAnswers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status  int
+		body    string
+		refused bool
+	}{
+		{400, `{"error":{"type":"invalid_request_error","code":"parameter_missing","message":"Missing required param: mode."}}`, true},
+		{400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`, true},
+		{401, `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_****6789"}}`, true},
+		{402, `{"error":{"type":"card_error","message":"Your card was declined."}}`, true},
+		{403, `{"error":{"type":"invalid_request_error","message":"The provided key does not have the required permissions."}}`, true},
+		{404, `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such price"}}`, true},
+		{409, `{"error":{"type":"idempotency_error","message":"There is currently another in-progress request using this Idempotent Key"}}`, false},
+		{429, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests."}}`, false},
+		{500, `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`, false},
+		{502, `<html>Bad Gateway</html>`, false},
+		{200, `not json`, false},
+		{200, `{"id":"cs_test_1","object":"checkout.session"}`, false},
+	} {
+		o, _ := stripeServer(t, "", c.status, c.body)
+		_, err := o.OpenPage(t.Context(), pageRequest())
+		if err == nil {
+			t.Errorf("%d %s: no error", c.status, c.body)
+			continue
+		}
+		var refused *outbound.Refused
+		if errors.As(err, &refused) != c.refused || (c.refused && refused.Status != c.status) {
+			t.Errorf("%d %s: %v, refused %v, want %v", c.status, c.body, err, outbound.IsRefused(err), c.refused)
+		}
+	}
+}
+
+// No answer — the connection closed, or the context's deadline — is not
+// a refusal.
+func TestOpenPageNoAnswer(t *testing.T) {
+	t.Parallel()
+	closed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic(http.ErrAbortHandler)
+	}))
+	t.Cleanup(closed.Close)
+	o, err := stripe.NewPageOpener(pageKey, closed.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.OpenPage(t.Context(), pageRequest()); err == nil || outbound.IsRefused(err) {
+		t.Errorf("a closed connection: %v", err)
+	}
+
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) })
+	o, err = stripe.NewPageOpener(pageKey, hung.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := o.OpenPage(ctx, pageRequest()); err == nil || outbound.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the context's deadline: %v", err)
+	}
+}
+
+func TestNewPageOpener(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ key, base string }{{"pk_test_1", ""}, {pageKey, "ftp://host"}, {pageKey, "no-scheme"}} {
+		if _, err := stripe.NewPageOpener(c.key, c.base); err == nil {
+			t.Errorf("NewPageOpener(%q, %q) accepted", c.key, c.base)
+		}
+	}
+	o, err := stripe.NewPageOpener(pageKey, "")
+	if err != nil || o.Provider() != "stripe" {
+		t.Errorf("default: %v, %v", o, err)
+	}
+}
