@@ -3,6 +3,7 @@
 package httpjson
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -23,7 +24,22 @@ const DefaultTimeout = 10 * time.Second
 // secret key there, with no password) and returns the status and at most
 // MaxBody bytes of the answer.
 func Get(ctx context.Context, client *http.Client, url, user string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return do(ctx, client, http.MethodGet, url, user, nil)
+}
+
+// Post POSTs body, JSON, to url as Get asks.
+func Post(ctx context.Context, client *http.Client, url, user string, body []byte) (int, []byte, error) {
+	return do(ctx, client, http.MethodPost, url, user, body)
+}
+
+// do sends one request as Get describes, with body as JSON when it is
+// not nil.
+func do(ctx context.Context, client *http.Client, method, url, user string, body []byte) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -31,6 +47,9 @@ func Get(ctx context.Context, client *http.Client, url, user string) (int, []byt
 		req.SetBasicAuth(user, "")
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -1,32 +1,20 @@
 package stripe_test
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"testing"
-	"time"
 
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/outbound"
 )
 
 const pageKey = "sk_test_page_0123456789"
 
-// pageRequest is an order of two lines, 150000 IDR in all.
-func pageRequest() outbound.PageRequest {
-	return outbound.PageRequest{
-		OrderID: "ORD-P-1", Key: "page:ORD-P-1:1", Amount: 150000, Currency: "IDR", CustomerEmail: "budi@example.id",
-		Items: []outbound.PageItem{
-			{SKU: "KOPI", Name: "Kopi", Qty: 2, UnitPrice: 50000},
-			{SKU: "TEH", Name: "Teh", Qty: 1, UnitPrice: 50000},
-		},
-		ReturnURL: "https://shop.example/orders/ORD-P-1?t=tok",
-	}
-}
+func pageRequest() outbound.PageRequest { return gatewaytest.PageRequest("page:ORD-P-1:1") }
 
 // seen is one request a test server received.
 type seen struct {
@@ -131,18 +119,7 @@ func TestOpenPageRefusedBeforeSending(t *testing.T) {
 	noKey.Key = ""
 	short := pageRequest()
 	short.Amount++
-	for _, r := range []outbound.PageRequest{noKey, short} {
-		_, err := o.OpenPage(t.Context(), r)
-		var refused *outbound.Refused
-		if !errors.As(err, &refused) || refused.Status != 0 {
-			t.Errorf("%+v: %v, want refused before sending", r, err)
-		}
-	}
-	select {
-	case r := <-got:
-		t.Errorf("sent %v", r)
-	default:
-	}
+	gatewaytest.PageRefusedBeforeSending(t, o, got, noKey, short)
 }
 
 // Stripe's answers: a definite "no" is Refused; a conflict with a request
@@ -150,71 +127,34 @@ func TestOpenPageRefusedBeforeSending(t *testing.T) {
 // nothing of whether Stripe acted.
 func TestOpenPageAnswers(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		status  int
-		body    string
-		refused bool
-	}{
-		{400, `{"error":{"type":"invalid_request_error","code":"parameter_missing","message":"Missing required param: mode."}}`, true},
-		{400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`, true},
-		{401, `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_****6789"}}`, true},
-		{402, `{"error":{"type":"card_error","message":"Your card was declined."}}`, true},
-		{403, `{"error":{"type":"invalid_request_error","message":"The provided key does not have the required permissions."}}`, true},
-		{404, `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such price"}}`, true},
-		{409, `{"error":{"type":"idempotency_error","message":"There is currently another in-progress request using this Idempotent Key"}}`, false},
-		{429, `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests."}}`, false},
-		{500, `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`, false},
-		{502, `<html>Bad Gateway</html>`, false},
-		{200, `not json`, false},
-		{200, `{"id":"cs_test_1","object":"checkout.session"}`, false},
-	} {
-		o, _ := stripeServer(t, "", c.status, c.body)
-		_, err := o.OpenPage(t.Context(), pageRequest())
-		if err == nil {
-			t.Errorf("%d %s: no error", c.status, c.body)
-			continue
-		}
-		var refused *outbound.Refused
-		if errors.As(err, &refused) != c.refused || (c.refused && refused.Status != c.status) {
-			t.Errorf("%d %s: %v, refused %v, want %v", c.status, c.body, err, outbound.IsRefused(err), c.refused)
-		}
-	}
+	gatewaytest.PageAnswers(t, func(status int, body string) outbound.PageOpener {
+		o, _ := stripeServer(t, "", status, body)
+		return o
+	}, pageRequest(), []gatewaytest.PageAnswer{
+		{Status: 400, Body: `{"error":{"type":"invalid_request_error","code":"parameter_missing","message":"Missing required param: mode."}}`,
+			Refused: true, Message: "invalid_request_error: Missing required param: mode."},
+		{Status: 400, Body: `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`, Refused: true},
+		{Status: 401, Body: `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_****6789"}}`, Refused: true},
+		{Status: 402, Body: `{"error":{"type":"card_error","message":"Your card was declined."}}`, Refused: true},
+		{Status: 403, Body: `{"error":{"type":"invalid_request_error","message":"The provided key does not have the required permissions."}}`, Refused: true},
+		{Status: 404, Body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such price"}}`, Refused: true},
+		{Status: 409, Body: `{"error":{"type":"idempotency_error","message":"There is currently another in-progress request using this Idempotent Key"}}`},
+		{Status: 429, Body: `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests."}}`},
+		{Status: 500, Body: `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`},
+		{Status: 502, Body: `<html>Bad Gateway</html>`},
+		{Status: 404, Body: `<html>Not Found</html>`}, // not Stripe's answer: a proxy's
+		{Status: 200, Body: `not json`},
+		{Status: 200, Body: `{"id":"cs_test_1","object":"checkout.session"}`},
+	})
 }
 
 // No answer — the connection closed, or the context's deadline — is not
 // a refusal.
 func TestOpenPageNoAnswer(t *testing.T) {
 	t.Parallel()
-	closed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		panic(http.ErrAbortHandler)
-	}))
-	t.Cleanup(closed.Close)
-	o, err := stripe.NewPageOpener(pageKey, closed.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := o.OpenPage(t.Context(), pageRequest()); err == nil || outbound.IsRefused(err) {
-		t.Errorf("a closed connection: %v", err)
-	}
-
-	release := make(chan struct{})
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(hung.Close)
-	t.Cleanup(func() { close(release) })
-	o, err = stripe.NewPageOpener(pageKey, hung.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	if _, err := o.OpenPage(ctx, pageRequest()); err == nil || outbound.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("the context's deadline: %v", err)
-	}
+	gatewaytest.PageNoAnswer(t, func(baseURL string) (outbound.PageOpener, error) {
+		return stripe.NewPageOpener(pageKey, baseURL)
+	}, pageRequest())
 }
 
 func TestNewPageOpener(t *testing.T) {

@@ -1,0 +1,142 @@
+package midtrans
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sekali/sekali/app/gateways/httpjson"
+	"github.com/sekali/sekali/app/outbound"
+)
+
+// PageOpener opens Snap payment pages: POST {snap}/snap/v1/transactions
+// with the server key as the basic-auth user, the request's Key as the
+// Snap order_id, gross_amount and item prices in whole rupiah (IDR only:
+// Sekali counts IDR in whole rupiah too), and the return URL as the
+// finish callback (docs.midtrans.com/reference/backend-integration).
+//
+// A Snap order_id is single-use and Midtrans does not replay an answer:
+// a second create with it is refused (400 "…order_id has already been
+// taken", or "…has been paid and utilized…" once paid), never given the
+// first token. So a repeat after a lost answer (a timeout, a 5xx, a
+// connection that broke after Midtrans acted) is *outbound.Refused, and
+// the caller must open the page again under a new key; the lost token is
+// never paid through unless its customer had it, which Midtrans's
+// notification and status API of the old order_id then report.
+//
+// Answers: 201 (or 200) with a token → the token and redirect_url; any
+// other 4xx but 408, 409, 425 and 429 → *outbound.Refused; those, a 5xx,
+// an answer without a token, no answer, or the context's end → a plain
+// error: unknown whether Midtrans acted. A request that cannot be sent as
+// it is (another currency than IDR, items that do not add up to the
+// amount) is refused before it is sent: *outbound.Refused with Status 0.
+type PageOpener struct {
+	BaseURL   string // Snap's: https://app.midtrans.com, https://app.sandbox.midtrans.com, or a test server
+	serverKey string
+	Client    *http.Client
+}
+
+// SnapURL is Snap's host for the server key: the sandbox's for an "SB-"
+// key.
+func SnapURL(serverKey string) string {
+	return strings.Replace(APIURL(serverKey), "://api.", "://app.", 1)
+}
+
+// NewPageOpener returns the Snap opener for the server key; Snap is
+// SnapURL(serverKey) unless snapURL says otherwise (the sandbox gateway
+// serves Snap at {sandbox}/sandbox/midtrans, SandboxAPIPath).
+func NewPageOpener(serverKey, snapURL string) (*PageOpener, error) {
+	if err := CheckServerKey(serverKey); err != nil {
+		return nil, err
+	}
+	if snapURL == "" {
+		snapURL = SnapURL(serverKey)
+	}
+	return &PageOpener{BaseURL: strings.TrimSuffix(snapURL, "/"), serverKey: serverKey,
+		Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
+}
+
+// Provider implements outbound.PageOpener.
+func (*PageOpener) Provider() string { return Name }
+
+// snapTransaction is Snap's request.
+type snapTransaction struct {
+	TransactionDetails struct {
+		OrderID     string `json:"order_id"`
+		GrossAmount int64  `json:"gross_amount"`
+	} `json:"transaction_details"`
+	ItemDetails     []snapItem `json:"item_details,omitempty"`
+	CustomerDetails *struct {
+		Email string `json:"email"`
+	} `json:"customer_details,omitempty"`
+	Callbacks struct {
+		Finish string `json:"finish"`
+	} `json:"callbacks"`
+}
+
+type snapItem struct {
+	ID       string `json:"id"`
+	Price    int64  `json:"price"`
+	Quantity int64  `json:"quantity"`
+	Name     string `json:"name"`
+}
+
+// OpenPage implements outbound.PageOpener.
+func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outbound.Page, error) {
+	body, err := snapBody(r)
+	if err != nil {
+		return outbound.Page{}, err
+	}
+	code, answer, err := httpjson.Post(ctx, o.Client, o.BaseURL+"/snap/v1/transactions", o.serverKey, body)
+	if err != nil {
+		return outbound.Page{}, fmt.Errorf("midtrans snap: %w", err)
+	}
+	var a struct {
+		Token         string   `json:"token"`
+		RedirectURL   string   `json:"redirect_url"`
+		ErrorMessages []string `json:"error_messages"`
+	}
+	decodeErr := json.Unmarshal(answer, &a)
+	switch {
+	case (code == http.StatusCreated || code == http.StatusOK) && decodeErr == nil && a.Token != "" && a.RedirectURL != "":
+		return outbound.Page{ObjectID: a.Token, RedirectURL: a.RedirectURL}, nil
+	case code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusConflict &&
+		code != http.StatusTooEarly && code != http.StatusTooManyRequests:
+		msg := strings.Join(a.ErrorMessages, "; ")
+		if msg == "" {
+			msg = http.StatusText(code)
+		}
+		return outbound.Page{}, &outbound.Refused{Status: code, Message: msg}
+	}
+	return outbound.Page{}, fmt.Errorf("midtrans snap: HTTP %d %.200s", code, answer)
+}
+
+// snapBody is the Snap transaction that r asks for. A request without
+// items is sent without item_details.
+func snapBody(r outbound.PageRequest) ([]byte, error) {
+	if strings.ToUpper(r.Currency) != "IDR" {
+		return nil, &outbound.Refused{Message: fmt.Sprintf("midtrans snap: Snap takes IDR, not %q", r.Currency)}
+	}
+	if r.Key == "" || r.Amount < 1 {
+		return nil, &outbound.Refused{Message: "midtrans snap: no order_id (key) or no amount"}
+	}
+	var t snapTransaction
+	t.TransactionDetails.OrderID, t.TransactionDetails.GrossAmount = r.Key, r.Amount
+	t.Callbacks.Finish = r.ReturnURL
+	if r.CustomerEmail != "" {
+		t.CustomerDetails = &struct {
+			Email string `json:"email"`
+		}{r.CustomerEmail}
+	}
+	var total int64
+	for _, it := range r.Items {
+		t.ItemDetails = append(t.ItemDetails, snapItem{ID: it.SKU, Price: it.UnitPrice, Quantity: it.Qty, Name: it.Name})
+		total += it.UnitPrice * it.Qty
+	}
+	if len(r.Items) > 0 && total != r.Amount { // Midtrans refuses it: gross_amount must be the items' sum
+		return nil, &outbound.Refused{Message: fmt.Sprintf("midtrans snap: the items add up to %d, the order to %d", total, r.Amount)}
+	}
+	return json.Marshal(t)
+}
