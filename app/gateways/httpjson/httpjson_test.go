@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -41,6 +42,33 @@ func TestGetRequest(t *testing.T) {
 		if user != "" && (!ok || got != user || pass != "") {
 			t.Errorf("basic auth %q:%q %v, want %q with no password", got, pass, ok, user)
 		}
+	}
+}
+
+// Post sends its body as JSON, with the same basic auth as Get.
+func TestPostRequest(t *testing.T) {
+	t.Parallel()
+	type request struct {
+		method, contentType, accept, user, pass string
+		body                                    []byte
+	}
+	asked := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		user, pass, _ := r.BasicAuth()
+		asked <- request{r.Method, r.Header.Get("Content-Type"), r.Header.Get("Accept"), user, pass, b}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"token":"t"}`))
+	}))
+	defer srv.Close()
+	code, body, err := httpjson.Post(t.Context(), srv.Client(), srv.URL, "SB-Mid-server-1", []byte(`{"a":1}`))
+	if err != nil || code != http.StatusCreated || string(body) != `{"token":"t"}` {
+		t.Fatalf("%d %q %v", code, body, err)
+	}
+	want := request{http.MethodPost, "application/json", "application/json", "SB-Mid-server-1", "", []byte(`{"a":1}`)}
+	if r := <-asked; r.method != want.method || r.contentType != want.contentType || r.accept != want.accept ||
+		r.user != want.user || r.pass != want.pass || !bytes.Equal(r.body, want.body) {
+		t.Errorf("%+v, want %+v", r, want)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package midtrans is Midtrans's side of Sekali: its HTTP notifications
-// (Snap and Core API), its status API, and a sender of its notifications
-// for the tests and the sandbox page.
+// (Snap and Core API), its status API, Snap's API that opens a payment
+// page (page.go), and a sender of its notifications for the tests and the
+// sandbox page.
 //
 //   - Authentication: the body's signature_key is the hex SHA-512 of
 //     order_id + status_code + gross_amount + the server key, compared in
