@@ -24,7 +24,9 @@ import (
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
@@ -160,7 +162,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				deps.Checkout = outbound.NewPages(db, gateway, log, time.Now)
 			}
 		}
-		if opener, err := pageOpener(cfg); err != nil {
+		if opener, err := pageOpener(cfg, sandboxURL); err != nil {
 			return err
 		} else if opener != nil {
 			deps.Checkout = outbound.NewPages(db, opener, log, time.Now)
@@ -293,11 +295,18 @@ func displayURL(a net.Addr) string {
 
 // pageOpener is the gateway that opens hosted payment pages for new
 // payments (PAYMENT_GATEWAY), when it is a real one; nil for the sandbox,
-// whose pages the sandbox gateway serves itself.
-func pageOpener(cfg config.Config) (outbound.PageOpener, error) {
+// whose pages the sandbox gateway serves itself. Midtrans's Snap defaults,
+// like its API, to the sandbox gateway's emulation where that runs.
+func pageOpener(cfg config.Config, sandboxURL string) (outbound.PageOpener, error) {
 	switch cfg.PaymentGateway {
-	case "sandbox":
-		return nil, nil
+	case stripe.Name:
+		return stripe.NewPageOpener(cfg.StripeSecretKey, cfg.StripeAPIURL)
+	case midtrans.Name:
+		snapURL := cfg.MidtransSnapURL
+		if snapURL == "" && cfg.SandboxGateway && sandboxURL != "" {
+			snapURL = strings.TrimSuffix(sandboxURL, "/") + midtrans.SandboxAPIPath
+		}
+		return midtrans.NewPageOpener(cfg.MidtransServerKey, snapURL)
 	}
-	return nil, fmt.Errorf("PAYMENT_GATEWAY=%s: opening its payment pages is not wired yet", cfg.PaymentGateway)
+	return nil, nil
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sekali/sekali/models"
+)
+
+// TestPaymentPagesThroughEachGateway: with PAYMENT_GATEWAY naming a gateway,
+// Pay asks that gateway's API (here the sandbox gateway's emulation of it,
+// over HTTP) for the order's hosted page: ten calls at once, then one more,
+// are one page at the gateway and one done gateway_requests row, and the
+// page opens the order on the sandbox's pay page.
+func TestPaymentPagesThroughEachGateway(t *testing.T) {
+	t.Parallel()
+	for _, gw := range []string{"sandbox", "stripe", "midtrans"} {
+		t.Run(gw, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close() // the app listens there next: Stripe's API URL names it
+			env := map[string]string{"HTTP_ADDR": addr, "SANDBOX_GATEWAY": "on", "PAYMENT_GATEWAY": gw}
+			switch gw {
+			case "stripe":
+				env["STRIPE_SECRET_KEY"] = "sk_test_sekali_pages"
+				env["STRIPE_API_URL"] = "http://" + addr + "/sandbox/stripe"
+			case "midtrans":
+				env["MIDTRANS_SERVER_KEY"] = "SB-Mid-server-PAGES0123456789" // Snap: the sandbox's emulation by default
+			}
+			a := startApp(t, env)
+			id := a.createOrder(t, map[string]int{a.newProduct(t, 75000, 5): 2})
+			const n = 10
+			urls := make([]string, n+1)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					if r := a.do(t, "POST", a.orderAction(id, "payment"), nil, nil); r.Status == http.StatusOK && r.str("provider") == gw {
+						urls[i] = r.str("redirect_url")
+					} else {
+						t.Errorf("call %d: %d %s", i+1, r.Status, r.Body)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if r := a.do(t, "POST", a.orderAction(id, "payment"), nil, nil); r.Status == http.StatusOK {
+				urls[n] = r.str("redirect_url")
+			}
+			for i, u := range urls {
+				if u == "" || u != urls[0] || !strings.Contains(u, "/sandbox/pay/"+id+"?t=") {
+					t.Errorf("call %d: redirect_url %q, want the one page of the order %q", i+1, u, urls[0])
+				}
+			}
+			var rows []models.GatewayRequest
+			if err := a.DB.Find(&rows, "order_id = ?", id).Error; err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 1 || rows[0].Phase != models.GatewayDone || rows[0].Attempts != 1 || rows[0].Provider != gw ||
+				rows[0].IdempotencyKey != id || rows[0].ProviderObjectID == "" {
+				t.Errorf("gateway requests %+v, want one done at the first attempt, keyed by the order id", rows)
+			}
+			if p := a.do(t, "GET", strings.TrimPrefix(urls[0], "http://"+addr), nil, nil); p.Status != http.StatusOK {
+				t.Errorf("the page %s: %d", urls[0], p.Status)
+			}
+		})
+	}
+}
