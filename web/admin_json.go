@@ -100,6 +100,7 @@ type orderDetailJSON struct {
 	Outbox      []outboxJSON      `json:"outbox"`
 	Jobs        []jobJSON         `json:"jobs"`
 	Emails      []emailJSON       `json:"emails"`
+	Gateway     []gatewayJSON     `json:"gateway_requests"`
 	Timeline    []eventJSON       `json:"timeline"`
 	CanCancel   bool              `json:"can_cancel"` // the order is pending
 }
@@ -116,7 +117,7 @@ func newOrderDetailJSON(st *story.Order, now time.Time, queueStates map[string]s
 		Jobs: rows(st.Jobs, func(j models.JobExecution) jobJSON {
 			return newJobJSON(j, now, queueStates[j.IdempotencyKey], taskTypes)
 		}),
-		Emails: rows(st.Emails, newEmailJSON), Timeline: rows(st.Timeline, newEventJSON),
+		Emails: rows(st.Emails, newEmailJSON), Gateway: rows(st.GatewayRequests, newGatewayJSON), Timeline: rows(st.Timeline, newEventJSON),
 		CanCancel: o.Status == models.OrderPending,
 	}
 	if inv := o.Invoice; inv != nil {
@@ -329,6 +330,29 @@ func newOrderRowJSON(o models.Order) orderRowJSON {
 
 func newItemJSON(i models.OrderItem) itemJSON {
 	return itemJSON{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
+}
+
+// gatewayJSON is one call Sekali made to a gateway for the order.
+type gatewayJSON struct {
+	Kind             string     `json:"kind"`
+	Provider         string     `json:"provider"`
+	IdempotencyKey   string     `json:"idempotency_key"`
+	Amount           int64      `json:"amount"`
+	Currency         string     `json:"currency"`
+	Phase            string     `json:"phase"`
+	Attempts         int        `json:"attempts"`
+	ProviderObjectID string     `json:"provider_object_id"`
+	RedirectURL      string     `json:"redirect_url"`
+	LastError        string     `json:"last_error"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	DoneAt           *time.Time `json:"done_at"`
+}
+
+func newGatewayJSON(r models.GatewayRequest) gatewayJSON {
+	return gatewayJSON{Kind: string(r.Kind), Provider: r.Provider, IdempotencyKey: r.IdempotencyKey, Amount: r.Amount,
+		Currency: r.Currency, Phase: string(r.Phase), Attempts: r.Attempts, ProviderObjectID: r.ProviderObjectID,
+		RedirectURL: r.RedirectURL, LastError: r.LastError, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DoneAt: utc(r.DoneAt)}
 }
 
 type emailJSON struct {

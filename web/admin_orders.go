@@ -60,6 +60,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Items:     rows(o.Items, itemRow),
 		Callbacks: rows(st.Callbacks, callbackRow), Transitions: rows(st.Transitions, transitionRow),
 		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
+		Gateway: rows(st.GatewayRequests, gatewayRow),
 		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
 			r := jobRow(j, now, s.deps.Jobs.TaskTypes())
 			r.QueueState = queueStates[j.IdempotencyKey]

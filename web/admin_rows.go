@@ -104,6 +104,15 @@ func productRow(p models.Product) views.ProductRow {
 	return views.ProductRow{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock, MaxPerOrder: p.MaxPerOrder}
 }
 
+func gatewayRow(r models.GatewayRequest) views.GatewayRequestRow {
+	phase := string(r.Phase)
+	if r.Phase == models.GatewaySent {
+		phase = views.PhaseSentUnknown
+	}
+	return views.GatewayRequestRow{Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey, Phase: phase,
+		Attempts: r.Attempts, Object: r.ProviderObjectID, LastError: r.LastError, Updated: r.UpdatedAt}
+}
+
 func emailRow(e models.OutboundEmail) views.EmailRow {
 	return views.EmailRow{
 		Key: e.Key, MessageID: e.MessageID, To: e.To, Subject: e.Subject, Status: string(e.Status),

@@ -116,3 +116,33 @@ func TestPaymentAPI(t *testing.T) {
 		t.Errorf("%d gateway requests, want 1", len(rows))
 	}
 }
+
+// The console's order page shows the calls made to the gateway, and its
+// JSON lists them.
+func TestOrderPageShowsGatewayCalls(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "PAYSEE", 50000, 5)
+	id, token := c.newShopOrder(t, "PAYSEE")
+	if p := c.payOnce(id, token); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("pay: %d", p.StatusCode)
+	}
+	row := c.get("/admin/orders/" + id).Doc(t).Find("h2:contains('Calls to the gateway') + .table-wrap tbody tr")
+	if text := row.Text(); row.Length() != 1 || !strings.Contains(text, "sandbox: create_payment") || !strings.Contains(text, id) ||
+		row.Find(".badge").Text() != "done" {
+		t.Errorf("the order page's gateway calls: %d rows %q, want one done sandbox create_payment", row.Length(), text)
+	}
+	p := c.do(c.client, "GET", "/admin/orders/"+id, nil, http.Header{"Accept": {"application/json"}})
+	var v struct {
+		GatewayRequests []struct {
+			Provider       string `json:"provider"`
+			Phase          string `json:"phase"`
+			IdempotencyKey string `json:"idempotency_key"`
+		} `json:"gateway_requests"`
+	}
+	if err := json.Unmarshal([]byte(p.Body), &v); err != nil || len(v.GatewayRequests) != 1 || v.GatewayRequests[0].Phase != "done" ||
+		v.GatewayRequests[0].IdempotencyKey != id {
+		t.Errorf("the order's JSON lists %+v (%v), want the one done request", v.GatewayRequests, err)
+	}
+}

@@ -40,7 +40,10 @@ type Order struct {
 	Outbox      []models.OutboxMessage
 	Jobs        []models.JobExecution
 	Emails      []models.OutboundEmail
-	Timeline    []Event
+	// GatewayRequests are the calls Sekali made to gateways for the
+	// order (its hosted payment page), oldest first.
+	GatewayRequests []models.GatewayRequest
+	Timeline        []Event
 }
 
 // Callback is what one payment callback was and what it caused.
@@ -123,6 +126,7 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 		{"outbox", db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox)},
 		{"jobs", db.Where("idempotency_key IN ?", keys).Order("id").Find(&s.Jobs)},
 		{"emails", db.Where("key IN ?", emailKeys).Order("id").Find(&s.Emails)},
+		{"gateway requests", db.Where("order_id = ?", id).Order("id").Find(&s.GatewayRequests)},
 	}
 	for _, st := range steps {
 		if st.q.Error != nil {
@@ -277,6 +281,17 @@ func timeline(s *Order) []Event {
 			at = *j.FinishedAt
 		}
 		add(Event{At: at, Tone: tone, Ref: "job:" + j.IdempotencyKey, What: fmt.Sprintf("job %s: %s", j.IdempotencyKey, j.Status), Detail: d})
+	}
+	for _, r := range s.GatewayRequests {
+		tone := map[models.GatewayPhase]string{models.GatewayDone: "ok", models.GatewayFailed: "bad", models.GatewaySent: "warn"}[r.Phase]
+		d := fmt.Sprintf("key %s, %d attempt(s)", r.IdempotencyKey, r.Attempts)
+		if r.ProviderObjectID != "" {
+			d += ", object " + r.ProviderObjectID
+		}
+		if r.LastError != "" {
+			d += "; last error: " + r.LastError
+		}
+		add(Event{At: r.UpdatedAt, Tone: tone, What: fmt.Sprintf("asked %s: %s, %s", r.Provider, r.Kind, r.Phase), Detail: d})
 	}
 	if inv := o.Invoice; inv != nil {
 		add(Event{At: inv.IssuedAt, Tone: "ok", What: "invoice " + inv.Number + " issued", Detail: fmt.Sprintf("%d %s", inv.Amount, inv.Currency)})

@@ -106,16 +106,16 @@ func Percent(part, whole int64) string {
 // Tone is the badge colour of a status, result or outcome.
 func Tone(s string) string {
 	switch s {
-	case "paid", "succeeded", "processed", "sent", "ok", "dispatched", "green", "completed", "dispute won", "dispute_won":
+	case "paid", "succeeded", "processed", "sent", "ok", "dispatched", "green", "completed", "dispute won", "dispute_won", "done":
 		return "ok"
 	case "failed", "conflict", "rejected", "error", "refund_required", "invalid_signature", "RED", "archived",
 		"dispute open", "dispute lost", "disputed", "dispute_lost", "refund_exceeds_payment",
 		"unknown_order", "amount_mismatch", "currency_mismatch", "reference_belongs_to_other_order":
 		return "bad"
 	case "expired", "cancelled", "stale", "processing", "retry", "too_large", "invalid_payload", "missing_field",
-		"unsupported_media_type", "refused", "noop", "stuck", "scheduled", "unconfirmed":
+		"unsupported_media_type", "refused", "noop", "stuck", "scheduled", "unconfirmed", PhaseSentUnknown:
 		return "warn"
-	case "pending", "duplicate", "active", "queued", "ignored", "refunded", "partially_refunded":
+	case "pending", "duplicate", "active", "queued", "ignored", "refunded", "partially_refunded", "planned":
 		return "info"
 	}
 	return ""

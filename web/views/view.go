@@ -264,6 +264,22 @@ type InvoiceRow struct {
 }
 
 // EmailRow is one outbound email.
+// GatewayRequestRow is one call Sekali made to a gateway for an order.
+type GatewayRequestRow struct {
+	Kind      string
+	Provider  string
+	Key       string
+	Phase     string // planned, PhaseSentUnknown, done or failed
+	Attempts  int
+	Object    string
+	LastError string
+	Updated   time.Time
+}
+
+// PhaseSentUnknown is how a request in phase sent is shown: sent, and
+// whether the gateway acted is not known yet.
+const PhaseSentUnknown = "sent, answer unknown"
+
 type EmailRow struct {
 	Key       string
 	MessageID string
@@ -297,6 +313,7 @@ type OrderDetail struct {
 	Outbox      []OutboxRow
 	Jobs        []JobRow
 	Emails      []EmailRow
+	Gateway     []GatewayRequestRow
 	Timeline    []Event
 	CanCancel   bool
 }
