@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -72,19 +71,21 @@ func (s *Server) orderPayment(c echo.Context) error {
 }
 
 // openPaymentPage asks the checkout service for o's page. The gateway
-// sends the customer back to the order's page (with token, when the
-// caller has the customer's), marked as back from payment attempt N.
+// sends the customer back to the order's page, with the token when the
+// caller has the customer's. Every press must send the gateway the same
+// request — a repeat under one key with other parameters is an error at
+// Stripe — so the return URL depends on nothing that changes between
+// presses (not on the payment attempts so far).
 func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) (outbound.Page, error) {
 	ctx := c.Request().Context()
 	items, err := s.pageItems(ctx, o)
 	if err != nil {
 		return outbound.Page{}, err
 	}
-	back := url.Values{"attempt": {strconv.Itoa(len(o.Payments) + 1)}}
+	returnURL := c.Scheme() + "://" + c.Request().Host + "/orders/" + url.PathEscape(o.ID)
 	if token != "" {
-		back.Set("t", token)
+		returnURL += "?t=" + url.QueryEscape(token)
 	}
-	returnURL := c.Scheme() + "://" + c.Request().Host + "/orders/" + url.PathEscape(o.ID) + "?" + back.Encode()
 	return s.deps.Checkout.Open(ctx, o, items, returnURL)
 }
 
