@@ -332,8 +332,10 @@ func newItemJSON(i models.OrderItem) itemJSON {
 	return itemJSON{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
 }
 
-// gatewayJSON is one call Sekali made to a gateway for the order.
+// gatewayJSON is one call Sekali made to a gateway for an order.
 type gatewayJSON struct {
+	ID               int64      `json:"id"`
+	OrderID          string     `json:"order_id"`
 	Kind             string     `json:"kind"`
 	Provider         string     `json:"provider"`
 	IdempotencyKey   string     `json:"idempotency_key"`
@@ -350,7 +352,7 @@ type gatewayJSON struct {
 }
 
 func newGatewayJSON(r models.GatewayRequest) gatewayJSON {
-	return gatewayJSON{Kind: string(r.Kind), Provider: r.Provider, IdempotencyKey: r.IdempotencyKey, Amount: r.Amount,
+	return gatewayJSON{ID: r.ID, OrderID: r.OrderID, Kind: string(r.Kind), Provider: r.Provider, IdempotencyKey: r.IdempotencyKey, Amount: r.Amount,
 		Currency: r.Currency, Phase: string(r.Phase), Attempts: r.Attempts, ProviderObjectID: r.ProviderObjectID,
 		RedirectURL: r.RedirectURL, LastError: r.LastError, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), DoneAt: utc(r.DoneAt)}
 }

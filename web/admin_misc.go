@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -135,4 +136,31 @@ func (b *pageBuffer) WriteHeader(code int) {
 func (b *pageBuffer) Write(p []byte) (int, error) {
 	b.WriteHeader(http.StatusOK)
 	return b.body.Write(p)
+}
+
+// gatewayPhases are the phase filter's choices: the open ones (planned or
+// sent: not over), then each phase.
+var gatewayPhases = []string{outbound.PhaseOpen, string(models.GatewayPlanned), string(models.GatewaySent),
+	string(models.GatewayDone), string(models.GatewayFailed)}
+
+// adminGatewayRequests is GET /admin/gateway-requests: the calls Sekali
+// made to payment gateways (docs/outbound.md), newest first; ?phase=open
+// lists those not over.
+func (s *Server) adminGatewayRequests(c echo.Context) error {
+	p := newParams(c.QueryParams())
+	f := outbound.Filter{Phase: p.oneOf("phase", gatewayPhases...), Before: p.id("before"), Limit: int(p.id("limit"))}
+	if p.err != nil {
+		return p.err
+	}
+	var rs []models.GatewayRequest
+	var next int64
+	if s.deps.Checkout != nil {
+		var err error
+		if rs, next, err = s.deps.Checkout.List(c.Request().Context(), f); err != nil {
+			return err
+		}
+	}
+	js, v := listPage(s, c, "/admin/gateway-requests", rs, formatID(next), newGatewayJSON, gatewayRow)
+	page := views.GatewayRequestsPage(v, f.Phase, gatewayPhases, s.deps.Checkout != nil)
+	return s.show(c, "Gateway calls", "gateway", js, page)
 }

@@ -109,7 +109,7 @@ func gatewayRow(r models.GatewayRequest) views.GatewayRequestRow {
 	if r.Phase == models.GatewaySent {
 		phase = views.PhaseSentUnknown
 	}
-	return views.GatewayRequestRow{Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey, Phase: phase,
+	return views.GatewayRequestRow{ID: r.ID, OrderID: r.OrderID, Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey, Phase: phase,
 		Attempts: r.Attempts, Object: r.ProviderObjectID, LastError: r.LastError, Updated: r.UpdatedAt}
 }
 

@@ -146,3 +146,44 @@ func TestOrderPageShowsGatewayCalls(t *testing.T) {
 		t.Errorf("the order's JSON lists %+v (%v), want the one done request", v.GatewayRequests, err)
 	}
 }
+
+// The console lists the calls made to gateways; ?phase=open keeps those
+// not over (a sent one shows its answer as unknown), and the list is
+// JSON too.
+func TestGatewayRequestsPage(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "GWLIST", 50000, 5)
+	paid, token := c.newShopOrder(t, "GWLIST")
+	if p := c.payOnce(paid, token); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("pay: %d", p.StatusCode)
+	}
+	stuck, _ := c.newShopOrder(t, "GWLIST")
+	if err := c.db.Create(&models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: stuck, Provider: "stripe",
+		IdempotencyKey: stuck, Amount: 50000, Currency: "IDR", Phase: models.GatewaySent, Attempts: 1,
+		LastError: "context deadline exceeded"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	rows := c.get("/admin/gateway-requests?phase=open").Doc(t).Find("#list tbody tr")
+	if rows.Length() != 1 || !strings.Contains(rows.Text(), stuck) || rows.Find(".badge").Text() != "sent, answer unknown" ||
+		!strings.Contains(rows.Text(), "context deadline exceeded") {
+		t.Errorf("open calls: %d rows %q, want the stuck one, its answer unknown", rows.Length(), rows.Text())
+	}
+	if all := c.get("/admin/gateway-requests").Doc(t).Find("#list tbody tr"); all.Length() != 2 {
+		t.Errorf("all calls: %d rows, want 2", all.Length())
+	}
+	var v struct {
+		Rows []struct {
+			OrderID string `json:"order_id"`
+			Phase   string `json:"phase"`
+		} `json:"rows"`
+	}
+	api := c.api("/api/admin/gateway-requests?phase=done")
+	if err := json.Unmarshal([]byte(api.Body), &v); err != nil || len(v.Rows) != 1 || v.Rows[0].OrderID != paid || v.Rows[0].Phase != "done" {
+		t.Errorf("the API's done calls: %d %s", api.StatusCode, api.Body)
+	}
+	if p := c.get("/admin/gateway-requests?phase=lost"); p.StatusCode != 422 {
+		t.Errorf("a bad phase: %d, want 422", p.StatusCode)
+	}
+}

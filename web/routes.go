@@ -55,6 +55,7 @@ func (s *Server) routes() {
 	e.GET("/api/admin/products", s.adminProducts, adminAPI...)
 	e.GET("/api/admin/products/:sku", s.adminProduct, adminAPI...)
 	e.GET("/api/admin/actions", s.adminActions, adminAPI...)
+	e.GET("/api/admin/gateway-requests", s.adminGatewayRequests, adminAPI...)
 
 	// The callback pipeline enforces its own 64 KiB limit, so that an
 	// oversized delivery is recorded like any other.
@@ -106,6 +107,7 @@ func (s *Server) routes() {
 	e.GET("/admin/audit", s.adminAudit, console...)
 	e.POST("/admin/audit", s.adminRunAudit, console...)
 	e.GET("/admin/actions", s.adminActions, console...)
+	e.GET("/admin/gateway-requests", s.adminGatewayRequests, console...)
 	e.GET("/admin/help", s.adminHelp, console...)
 	// Any other console address: a 404, inside the console's frame for
 	// an admin (the session is read, not required).

@@ -76,6 +76,7 @@ type (
 	checkoutService interface {
 		Provider() string
 		Open(ctx context.Context, o *models.Order, items []outbound.PageItem, returnURL string) (outbound.Page, error)
+		List(ctx context.Context, f outbound.Filter) ([]models.GatewayRequest, int64, error)
 	}
 	storyReader interface {
 		Order(ctx context.Context, id string) (*story.Order, error)

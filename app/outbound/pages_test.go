@@ -2,6 +2,8 @@ package outbound_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,5 +229,49 @@ func TestOnlyAPendingOrderOpensAPage(t *testing.T) {
 	e.db.Model(&models.GatewayRequest{}).Count(&n)
 	if models.ErrorCode(err) != models.EInvalidTransition || n != 0 || e.gw.calls.Load() != 0 {
 		t.Errorf("paid order: %v, %d rows, %d calls; want invalid_transition and nothing", err, n, e.gw.calls.Load())
+	}
+}
+
+// List reads the requests newest first, all or those not over ("open":
+// planned or sent), a page at a time.
+func TestListFiltersByPhase(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	phases := []models.GatewayPhase{models.GatewayDone, models.GatewaySent, models.GatewayFailed, models.GatewayPlanned}
+	for i, ph := range phases {
+		r := models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: e.order.ID, Provider: fmt.Sprintf("gw%d", i),
+			IdempotencyKey: e.order.ID, Amount: 1, Currency: "IDR", Phase: ph}
+		if ph == models.GatewayDone {
+			now := time.Now()
+			r.ProviderObjectID, r.DoneAt = "obj", &now
+		}
+		if err := e.db.Create(&r).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	providers := func(f outbound.Filter) ([]string, int64) {
+		rows, next, err := e.pages.List(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []string
+		for _, r := range rows {
+			ps = append(ps, r.Provider)
+		}
+		return ps, next
+	}
+	if got, _ := providers(outbound.Filter{}); !slices.Equal(got, []string{"gw3", "gw2", "gw1", "gw0"}) {
+		t.Errorf("all: %q", got)
+	}
+	if got, _ := providers(outbound.Filter{Phase: outbound.PhaseOpen}); !slices.Equal(got, []string{"gw3", "gw1"}) {
+		t.Errorf("open: %q, want the planned and the sent one", got)
+	}
+	if got, _ := providers(outbound.Filter{Phase: "failed"}); !slices.Equal(got, []string{"gw2"}) {
+		t.Errorf("failed: %q", got)
+	}
+	first, next := providers(outbound.Filter{Limit: 3})
+	rest, last := providers(outbound.Filter{Limit: 3, Before: next})
+	if len(first) != 3 || next == 0 || !slices.Equal(rest, []string{"gw0"}) || last != 0 {
+		t.Errorf("pages: %q then %q (cursors %d, %d)", first, rest, next, last)
 	}
 }

@@ -266,6 +266,8 @@ type InvoiceRow struct {
 // EmailRow is one outbound email.
 // GatewayRequestRow is one call Sekali made to a gateway for an order.
 type GatewayRequestRow struct {
+	ID        int64
+	OrderID   string
 	Kind      string
 	Provider  string
 	Key       string
