@@ -271,6 +271,14 @@ func startStale(t *testing.T, e *env, m models.OutboxMessage, fn jobs.Effect) (*
 	e.enqueue(m, w1.queue)
 	waitClosed(t, "w1's effect ran", reached)
 	eventually(t, "w1's lock expired", func() bool { return !e.lockHeld(m.TaskID) })
+	// The lease on the row was set by the claim, a moment after the lock:
+	// it runs out a moment later too. Until then a new claimant is told
+	// the job is busy.
+	eventually(t, "w1's lease ran out", func() bool {
+		var passed bool
+		e.db.Raw("SELECT locked_until < now() FROM job_executions WHERE idempotency_key = ?", m.TaskID).Scan(&passed)
+		return passed
+	})
 	return w1, unblock
 }
 
