@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // PageRequest is what a gateway needs to open its hosted payment page for
@@ -58,6 +59,15 @@ type Refused struct {
 }
 
 func (e *Refused) Error() string { return fmt.Sprintf("refused (%d): %s", e.Status, e.Message) }
+
+// RefusedStatus reports whether a gateway's HTTP status is a definite
+// "no": a 4xx other than 408 (timeout), 409 (a request in progress),
+// 425 (too early) and 429 (rate limit), each of which a repeat may get
+// past.
+func RefusedStatus(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusConflict &&
+		code != http.StatusTooEarly && code != http.StatusTooManyRequests
+}
 
 // IsRefused reports whether err is a gateway's definite "no".
 func IsRefused(err error) bool {

@@ -102,8 +102,7 @@ func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outb
 	switch {
 	case (code == http.StatusCreated || code == http.StatusOK) && decodeErr == nil && a.Token != "" && a.RedirectURL != "":
 		return outbound.Page{ObjectID: a.Token, RedirectURL: a.RedirectURL}, nil
-	case code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusConflict &&
-		code != http.StatusTooEarly && code != http.StatusTooManyRequests:
+	case outbound.RefusedStatus(code):
 		msg := strings.Join(a.ErrorMessages, "; ")
 		if msg == "" {
 			msg = http.StatusText(code)

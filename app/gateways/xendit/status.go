@@ -37,7 +37,7 @@ func NewStatusClient(secretKey, baseURL string) (*StatusClient, error) {
 		return nil, err
 	}
 	if baseURL == "" {
-		baseURL = "https://api.xendit.co"
+		baseURL = DefaultAPIURL
 	}
 	return &StatusClient{BaseURL: baseURL, secretKey: secretKey, Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
 }
