@@ -9,7 +9,7 @@ import (
 )
 
 // Faults are the switches a test flips to make the gateway's emulated
-// APIs (Stripe's, Midtrans's: the calls Sekali makes to a gateway, not
+// APIs (Stripe's, Midtrans's, Xendit's: the calls Sekali makes to a gateway, not
 // the callbacks it receives) fail as a real gateway's can. Each switch
 // counts down over the API calls that follow, whichever API they ask. The
 // zero value fails nothing; it is safe for concurrent use.

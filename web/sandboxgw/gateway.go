@@ -99,6 +99,7 @@ type Gateway struct {
 	midtransOrder []string
 	midtransAPI   midtransAPI // its Snap and refund calls (midtransapi.go)
 	stripe        stripeAPI   // its API (stripeapi.go), once SpeakStripeAPI is told the key
+	xendit        xenditAPI   // its invoice API (xenditapi.go), once SpeakXenditAPI is told the key
 	faults        Faults      // of the emulated APIs
 	wg            sync.WaitGroup
 	stop          chan struct{} // closed by Close: no more retries
@@ -161,6 +162,7 @@ func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.PUT(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransSetStatus, mw...)
 	g.mountMidtrans(e, mw...)
 	g.mountStripe(e, mw...)
+	g.mountXendit(e, mw...)
 }
 
 // status is GET /sandbox/status/:id, the gateway's status API: the latest

@@ -11,6 +11,7 @@ import (
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	stripegw "github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/web/sandboxgw"
@@ -187,5 +188,103 @@ func TestMidtransOpenerKeyOnce(t *testing.T) {
 	}
 	if _, err := o.OpenPage(t.Context(), pageOf("ORD-OP-5", "ORD-OP-5-2")); err != nil {
 		t.Errorf("a new key: %v", err)
+	}
+}
+
+// xenditOpener is the Xendit opener pointed at the gateway's Xendit API.
+func xenditOpener(t *testing.T, base string) *xendit.PageOpener {
+	t.Helper()
+	o, err := xendit.NewPageOpener(xenditKey, base+sandboxgw.XenditAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// An invoice has no idempotency key, and Xendit would make a second one
+// of the same external_id: the opener looks first. The same key twice is
+// one invoice — the second call finds it by external_id.
+func TestXenditOpenerSameKeyOneInvoice(t *testing.T) {
+	t.Parallel()
+	_, x := xenditEmulator(t)
+	o := xenditOpener(t, x.base)
+	first, err := o.OpenPage(t.Context(), pageOf("ORD-OP-6", "ORD-OP-6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ObjectID == "" || first.RedirectURL != x.base+"/sandbox/pay/ORD-OP-6?t=tok" {
+		t.Errorf("page %+v", first)
+	}
+	again, err := o.OpenPage(t.Context(), pageOf("ORD-OP-6", "ORD-OP-6"))
+	if err != nil || again != first {
+		t.Errorf("again: %+v, %v; want %+v", again, err, first)
+	}
+	all := x.invoices("ORD-OP-6")
+	if len(all) != 1 {
+		t.Fatalf("%d invoices, want 1", len(all))
+	}
+	if inv := all[0]; inv["amount"] != 150000.0 || inv["currency"] != "IDR" || inv["payer_email"] != "budi@example.id" ||
+		inv["success_redirect_url"] != "https://shop.example/orders/ORD-OP-6?t=tok" {
+		t.Errorf("invoice %v", inv)
+	}
+}
+
+// A 500 before the gateway acted is not a refusal; the repeat finds no
+// invoice and makes the one.
+func TestXenditOpenerFailNext(t *testing.T) {
+	t.Parallel()
+	g, x := xenditEmulator(t)
+	o := xenditOpener(t, x.base)
+	g.Faults().FailNext(1)
+	if _, err := o.OpenPage(t.Context(), pageOf("ORD-OP-7", "ORD-OP-7")); err == nil || outbound.IsRefused(err) {
+		t.Fatalf("FailNext: %v, want a plain error", err)
+	}
+	page, err := o.OpenPage(t.Context(), pageOf("ORD-OP-7", "ORD-OP-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := x.invoices("ORD-OP-7"); len(all) != 1 || all[0]["id"] != page.ObjectID {
+		t.Errorf("invoices %v, want only %s", all, page.ObjectID)
+	}
+}
+
+// The gateway makes the invoice and does not answer; the caller's
+// deadline passes: not a refusal. The repeat finds that invoice by
+// external_id and answers with it: one invoice.
+func TestXenditOpenerTimeOutAfterActing(t *testing.T) {
+	t.Parallel()
+	g, x := xenditEmulator(t)
+	o := xenditOpener(t, x.base)
+	err := openLate(t, g, o, pageOf("ORD-OP-8", "ORD-OP-8"))
+	if err == nil || outbound.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no answer: %v, want the deadline", err)
+	}
+	created := x.invoices("ORD-OP-8")
+	if len(created) != 1 {
+		t.Fatalf("%d invoices, want 1", len(created))
+	}
+	page, err := o.OpenPage(t.Context(), pageOf("ORD-OP-8", "ORD-OP-8"))
+	if err != nil || page.ObjectID != created[0]["id"] || page.RedirectURL != created[0]["invoice_url"] {
+		t.Errorf("the repeat: %+v, %v; want %v", page, err, created[0]["id"])
+	}
+	if n := len(x.invoices("ORD-OP-8")); n != 1 {
+		t.Errorf("%d invoices, want 1", n)
+	}
+}
+
+// A wrong key is refused at the look: nothing is created.
+func TestXenditOpenerWrongKey(t *testing.T) {
+	t.Parallel()
+	_, x := xenditEmulator(t)
+	o, err := xendit.NewPageOpener("xnd_development_wrong_key_00", x.base+sandboxgw.XenditAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused *outbound.Refused
+	if _, err := o.OpenPage(t.Context(), pageOf("ORD-OP-9", "ORD-OP-9")); !errors.As(err, &refused) || refused.Status != http.StatusUnauthorized {
+		t.Errorf("a wrong key: %v, want refused 401", err)
+	}
+	if n := len(x.invoices("ORD-OP-9")); n != 0 {
+		t.Errorf("%d invoices, want 0", n)
 	}
 }
