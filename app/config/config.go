@@ -232,8 +232,8 @@ func Load(getenv func(string) string) (Config, error) {
 		r.fail("PAYMENT_GATEWAY", "midtrans needs MIDTRANS_SERVER_KEY")
 	case c.PaymentGateway == "stripe" && c.StripeSecretKey == "":
 		r.fail("PAYMENT_GATEWAY", "stripe needs STRIPE_SECRET_KEY")
-	case c.PaymentGateway == "xendit":
-		r.fail("PAYMENT_GATEWAY", "xendit cannot open payment pages yet: use sandbox, midtrans or stripe")
+	case c.PaymentGateway == "xendit" && c.XenditSecretKey == "":
+		r.fail("PAYMENT_GATEWAY", "xendit needs XENDIT_SECRET_KEY")
 	}
 	if !strings.Contains(c.AdminEmail, "@") {
 		r.fail("ADMIN_EMAIL", "%q is not an email address", c.AdminEmail)

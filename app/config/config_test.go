@@ -200,7 +200,7 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"PAYMENT_GATEWAY", "paypal", ""},
 		{"PAYMENT_GATEWAY", "midtrans", ""}, // without MIDTRANS_SERVER_KEY
 		{"PAYMENT_GATEWAY", "stripe", ""},   // without STRIPE_SECRET_KEY
-		{"PAYMENT_GATEWAY", "xendit", ""},   // cannot open pages yet
+		{"PAYMENT_GATEWAY", "xendit", ""},   // without XENDIT_SECRET_KEY
 		{"MIDTRANS_SNAP_URL", "ftp://snap", ""},
 	}
 	for _, tt := range tests {
@@ -440,8 +440,15 @@ func TestPaymentGatewayNeedsItsKey(t *testing.T) {
 	if err != nil || c.PaymentGateway != "midtrans" || c.MidtransSnapURL != "http://127.0.0.1:8080/sandbox/midtrans" {
 		t.Errorf("midtrans with its key: %q %q, %v", c.PaymentGateway, c.MidtransSnapURL, err)
 	}
-	_, err = config.Load(env(map[string]string{"PAYMENT_GATEWAY": "midtrans"}))
-	if err == nil || !strings.Contains(err.Error(), "MIDTRANS_SERVER_KEY") {
-		t.Errorf("midtrans without its key: %v, want an error naming MIDTRANS_SERVER_KEY", err)
+	c, err = config.Load(env(map[string]string{"PAYMENT_GATEWAY": "xendit", "XENDIT_SECRET_KEY": "xnd_development_abc",
+		"XENDIT_API_URL": "http://127.0.0.1:8080/sandbox/xendit"}))
+	if err != nil || c.PaymentGateway != "xendit" || c.XenditAPIURL != "http://127.0.0.1:8080/sandbox/xendit" {
+		t.Errorf("xendit with its key: %q %q, %v", c.PaymentGateway, c.XenditAPIURL, err)
+	}
+	for gateway, key := range map[string]string{"midtrans": "MIDTRANS_SERVER_KEY", "stripe": "STRIPE_SECRET_KEY", "xendit": "XENDIT_SECRET_KEY"} {
+		_, err = config.Load(env(map[string]string{"PAYMENT_GATEWAY": gateway}))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s without its key: %v, want an error naming %s", gateway, err, key)
+		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // page opens the order on the sandbox's pay page.
 func TestPaymentPagesThroughEachGateway(t *testing.T) {
 	t.Parallel()
-	for _, gw := range []string{"sandbox", "stripe", "midtrans"} {
+	for _, gw := range []string{"sandbox", "stripe", "midtrans", "xendit"} {
 		t.Run(gw, func(t *testing.T) {
 			t.Parallel()
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,6 +33,9 @@ func TestPaymentPagesThroughEachGateway(t *testing.T) {
 				env["STRIPE_API_URL"] = "http://" + addr + "/sandbox/stripe"
 			case "midtrans":
 				env["MIDTRANS_SERVER_KEY"] = "SB-Mid-server-PAGES0123456789" // Snap: the sandbox's emulation by default
+			case "xendit": // one API for the invoices and the status poll: set, never defaulted
+				env["XENDIT_SECRET_KEY"] = "xnd_development_sekali_pages"
+				env["XENDIT_API_URL"] = "http://" + addr + "/sandbox/xendit"
 			}
 			a := startApp(t, env)
 			id := a.createOrder(t, map[string]int{a.newProduct(t, 75000, 5): 2})

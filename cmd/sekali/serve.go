@@ -27,6 +27,7 @@ import (
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
@@ -154,6 +155,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			}
 			if cfg.StripeSecretKey != "" { // it answers as Stripe's API to this key (sandboxgw.StripeAPIPath)
 				gateway.SpeakStripeAPI(cfg.StripeSecretKey)
+			}
+			if cfg.XenditSecretKey != "" { // and as Xendit's invoice API (sandboxgw.XenditAPIPath)
+				gateway.SpeakXenditAPI(cfg.XenditSecretKey)
 			}
 			defer gateway.Close()
 			deps.PaymentPage = gateway
@@ -297,6 +301,11 @@ func displayURL(a net.Addr) string {
 // payments (PAYMENT_GATEWAY), when it is a real one; nil for the sandbox,
 // whose pages the sandbox gateway serves itself. Midtrans's Snap defaults,
 // like its API, to the sandbox gateway's emulation where that runs.
+// Stripe's and Xendit's do not: their hosts are the same for test and
+// live keys, so a test key says nothing of where to go, and Xendit's
+// invoices are opened where its status poll asks (XENDIT_API_URL, or
+// Xendit's API) — point both at the emulation with
+// XENDIT_API_URL={sandbox}/sandbox/xendit.
 func pageOpener(cfg config.Config, sandboxURL string) (outbound.PageOpener, error) {
 	switch cfg.PaymentGateway {
 	case stripe.Name:
@@ -307,6 +316,8 @@ func pageOpener(cfg config.Config, sandboxURL string) (outbound.PageOpener, erro
 			snapURL = strings.TrimSuffix(sandboxURL, "/") + midtrans.SandboxAPIPath
 		}
 		return midtrans.NewPageOpener(cfg.MidtransServerKey, snapURL)
+	case xendit.Name:
+		return xendit.NewPageOpener(cfg.XenditSecretKey, cfg.XenditAPIURL)
 	}
 	return nil, nil
 }
