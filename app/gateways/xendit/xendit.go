@@ -1,6 +1,7 @@
 // Package xendit is Xendit's side of Sekali: its invoice callbacks, its
-// invoice API for the status poll, and a sender of its callbacks for the
-// tests and the sandbox page.
+// invoice API for the status poll and for the invoices the shop's Pay
+// opens (PageOpener), and a sender of its callbacks for the tests and the
+// sandbox page.
 //
 //   - Authentication: the x-callback-token header is the account's callback
 //     verification token, compared in constant time. (It is a static
