@@ -1,13 +1,13 @@
 package sandboxgw_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/web/sandboxgw"
 )
@@ -29,25 +29,24 @@ func xenditEmulator(t *testing.T) (*sandboxgw.Gateway, xenditAPI) {
 	return g, xenditAPI{t: t, base: serve(t, g), key: xenditKey}
 }
 
-// call sends body (nil: none) to path below sandboxgw.XenditAPIPath and
-// decodes the answer into v; err is no answer, or not JSON.
+// call sends body (nil: none) to path below sandboxgw.XenditAPIPath as
+// Sekali's clients do (httpjson), and decodes the answer into v; err is
+// no answer, or not JSON.
 func (x xenditAPI) call(ctx context.Context, method, path string, body any, v any) (int, error) {
-	var b []byte
-	if body != nil {
-		b, _ = json.Marshal(body)
+	url := x.base + sandboxgw.XenditAPIPath + path
+	var status int
+	var answer []byte
+	var err error
+	if method == http.MethodGet {
+		status, answer, err = httpjson.Get(ctx, http.DefaultClient, url, x.key)
+	} else {
+		b, _ := json.Marshal(body)
+		status, answer, err = httpjson.Post(ctx, http.DefaultClient, url, x.key, b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, x.base+sandboxgw.XenditAPIPath+path, bytes.NewReader(b))
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(x.key, "")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	return res.StatusCode, json.NewDecoder(res.Body).Decode(v)
+	return status, json.Unmarshal(answer, v)
 }
 
 func (x xenditAPI) do(method, path string, body any) (int, map[string]any) {
