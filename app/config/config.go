@@ -110,8 +110,8 @@ type Config struct {
 	// Xendit and Stripe with their secret API keys, the sandbox gateway
 	// when it is on.
 	MidtransAPIURL  string        // MIDTRANS_API_URL: default from the server key (sandbox for SB-…)
-	XenditSecretKey string        // XENDIT_SECRET_KEY: xnd_…; without it Xendit is not polled
-	XenditAPIURL    string        // XENDIT_API_URL: default https://api.xendit.co
+	XenditSecretKey string        // XENDIT_SECRET_KEY: xnd_…; without it Xendit is not polled (nor PAYMENT_GATEWAY=xendit allowed)
+	XenditAPIURL    string        // XENDIT_API_URL: default https://api.xendit.co; polled and opened invoices alike
 	StripeSecretKey string        // STRIPE_SECRET_KEY: sk_… or rk_…; without it Stripe is not polled
 	StripeAPIURL    string        // STRIPE_API_URL: default https://api.stripe.com
 	PollWithin      time.Duration // POLL_WITHIN
