@@ -75,6 +75,7 @@ type (
 	// configured gateway (PAYMENT_GATEWAY), once per order.
 	checkoutService interface {
 		Provider() string
+		PageOrigins() []string
 		Open(ctx context.Context, o *models.Order, items []outbound.PageItem, returnURL string) (outbound.Page, error)
 		List(ctx context.Context, f outbound.Filter) ([]models.GatewayRequest, int64, error)
 	}

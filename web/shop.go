@@ -35,10 +35,19 @@ func (s *Server) shopPage(c echo.Context, status int, title string, content temp
 }
 
 // shopHeaders are the console's security headers, for the shop's pages.
+// Their policy lets a form lead to the payment gateway's pages too: Pay
+// posts here and is redirected there, and a browser checks that redirect
+// against form-action.
 func (s *Server) shopHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	csp := consoleCSP
+	if s.deps.Checkout != nil {
+		if origins := s.deps.Checkout.PageOrigins(); len(origins) > 0 {
+			csp = strings.Replace(csp, "form-action 'self'", "form-action 'self' "+strings.Join(origins, " "), 1)
+		}
+	}
 	return func(c echo.Context) error {
 		h := c.Response().Header()
-		h.Set("Content-Security-Policy", consoleCSP)
+		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin") // the order page's address carries its token
 		return next(c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 )
 
 // PageRequest is what a gateway needs to open its hosted payment page for
@@ -48,6 +49,20 @@ type Page struct {
 type PageOpener interface {
 	Provider() string
 	OpenPage(ctx context.Context, r PageRequest) (Page, error)
+	// PageOrigins are the origins (scheme://host) its hosted pages are
+	// served from: the shop's Pay form redirects there, and a browser
+	// follows that redirect only to origins the page's
+	// Content-Security-Policy (form-action) names.
+	PageOrigins() []string
+}
+
+// Origin is the scheme://host[:port] of rawURL, "" when it has none.
+func Origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // Refused is a gateway's definite "no": it answered, and the same request

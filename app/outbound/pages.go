@@ -43,6 +43,9 @@ func NewPages(db *gorm.DB, opener PageOpener, log *slog.Logger, now func() time.
 // Provider is the gateway new payments go to.
 func (p *Pages) Provider() string { return p.opener.Provider() }
 
+// PageOrigins are where the gateway's hosted pages are served from.
+func (p *Pages) PageOrigins() []string { return p.opener.PageOrigins() }
+
 // Open returns the hosted payment page of order o, a pending order,
 // asking the gateway for it the first time. returnURL is where the
 // gateway sends the customer back.

@@ -32,6 +32,8 @@ type fakeGateway struct {
 
 func (g *fakeGateway) Provider() string { return "fake" }
 
+func (g *fakeGateway) PageOrigins() []string { return []string{"https://gateway.example"} }
+
 func (g *fakeGateway) OpenPage(ctx context.Context, r outbound.PageRequest) (outbound.Page, error) {
 	n := g.calls.Add(1)
 	if g.gate != nil {

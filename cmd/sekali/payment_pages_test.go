@@ -20,23 +20,7 @@ func TestPaymentPagesThroughEachGateway(t *testing.T) {
 	for _, gw := range []string{"sandbox", "stripe", "midtrans", "xendit"} {
 		t.Run(gw, func(t *testing.T) {
 			t.Parallel()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close() // the app listens there next: Stripe's API URL names it
-			env := map[string]string{"HTTP_ADDR": addr, "SANDBOX_GATEWAY": "on", "PAYMENT_GATEWAY": gw}
-			switch gw {
-			case "stripe":
-				env["STRIPE_SECRET_KEY"] = "sk_test_sekali_pages"
-				env["STRIPE_API_URL"] = "http://" + addr + "/sandbox/stripe"
-			case "midtrans":
-				env["MIDTRANS_SERVER_KEY"] = "SB-Mid-server-PAGES0123456789" // Snap: the sandbox's emulation by default
-			case "xendit": // one API for the invoices and the status poll: set, never defaulted
-				env["XENDIT_SECRET_KEY"] = "xnd_development_sekali_pages"
-				env["XENDIT_API_URL"] = "http://" + addr + "/sandbox/xendit"
-			}
+			addr, env := gatewayEnv(t, gw)
 			a := startApp(t, env)
 			id := a.createOrder(t, map[string]int{a.newProduct(t, 75000, 5): 2})
 			const n = 10
@@ -76,4 +60,29 @@ func TestPaymentPagesThroughEachGateway(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatewayEnv is the environment of an app whose new payments go to gw,
+// its API answered by the sandbox gateway's emulation on the app's own
+// address (a free port, taken now: the API URLs name it).
+func gatewayEnv(t *testing.T, gw string) (addr string, env map[string]string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	ln.Close() // the app listens there next
+	env = map[string]string{"HTTP_ADDR": addr, "SANDBOX_GATEWAY": "on", "PAYMENT_GATEWAY": gw}
+	switch gw {
+	case "stripe":
+		env["STRIPE_SECRET_KEY"] = "sk_test_sekali_pages"
+		env["STRIPE_API_URL"] = "http://" + addr + "/sandbox/stripe"
+	case "midtrans":
+		env["MIDTRANS_SERVER_KEY"] = "SB-Mid-server-PAGES0123456789" // Snap: the sandbox's emulation by default
+	case "xendit": // one API for the invoices and the status poll: set, never defaulted
+		env["XENDIT_SECRET_KEY"] = "xnd_development_sekali_pages"
+		env["XENDIT_API_URL"] = "http://" + addr + "/sandbox/xendit"
+	}
+	return addr, env
 }

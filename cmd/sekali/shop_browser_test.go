@@ -160,3 +160,42 @@ func TestBrowserShopCardsLineUp(t *testing.T) {
 		t.Errorf("the cards use %.0f of the row's %.0f px", layout.UsedWidth, layout.TotalWidth)
 	}
 }
+
+// TestBrowserPayOnEachGatewaysPage: with PAYMENT_GATEWAY naming Stripe,
+// Midtrans or Xendit (their APIs answered by the sandbox gateway's
+// emulation), a customer buys, presses Pay now, lands on the hosted page
+// the gateway made — a Checkout Session, a Snap transaction, an invoice —
+// pays there, and sees the order paid; Sekali asked the gateway once.
+func TestBrowserPayOnEachGatewaysPage(t *testing.T) {
+	t.Parallel()
+	for _, gw := range []string{"stripe", "midtrans", "xendit"} {
+		t.Run(gw, func(t *testing.T) {
+			t.Parallel()
+			_, env := gatewayEnv(t, gw)
+			a := startApp(t, env)
+			if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+				t.Fatal(err)
+			}
+			b := newBrowser(t, a)
+			b.open("/")
+			b.do("fill in the mug's order form",
+				chromedp.SendKeys(chromedp.CSS(`#product-DEMO-MUG input[name="email"]`), "ayu@example.com"))
+			b.follow("Place order", chromedp.Click(chromedp.CSS(`#product-DEMO-MUG button[type="submit"]`)))
+			id := strings.TrimPrefix(strings.SplitN(b.location(), "?", 2)[0], "/orders/")
+			b.follow("click Pay now", chromedp.Click(chromedp.CSS(`form button.button`)))
+			// The gateway's page is on its own origin: the emulated API's
+			// (127.0.0.1), not the shop's (localhost).
+			if loc := b.location(); !strings.Contains(loc, "/sandbox/pay/"+id) || strings.HasPrefix(loc, "/") {
+				t.Fatalf("Pay now went to %s, want the gateway's page of %s on the gateway's origin", loc, id)
+			}
+			b.follow("pay on the gateway's page", chromedp.Click(chromedp.CSS(`.gateway-buttons button:not(.secondary)`)))
+			b.markPage()
+			b.waitFor("the order paid",
+				`document.querySelector("#order-status .badge") && document.querySelector("#order-status .badge").innerText === "paid"`,
+				`document.querySelector("#order-status").innerText`)
+			if n := a.count(t, "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND provider = ? AND phase = 'done' AND attempts = 1", id, gw); n != 1 {
+				t.Errorf("done %s requests of the order: %d, want 1", gw, n)
+			}
+		})
+	}
+}

@@ -208,6 +208,9 @@ func payPath(orderID, token string) string {
 // the shop's Pay opens this gateway's page.
 func (g *Gateway) Provider() string { return sandbox.Name }
 
+// PageOrigins implements outbound.PageOpener: its page is on this server.
+func (g *Gateway) PageOrigins() []string { return nil }
+
 // OpenPage implements outbound.PageOpener. The sandbox's page is served
 // here, so opening it asks nobody; the order id is its object.
 func (g *Gateway) OpenPage(_ context.Context, r outbound.PageRequest) (outbound.Page, error) {

@@ -61,6 +61,10 @@ func NewPageOpener(serverKey, snapURL string) (*PageOpener, error) {
 // Provider implements outbound.PageOpener.
 func (*PageOpener) Provider() string { return Name }
 
+// PageOrigins implements outbound.PageOpener: Snap's redirect_url is on
+// Snap's own host.
+func (o *PageOpener) PageOrigins() []string { return []string{outbound.Origin(o.BaseURL)} }
+
 // snapTransaction is Snap's request.
 type snapTransaction struct {
 	TransactionDetails struct {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
@@ -159,5 +160,23 @@ func TestNewPageOpener(t *testing.T) {
 	}
 	if _, err := midtrans.NewPageOpener("sk_test_1", ""); err == nil {
 		t.Error("a Stripe key accepted")
+	}
+}
+
+// Snap's pages are on Snap's host: the sandbox's for an SB- key, or the
+// Snap URL given.
+func TestPageOrigins(t *testing.T) {
+	t.Parallel()
+	for snap, want := range map[string]string{
+		"":                                       "https://app.sandbox.midtrans.com",
+		"http://127.0.0.1:8080/sandbox/midtrans": "http://127.0.0.1:8080",
+	} {
+		o, err := midtrans.NewPageOpener("SB-Mid-server-ORIGINS0123456789", snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.PageOrigins(); !slices.Equal(got, []string{want}) {
+			t.Errorf("snap %q: %q, want %q", snap, got, want)
+		}
 	}
 }

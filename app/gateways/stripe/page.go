@@ -32,7 +32,8 @@ import (
 // currency, items that do not add up to the amount) is refused before it
 // is sent: *outbound.Refused with Status 0.
 type PageOpener struct {
-	client *stripego.Client
+	client  *stripego.Client
+	baseURL string
 }
 
 // NewPageOpener returns the opener for a Stripe secret or restricted key
@@ -44,7 +45,20 @@ func NewPageOpener(secretKey, baseURL string) (*PageOpener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PageOpener{client: c}, nil
+	return &PageOpener{client: c, baseURL: baseURL}, nil
+}
+
+// CheckoutOrigin is where Stripe serves its Checkout pages.
+const CheckoutOrigin = "https://checkout.stripe.com"
+
+// PageOrigins implements outbound.PageOrigins: Stripe's Checkout, and,
+// with an API of its own (the sandbox gateway's emulation), that API's
+// origin, where such an API serves its pages.
+func (o *PageOpener) PageOrigins() []string {
+	if origin := outbound.Origin(o.baseURL); origin != "" {
+		return []string{CheckoutOrigin, origin}
+	}
+	return []string{CheckoutOrigin}
 }
 
 // NewAPIClient is stripe-go's client of Stripe's API at baseURL (Stripe's

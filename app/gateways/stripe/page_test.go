@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
@@ -167,5 +168,23 @@ func TestNewPageOpener(t *testing.T) {
 	o, err := stripe.NewPageOpener(pageKey, "")
 	if err != nil || o.Provider() != "stripe" {
 		t.Errorf("default: %v, %v", o, err)
+	}
+}
+
+// The shop lets Pay lead to Stripe's Checkout, and to an API of its own's
+// origin (the sandbox gateway's emulation serves its pages there).
+func TestPageOrigins(t *testing.T) {
+	t.Parallel()
+	for base, want := range map[string][]string{
+		"":                                     {"https://checkout.stripe.com"},
+		"http://127.0.0.1:8080/sandbox/stripe": {"https://checkout.stripe.com", "http://127.0.0.1:8080"},
+	} {
+		o, err := stripe.NewPageOpener("sk_test_origins", base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.PageOrigins(); !slices.Equal(got, want) {
+			t.Errorf("base %q: %q, want %q", base, got, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,20 @@ func NewPageOpener(secretKey, apiURL string) (*PageOpener, error) {
 
 // Provider implements outbound.PageOpener.
 func (*PageOpener) Provider() string { return Name }
+
+// checkoutOrigins are where Xendit serves its invoice pages.
+var checkoutOrigins = []string{"https://checkout.xendit.co", "https://checkout-staging.xendit.co"}
+
+// PageOrigins implements outbound.PageOpener: Xendit's checkout, and,
+// with an API of its own (the sandbox gateway's emulation), that API's
+// origin.
+func (o *PageOpener) PageOrigins() []string {
+	origins := slices.Clone(checkoutOrigins)
+	if origin := outbound.Origin(o.BaseURL); o.BaseURL != DefaultAPIURL && origin != "" {
+		origins = append(origins, origin)
+	}
+	return origins
+}
 
 // invoiceRequest is Xendit's create-invoice request.
 type invoiceRequest struct {

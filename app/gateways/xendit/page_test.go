@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -246,5 +247,24 @@ func TestXenditNewPageOpener(t *testing.T) {
 	}
 	if _, err := xendit.NewPageOpener("sk_test_1", ""); err == nil {
 		t.Error("a Stripe key accepted")
+	}
+}
+
+// Xendit's invoice pages are on its checkout hosts; an API of its own (the
+// sandbox gateway's emulation) serves its pages at its origin too.
+func TestPageOrigins(t *testing.T) {
+	t.Parallel()
+	checkout := []string{"https://checkout.xendit.co", "https://checkout-staging.xendit.co"}
+	for api, want := range map[string][]string{
+		"":                                     checkout,
+		"http://127.0.0.1:8080/sandbox/xendit": append(slices.Clone(checkout), "http://127.0.0.1:8080"),
+	} {
+		o, err := xendit.NewPageOpener("xnd_development_origins", api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.PageOrigins(); !slices.Equal(got, want) {
+			t.Errorf("api %q: %q, want %q", api, got, want)
+		}
 	}
 }
