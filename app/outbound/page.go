@@ -84,6 +84,22 @@ func RefusedStatus(code int) bool {
 		code != http.StatusTooEarly && code != http.StatusTooManyRequests
 }
 
+// KeySpent is a gateway's answer that the request's key was used before
+// and cannot be used again — Midtrans's Snap order_id, which Midtrans
+// does not replay: after a lost answer, the repeat is refused so. A new
+// key may succeed.
+type KeySpent struct {
+	Message string // what the gateway said
+}
+
+func (e *KeySpent) Error() string { return "the key was used before: " + e.Message }
+
+// IsKeySpent reports whether err says the request's key is spent.
+func IsKeySpent(err error) bool {
+	var k *KeySpent
+	return errors.As(err, &k)
+}
+
 // IsRefused reports whether err is a gateway's definite "no".
 func IsRefused(err error) bool {
 	var r *Refused

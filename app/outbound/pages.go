@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -126,9 +127,18 @@ func (p *Pages) claim(ctx context.Context, r *models.GatewayRequest) (bool, erro
 // call asks the gateway and records its answer on the row.
 func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Order, items []PageItem, returnURL string) (Page, error) {
 	callCtx, cancel := context.WithTimeout(ctx, p.CallTimeout)
-	page, err := p.opener.OpenPage(callCtx, PageRequest{OrderID: o.ID, Key: r.IdempotencyKey, Amount: o.TotalAmount,
-		Currency: o.Currency, CustomerEmail: o.CustomerEmail, Items: items, ReturnURL: returnURL})
-	cancel()
+	defer cancel()
+	req := PageRequest{OrderID: o.ID, Key: r.IdempotencyKey, Amount: o.TotalAmount,
+		Currency: o.Currency, CustomerEmail: o.CustomerEmail, Items: items, ReturnURL: returnURL}
+	page, err := p.opener.OpenPage(callCtx, req)
+	if IsKeySpent(err) {
+		// The gateway will not take this key again (an earlier attempt
+		// whose answer was lost may have spent it): ask once more under
+		// a new one, {order}~{attempt}, recorded on the row first.
+		if req.Key, err = p.rotateKey(ctx, r, o.ID); err == nil {
+			page, err = p.opener.OpenPage(callCtx, req)
+		}
+	}
 	now := p.now().UTC()
 	// The answer is written whatever happens to the request meanwhile: a
 	// page the gateway made must not be forgotten.
@@ -159,6 +169,36 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	}
 	log.WarnContext(ctx, "payment page not opened yet", "error", err)
 	return Page{}, models.Errorf(models.EUnavailable, "the payment gateway did not answer; try again")
+}
+
+// rotateKey gives the row a new key, {order}~{n} for its nth attempt,
+// while this press holds it (phase sent, the key unchanged).
+func (p *Pages) rotateKey(ctx context.Context, r *models.GatewayRequest, orderID string) (string, error) {
+	key := fmt.Sprintf("%s%s%d", orderID, KeySeparator, r.Attempts+1)
+	res := p.db.WithContext(ctx).Model(&models.GatewayRequest{}).
+		Where("id = ? AND phase = ? AND idempotency_key = ?", r.ID, models.GatewaySent, r.IdempotencyKey).
+		Updates(map[string]any{"idempotency_key": key, "updated_at": p.now().UTC()})
+	if res.Error != nil {
+		return "", fmt.Errorf("outbound.Open: a new key: %w", store.Classify(res.Error))
+	}
+	if res.RowsAffected != 1 {
+		return "", errors.New("outbound.Open: the request changed hands before its new key was written")
+	}
+	r.IdempotencyKey = key
+	return key, nil
+}
+
+// KeySeparator separates an order id from the attempt number in a key
+// that replaced a spent one: ORD-…~2. Order ids never contain it, so a
+// gateway's notification of the new key names the order before it
+// (OrderOfKey).
+const KeySeparator = "~"
+
+// OrderOfKey is the order id of a key: the key itself, or what precedes
+// KeySeparator.
+func OrderOfKey(key string) string {
+	order, _, _ := strings.Cut(key, KeySeparator)
+	return order
 }
 
 func truncate(s string) string {

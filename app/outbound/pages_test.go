@@ -277,3 +277,34 @@ func TestListFiltersByPhase(t *testing.T) {
 		t.Errorf("pages: %q then %q (cursors %d, %d)", first, rest, next, last)
 	}
 }
+
+// A spent key (Midtrans's Snap order_id after a lost answer) is replaced
+// in the same press: the row gets {order}~{attempt}, the gateway is
+// asked again under it, and the page it makes is the order's.
+func TestSpentKeyIsReplaced(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.gw.answer = func(call int64) error {
+		if call == 1 {
+			return &outbound.KeySpent{Message: "order_id has already been taken"}
+		}
+		return nil
+	}
+	page, err := e.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gw.mu.Lock()
+	keys := append([]string(nil), e.gw.keys...)
+	e.gw.mu.Unlock()
+	want := e.order.ID + "~1"
+	if !slices.Equal(keys, []string{e.order.ID, want}) || page.ObjectID != "obj-"+want {
+		t.Errorf("keys %q, page %+v; want the order id, then %s and its page", keys, page, want)
+	}
+	if r := e.row(); r.Phase != models.GatewayDone || r.IdempotencyKey != want || r.Attempts != 1 {
+		t.Errorf("row %+v, want done under %s", r, want)
+	}
+	if got := outbound.OrderOfKey(want); got != e.order.ID {
+		t.Errorf("OrderOfKey(%q) = %q, want %q", want, got, e.order.ID)
+	}
+}

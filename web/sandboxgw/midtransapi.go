@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 )
 
@@ -141,7 +142,7 @@ func (g *Gateway) createSnap(c echo.Context) apiAnswer {
 		return snapError(http.StatusBadRequest, "transaction_details.order_id has already been taken")
 	}
 	return jsonAnswer(http.StatusCreated, map[string]string{"token": token,
-		"redirect_url": c.Scheme() + "://" + c.Request().Host + payPath(order, tokenOf(req.Callbacks.Finish))})
+		"redirect_url": c.Scheme() + "://" + c.Request().Host + payPath(outbound.OrderOfKey(order), tokenOf(req.Callbacks.Finish))})
 }
 
 // midtransTransaction is the latest notification the gateway knows of a

@@ -171,12 +171,11 @@ func TestMidtransOpenerKeyOnce(t *testing.T) {
 		t.Errorf("page %+v", first)
 	}
 	taken := func(err error) bool {
-		var refused *outbound.Refused
-		return errors.As(err, &refused) && refused.Status == http.StatusBadRequest &&
-			refused.Message == "transaction_details.order_id has already been taken"
+		var spent *outbound.KeySpent
+		return errors.As(err, &spent) && spent.Message == "transaction_details.order_id has already been taken"
 	}
 	if _, err := o.OpenPage(t.Context(), pageOf("ORD-OP-4", "ORD-OP-4-1")); !taken(err) {
-		t.Errorf("the same key again: %v, want refused as taken", err)
+		t.Errorf("the same key again: %v, want the key spent", err)
 	}
 
 	err = openLate(t, g, o, pageOf("ORD-OP-5", "ORD-OP-5-1"))
@@ -184,7 +183,7 @@ func TestMidtransOpenerKeyOnce(t *testing.T) {
 		t.Fatalf("no answer: %v, want the deadline", err)
 	}
 	if _, err := o.OpenPage(t.Context(), pageOf("ORD-OP-5", "ORD-OP-5-1")); !taken(err) {
-		t.Errorf("the repeat after no answer: %v, want refused as taken", err)
+		t.Errorf("the repeat after no answer: %v, want the key spent", err)
 	}
 	if _, err := o.OpenPage(t.Context(), pageOf("ORD-OP-5", "ORD-OP-5-2")); err != nil {
 		t.Errorf("a new key: %v", err)

@@ -34,3 +34,21 @@ func TestMidtransSignatureVector(t *testing.T) {
 		t.Fatalf("parsed %+v, %v", ev, err)
 	}
 }
+
+// A notification of a Snap order_id that replaced a spent one ({order}~2)
+// names the order before the "~"; other order_ids are the order's id.
+func TestParseReadsTheOrderOfAReplacedKey(t *testing.T) {
+	t.Parallel()
+	m, _ := NewProvider(serverKey, "")
+	for orderID, want := range map[string]string{"ORD-01M8SAJ9RGQ4EEFB71RD0040R7~2": "ORD-01M8SAJ9RGQ4EEFB71RD0040R7",
+		"ORD-01M8SAJ9RGQ4EEFB71RD0040R7": "ORD-01M8SAJ9RGQ4EEFB71RD0040R7"} {
+		n := Notification{OrderID: orderID, StatusCode: "200", GrossAmount: "75000.00"}
+		body := []byte(`{"currency":"IDR","fraud_status":"accept","gross_amount":"75000.00","order_id":"` + orderID + `",` +
+			`"payment_type":"gopay","status_code":"200","transaction_id":"tx-replaced","transaction_status":"settlement",` +
+			`"transaction_time":"2026-12-01 18:00:00","signature_key":"` + Signature(n, serverKey) + `"}`)
+		ev, err := m.Parse(nil, body)
+		if err != nil || ev.OrderID != want {
+			t.Errorf("order_id %q: parsed order %q, %v; want %q", orderID, ev.OrderID, err, want)
+		}
+	}
+}

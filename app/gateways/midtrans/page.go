@@ -21,10 +21,11 @@ import (
 // a second create with it is refused (400 "…order_id has already been
 // taken", or "…has been paid and utilized…" once paid), never given the
 // first token. So a repeat after a lost answer (a timeout, a 5xx, a
-// connection that broke after Midtrans acted) is *outbound.Refused, and
-// the caller must open the page again under a new key; the lost token is
-// never paid through unless its customer had it, which Midtrans's
-// notification and status API of the old order_id then report.
+// connection that broke after Midtrans acted) is *outbound.KeySpent, and
+// the caller opens the page again under a new key (outbound.Pages does:
+// {order}~{attempt}, which Parse reads back as the order); the lost token
+// is never paid through unless its customer had it. An order_id already
+// paid is *outbound.Refused: its notification settles the order.
 //
 // Answers: 201 (or 200) with a token → the token and redirect_url; any
 // other 4xx but 408, 409, 425 and 429 → *outbound.Refused; those, a 5xx,
@@ -110,6 +111,9 @@ func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outb
 		msg := strings.Join(a.ErrorMessages, "; ")
 		if msg == "" {
 			msg = http.StatusText(code)
+		}
+		if strings.Contains(msg, "has already been taken") {
+			return outbound.Page{}, &outbound.KeySpent{Message: msg}
 		}
 		return outbound.Page{}, &outbound.Refused{Status: code, Message: msg}
 	}

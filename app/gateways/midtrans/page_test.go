@@ -108,8 +108,8 @@ func TestOpenPageRefusedBeforeSending(t *testing.T) {
 	gatewaytest.PageRefusedBeforeSending(t, o, got, usd, short, noKey)
 }
 
-// Snap's answers: a definite "no" — the order_id taken, paid and
-// utilized, a bad request, a wrong key — is Refused with Midtrans's
+// Snap's answers: a definite "no" — the order_id paid and utilized, a
+// bad request, a wrong key — is Refused with Midtrans's
 // message; a conflict, a rate limit, a 5xx or an answer without a token
 // says nothing of whether Midtrans acted.
 func TestOpenPageAnswers(t *testing.T) {
@@ -118,8 +118,6 @@ func TestOpenPageAnswers(t *testing.T) {
 		o, _ := snapServer(t, status, body)
 		return o
 	}, pageRequest(), []gatewaytest.PageAnswer{
-		{Status: 400, Body: `{"error_messages":["transaction_details.order_id has already been taken"]}`,
-			Refused: true, Message: "transaction_details.order_id has already been taken"},
 		{Status: 400, Body: `{"error_messages":["transaction_details.order_id has been paid and utilized, please use another order ID"]}`,
 			Refused: true, Message: "transaction_details.order_id has been paid and utilized, please use another order ID"},
 		{Status: 401, Body: `{"error_messages":["Access denied due to unauthorized transaction, please check client or server key","Visit https://snap-docs.midtrans.com/#request-headers for more details"]}`,
@@ -178,5 +176,16 @@ func TestPageOrigins(t *testing.T) {
 		if got := o.PageOrigins(); !slices.Equal(got, []string{want}) {
 			t.Errorf("snap %q: %q, want %q", snap, got, want)
 		}
+	}
+}
+
+// A taken order_id — a repeat of a request whose answer was lost — is a
+// spent key, not a refusal: the caller asks again under a new key.
+func TestTakenOrderIDIsASpentKey(t *testing.T) {
+	t.Parallel()
+	o, _ := snapServer(t, 400, `{"error_messages":["transaction_details.order_id has already been taken"]}`)
+	_, err := o.OpenPage(t.Context(), pageRequest())
+	if !outbound.IsKeySpent(err) || outbound.IsRefused(err) {
+		t.Errorf("a taken order_id: %v, want a spent key", err)
 	}
 }
