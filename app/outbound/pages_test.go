@@ -32,6 +32,13 @@ type fakeGateway struct {
 
 func (g *fakeGateway) Provider() string { return "fake" }
 
+// seenKeys are the keys the gateway was asked with, in order.
+func (g *fakeGateway) seenKeys() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.keys)
+}
+
 func (g *fakeGateway) PageOrigins() []string { return []string{"https://gateway.example"} }
 
 func (g *fakeGateway) OpenPage(ctx context.Context, r outbound.PageRequest) (outbound.Page, error) {
@@ -175,9 +182,7 @@ func TestLostAnswerIsAskedAgainWithTheSameKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.gw.mu.Lock()
-	keys := append([]string(nil), e.gw.keys...)
-	e.gw.mu.Unlock()
+	keys := e.gw.seenKeys()
 	if len(keys) != 2 || keys[0] != keys[1] || page.ObjectID != "obj-"+keys[0] {
 		t.Errorf("keys %q, page %+v; want the same key twice and the first call's page", keys, page)
 	}
@@ -294,9 +299,7 @@ func TestSpentKeyIsReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.gw.mu.Lock()
-	keys := append([]string(nil), e.gw.keys...)
-	e.gw.mu.Unlock()
+	keys := e.gw.seenKeys()
 	want := e.order.ID + "~1"
 	if !slices.Equal(keys, []string{e.order.ID, want}) || page.ObjectID != "obj-"+want {
 		t.Errorf("keys %q, page %+v; want the order id, then %s and its page", keys, page, want)
