@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/models"
 )
@@ -37,6 +36,10 @@ func (s *Server) payOrder(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, page.RedirectURL)
 }
 
+// sandboxPage is where the sandbox serves its hosted pages — its own and
+// those of the gateways it emulates; they open the order with its token.
+const sandboxPage = "/sandbox/pay/"
+
 // paymentPageJSON is the answer of POST /api/orders/:id/payment.
 type paymentPageJSON struct {
 	Provider    string `json:"provider"`
@@ -50,24 +53,25 @@ func (s *Server) orderPayment(c echo.Context) error {
 	if s.deps.Checkout == nil {
 		return models.Errorf(models.ENotFound, "no payment gateway is configured")
 	}
-	o, err := s.openOrder(c)
-	if err != nil {
-		return err
-	}
-	// The customer's token goes into the way back from the gateway (the
-	// admin token never does).
+	// Only the customer's token: it goes into the way back from the
+	// gateway, and every press must send the gateway the same request.
 	token, _ := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
 	if token == "" {
 		token = c.QueryParam("t")
 	}
-	if !orders.TokenOpens(o, token) {
-		token = ""
+	o, err := s.deps.Orders.Open(c.Request().Context(), c.Param("id"), token, false)
+	if err != nil {
+		return err
 	}
 	page, err := s.openPaymentPage(c, o, token)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, paymentPageJSON{Provider: s.deps.Checkout.Provider(), RedirectURL: page.RedirectURL})
+	redirect := page.RedirectURL
+	if strings.HasPrefix(redirect, "/") { // the sandbox's own page: this server's
+		redirect = c.Scheme() + "://" + c.Request().Host + redirect
+	}
+	return c.JSON(http.StatusOK, paymentPageJSON{Provider: s.deps.Checkout.Provider(), RedirectURL: redirect})
 }
 
 // openPaymentPage asks the checkout service for o's page. The gateway
@@ -86,7 +90,19 @@ func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) 
 	if token != "" {
 		returnURL += "?t=" + url.QueryEscape(token)
 	}
-	return s.deps.Checkout.Open(ctx, o, items, returnURL)
+	page, err := s.deps.Checkout.Open(ctx, o, items, returnURL)
+	if err != nil {
+		return page, err
+	}
+	// A stored sandbox page lost its token (Sekali keeps tokens hashed
+	// only): the customer's goes back on.
+	if u, perr := url.Parse(page.RedirectURL); perr == nil && strings.HasPrefix(u.Path, sandboxPage) && token != "" && !u.Query().Has("t") {
+		q := u.Query()
+		q.Set("t", token)
+		u.RawQuery = q.Encode()
+		page.RedirectURL = u.String()
+	}
+	return page, nil
 }
 
 // pageItems are o's items as a gateway's page shows them, with the

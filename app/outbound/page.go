@@ -76,12 +76,19 @@ type Refused struct {
 func (e *Refused) Error() string { return fmt.Sprintf("refused (%d): %s", e.Status, e.Message) }
 
 // RefusedStatus reports whether a gateway's HTTP status is a definite
-// "no": a 4xx other than 408 (timeout), 409 (a request in progress),
-// 425 (too early) and 429 (rate limit), each of which a repeat may get
-// past.
+// "no" to this request: a 4xx other than 408 (timeout), 409 (a request in
+// progress), 425 (too early) and 429 (rate limit), each of which a repeat
+// may get past, and other than 401, 403 and 404, which say that Sekali is
+// set up wrong (a rotated key, a wrong API URL) rather than that the
+// request is: failing the order's page for good over them would leave
+// every order pressed meanwhile unpayable once the setting is fixed.
 func RefusedStatus(code int) bool {
-	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusConflict &&
-		code != http.StatusTooEarly && code != http.StatusTooManyRequests
+	switch code {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests,
+		http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return false
+	}
+	return code >= 400 && code < 500
 }
 
 // KeySpent is a gateway's answer that the request's key was used before

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 
 // DefaultCallTimeout bounds one call to a gateway; it is also the lease
 // of the request making it.
-const DefaultCallTimeout = 15 * time.Second
+const DefaultCallTimeout = 10 * time.Second
 
 // Pages opens hosted payment pages at the configured gateway
 // (PAYMENT_GATEWAY), once per order: the gateway_requests row is written
@@ -68,7 +69,7 @@ func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, ret
 		case models.GatewayDone:
 			return Page{ObjectID: r.ProviderObjectID, RedirectURL: r.RedirectURL}, nil
 		case models.GatewayFailed:
-			return Page{}, models.Errorf(models.EConflict, "the payment gateway would not open a payment page for this order: %s", r.LastError)
+			return Page{}, errRefused
 		}
 		claimed, err := p.claim(ctx, r)
 		if err != nil {
@@ -89,6 +90,10 @@ func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, ret
 	}
 }
 
+// errRefused is what the customer hears when the gateway said no: its
+// own words (they may name Sekali's key) stay in last_error and the log.
+var errRefused = models.Errorf(models.EConflict, "the payment gateway would not open a payment page for this order")
+
 // plan finds or writes the order's create_payment row. Its key is the
 // order id: the one id of the order every gateway can carry back in its
 // notifications (Midtrans's order_id, Stripe's Idempotency-Key beside
@@ -108,23 +113,34 @@ func (p *Pages) plan(ctx context.Context, o *models.Order) (*models.GatewayReque
 	return &found, nil
 }
 
+// lease is how long a claim holds the row: the call's own time and as
+// much again, so that a gateway still working on a call whose answer was
+// lost (a timeout) has finished before another press repeats it.
+func (p *Pages) lease() time.Duration { return 2 * p.CallTimeout }
+
 // claim makes this press the one that calls the gateway: the row is
-// planned, or sent by a press whose lease has passed (it died, or gave
-// up). Each claim counts an attempt.
+// planned, or sent by a press whose lease has passed (it died, or its
+// answer was lost). Each claim counts an attempt, and r becomes the row
+// as claimed: its key and attempt are this press's. Times are the
+// database's, one clock for every instance.
 func (p *Pages) claim(ctx context.Context, r *models.GatewayRequest) (bool, error) {
-	now := p.now().UTC()
-	res := p.db.WithContext(ctx).Model(&models.GatewayRequest{}).
-		Where("id = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < ?)))",
-			r.ID, models.GatewayPlanned, models.GatewaySent, now).
-		Updates(map[string]any{"phase": models.GatewaySent, "attempts": gorm.Expr("attempts + 1"),
-			"locked_until": now.Add(p.CallTimeout), "updated_at": now})
-	if res.Error != nil {
-		return false, fmt.Errorf("outbound.Open: claim: %w", store.Classify(res.Error))
+	var rows []models.GatewayRequest
+	err := p.db.WithContext(ctx).Raw(`UPDATE gateway_requests
+		SET phase = ?, attempts = attempts + 1, locked_until = now() + make_interval(secs => ?), updated_at = now()
+		WHERE id = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < now())))
+		RETURNING *`, models.GatewaySent, p.lease().Seconds(), r.ID, models.GatewayPlanned, models.GatewaySent).Scan(&rows).Error
+	if err != nil {
+		return false, fmt.Errorf("outbound.Open: claim: %w", store.Classify(err))
 	}
-	return res.RowsAffected == 1, nil
+	if len(rows) == 0 {
+		return false, nil
+	}
+	*r = rows[0]
+	return true, nil
 }
 
-// call asks the gateway and records its answer on the row.
+// call asks the gateway and records its answer on the row — only while
+// this press still holds it (sent, at the attempt it claimed).
 func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Order, items []PageItem, returnURL string) (Page, error) {
 	callCtx, cancel := context.WithTimeout(ctx, p.CallTimeout)
 	defer cancel()
@@ -142,41 +158,59 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	now := p.now().UTC()
 	// The answer is written whatever happens to the request meanwhile: a
 	// page the gateway made must not be forgotten.
-	db := p.db.WithContext(context.WithoutCancel(ctx)).Model(&models.GatewayRequest{}).Where("id = ? AND phase = ?", r.ID, models.GatewaySent)
-	log := p.log.With("provider", r.Provider, "order_id", o.ID, "idempotency_key", r.IdempotencyKey, "attempt", r.Attempts+1)
+	wctx := context.WithoutCancel(ctx)
+	mine := func() *gorm.DB {
+		return p.db.WithContext(wctx).Model(&models.GatewayRequest{}).
+			Where("id = ? AND phase = ? AND attempts = ?", r.ID, models.GatewaySent, r.Attempts)
+	}
+	log := p.log.With("provider", r.Provider, "order_id", o.ID, "idempotency_key", r.IdempotencyKey, "attempt", r.Attempts)
 	switch {
 	case err == nil && page.ObjectID != "" && page.RedirectURL != "":
-		if err := db.Updates(map[string]any{"phase": models.GatewayDone, "provider_object_id": page.ObjectID,
-			"redirect_url": page.RedirectURL, "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now}).Error; err != nil {
-			return Page{}, fmt.Errorf("outbound.Open: record the page: %w", store.Classify(err))
+		res := mine().Updates(map[string]any{"phase": models.GatewayDone, "provider_object_id": page.ObjectID,
+			"redirect_url": WithoutToken(page.RedirectURL), "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now})
+		switch {
+		case res.Error != nil:
+			// The page exists: the customer gets it. The row stays sent
+			// until a later press records it again.
+			log.ErrorContext(ctx, "could not record the payment page", "provider_object_id", page.ObjectID, "error", res.Error)
+		case res.RowsAffected == 0:
+			// Another press took the row over (this one outlived its
+			// lease): the page it recorded is the order's.
+			var current models.GatewayRequest
+			if p.db.WithContext(wctx).Take(&current, r.ID).Error == nil && current.Phase == models.GatewayDone {
+				return Page{ObjectID: current.ProviderObjectID, RedirectURL: current.RedirectURL}, nil
+			}
+			log.WarnContext(ctx, "payment page opened by a press that lost its lease", "provider_object_id", page.ObjectID)
+		default:
+			log.InfoContext(ctx, "payment page opened", "provider_object_id", page.ObjectID)
 		}
-		log.InfoContext(ctx, "payment page opened", "provider_object_id", page.ObjectID)
 		return page, nil
 	case err == nil:
 		err = errors.New("the gateway's answer has no object id or no redirect URL")
 	case IsRefused(err):
-		if uerr := db.Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(err.Error()),
+		if uerr := mine().Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(err.Error()),
 			"locked_until": nil, "updated_at": now}).Error; uerr != nil {
 			return Page{}, fmt.Errorf("outbound.Open: record the refusal: %w", store.Classify(uerr))
 		}
 		log.WarnContext(ctx, "payment page refused", "error", err)
-		return Page{}, models.Errorf(models.EConflict, "the payment gateway would not open a payment page for this order: %s", err)
+		return Page{}, errRefused
 	}
-	// Unknown: the gateway may have acted. The row stays sent, its lease
-	// ends now, and the next press repeats the call with the same key.
-	if uerr := db.Updates(map[string]any{"last_error": truncate(err.Error()), "locked_until": nil, "updated_at": now}).Error; uerr != nil {
+	// Unknown: the gateway may have acted, or still be acting. The row
+	// stays sent and keeps its lease: the next press repeats the call
+	// with the same key once the lease has passed.
+	if uerr := mine().Updates(map[string]any{"last_error": truncate(err.Error()), "updated_at": now}).Error; uerr != nil {
 		log.ErrorContext(ctx, "could not record a gateway error", "error", uerr)
 	}
 	log.WarnContext(ctx, "payment page not opened yet", "error", err)
-	return Page{}, models.Errorf(models.EUnavailable, "the payment gateway did not answer; try again")
+	return Page{}, models.Errorf(models.EUnavailable, "the payment gateway did not answer; try again in a moment")
 }
 
 // rotateKey gives the row a new key, {order}~{n} for its nth attempt,
 // while this press holds it (phase sent, the key unchanged).
 func (p *Pages) rotateKey(ctx context.Context, r *models.GatewayRequest, orderID string) (string, error) {
-	key := fmt.Sprintf("%s%s%d", orderID, KeySeparator, r.Attempts+1)
+	key := fmt.Sprintf("%s%s%d", orderID, KeySeparator, r.Attempts)
 	res := p.db.WithContext(ctx).Model(&models.GatewayRequest{}).
-		Where("id = ? AND phase = ? AND idempotency_key = ?", r.ID, models.GatewaySent, r.IdempotencyKey).
+		Where("id = ? AND phase = ? AND attempts = ? AND idempotency_key = ?", r.ID, models.GatewaySent, r.Attempts, r.IdempotencyKey).
 		Updates(map[string]any{"idempotency_key": key, "updated_at": p.now().UTC()})
 	if res.Error != nil {
 		return "", fmt.Errorf("outbound.Open: a new key: %w", store.Classify(res.Error))
@@ -201,9 +235,26 @@ func OrderOfKey(key string) string {
 	return order
 }
 
+// truncate bounds s to the 1,000 bytes last_error holds, on a character
+// boundary.
 func truncate(s string) string {
 	if len(s) > 1000 {
-		return s[:1000]
+		return strings.ToValidUTF8(s[:1000], "")
 	}
 	return s
+}
+
+// WithoutToken is rawURL without its t query parameter. The sandbox's
+// pages (its own, and those of the gateways it emulates) carry the
+// order's access token, which Sekali keeps only as a hash: the stored
+// page leaves it out, and the web layer puts the customer's back.
+func WithoutToken(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.Query().Has("t") {
+		return rawURL
+	}
+	q := u.Query()
+	q.Del("t")
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -115,7 +115,7 @@ func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 
 	server = start()
 	t.Cleanup(func() { server.Process.Signal(syscall.SIGTERM); server.Wait() })
-	// The dead process's lease (15 s) may not have passed yet: Pay answers
+	// The dead process's lease (20 s) may not have passed yet: Pay answers
 	// "try again" until it has.
 	var status int
 	var url string

@@ -120,11 +120,10 @@ func TestOpenPageAnswers(t *testing.T) {
 	}, pageRequest(), []gatewaytest.PageAnswer{
 		{Status: 400, Body: `{"error_messages":["transaction_details.order_id has been paid and utilized, please use another order ID"]}`,
 			Refused: true, Message: "transaction_details.order_id has been paid and utilized, please use another order ID"},
-		{Status: 401, Body: `{"error_messages":["Access denied due to unauthorized transaction, please check client or server key","Visit https://snap-docs.midtrans.com/#request-headers for more details"]}`,
-			Refused: true, Message: "Access denied due to unauthorized transaction, please check client or server key; Visit https://snap-docs.midtrans.com/#request-headers for more details"},
+		{Status: 401, Body: `{"error_messages":["Access denied due to unauthorized transaction, please check client or server key","Visit https://snap-docs.midtrans.com/#request-headers for more details"]}`}, // a wrong key: Sekali's setting, not the request
 		{Status: 406, Body: `{"error_messages":["order_id has been paid and utilized, please use another order ID"]}`,
 			Refused: true, Message: "order_id has been paid and utilized, please use another order ID"},
-		{Status: 404, Body: `not json`, Refused: true, Message: "Not Found"},
+		{Status: 404, Body: `not json`}, // a wrong URL: Sekali's setting
 		{Status: 409, Body: `{"error_messages":["conflict"]}`},
 		{Status: 429, Body: `{"error_messages":["Too many requests"]}`},
 		{Status: 500, Body: `{"error_messages":["Sorry, we encountered internal server error. We will fix this soon."]}`},

@@ -180,17 +180,23 @@ func sessionParams(r outbound.PageRequest) (*stripego.CheckoutSessionCreateParam
 	return p, nil
 }
 
-// answerError is what an error of stripe-go says: Stripe's definite "no",
-// or nothing known.
+// answerError is what an error of stripe-go says: Stripe's definite "no";
+// a spent key — the key used before with other parameters
+// (idempotency_error), or a 5xx Stripe replays under the key (it keeps a
+// key's first answer, errors included, for 24 hours) — which a new key
+// gets past; or nothing known.
 func answerError(err error) error {
 	var se *stripego.Error
 	if errors.As(err, &se) {
-		switch se.HTTPStatusCode {
-		case http.StatusBadRequest, http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden, http.StatusNotFound:
-			msg := se.Msg
-			if se.Type != "" {
-				msg = string(se.Type) + ": " + msg
-			}
+		msg := se.Msg
+		if se.Type != "" {
+			msg = string(se.Type) + ": " + msg
+		}
+		replayed := se.LastResponse != nil && se.LastResponse.Header.Get("Idempotent-Replayed") == "true"
+		switch {
+		case se.Type == stripego.ErrorTypeIdempotency || (replayed && se.HTTPStatusCode >= 500):
+			return &outbound.KeySpent{Message: msg}
+		case outbound.RefusedStatus(se.HTTPStatusCode):
 			return &outbound.Refused{Status: se.HTTPStatusCode, Message: msg}
 		}
 	}

@@ -1,6 +1,7 @@
 package stripe_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -134,11 +135,11 @@ func TestOpenPageAnswers(t *testing.T) {
 	}, pageRequest(), []gatewaytest.PageAnswer{
 		{Status: 400, Body: `{"error":{"type":"invalid_request_error","code":"parameter_missing","message":"Missing required param: mode."}}`,
 			Refused: true, Message: "invalid_request_error: Missing required param: mode."},
-		{Status: 400, Body: `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`, Refused: true},
-		{Status: 401, Body: `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_****6789"}}`, Refused: true},
+		{Status: 400, Body: `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`}, // a spent key
+		{Status: 401, Body: `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: sk_test_****6789"}}`},                                                    // Sekali's settings, not the request
 		{Status: 402, Body: `{"error":{"type":"card_error","message":"Your card was declined."}}`, Refused: true},
-		{Status: 403, Body: `{"error":{"type":"invalid_request_error","message":"The provided key does not have the required permissions."}}`, Refused: true},
-		{Status: 404, Body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such price"}}`, Refused: true},
+		{Status: 403, Body: `{"error":{"type":"invalid_request_error","message":"The provided key does not have the required permissions."}}`},
+		{Status: 404, Body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such price"}}`},
 		{Status: 409, Body: `{"error":{"type":"idempotency_error","message":"There is currently another in-progress request using this Idempotent Key"}}`},
 		{Status: 429, Body: `{"error":{"type":"invalid_request_error","code":"rate_limit","message":"Too many requests."}}`},
 		{Status: 500, Body: `{"error":{"type":"api_error","message":"Something went wrong on Stripe's end."}}`},
@@ -186,5 +187,41 @@ func TestPageOrigins(t *testing.T) {
 		if got := o.PageOrigins(); !slices.Equal(got, want) {
 			t.Errorf("base %q: %q, want %q", base, got, want)
 		}
+	}
+}
+
+// Stripe keeps a key's first answer, a 500 included, and replays it for
+// 24 hours: a replayed 5xx — and an idempotency_error, the key used with
+// other parameters — say the key is spent, so the caller moves to a new
+// one; a 5xx not replayed says nothing.
+func TestSpentKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status   int
+		replayed bool
+		body     string
+		spent    bool
+	}{
+		{500, true, `{"error":{"type":"api_error","message":"Something went wrong"}}`, true},
+		{500, false, `{"error":{"type":"api_error","message":"Something went wrong"}}`, false},
+		{400, false, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`, true},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.replayed {
+				w.Header().Set("Idempotent-Replayed", "true")
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(c.status)
+			io.WriteString(w, c.body)
+		}))
+		o, err := stripe.NewPageOpener("sk_test_spent", srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = o.OpenPage(t.Context(), pageRequest())
+		if outbound.IsKeySpent(err) != c.spent || outbound.IsRefused(err) {
+			t.Errorf("%d replayed=%v: %v, want spent %v and no refusal", c.status, c.replayed, err, c.spent)
+		}
+		srv.Close()
 	}
 }

@@ -190,10 +190,10 @@ func TestXenditOpenPageAnswers(t *testing.T) {
 	}, pageRequest(), []gatewaytest.PageAnswer{
 		{Status: 400, Body: `{"error_code":"API_VALIDATION_ERROR","message":"external_id is required"}`,
 			Refused: true, Message: "API_VALIDATION_ERROR: external_id is required"},
-		{Status: 401, Body: `{"error_code":"INVALID_API_KEY","message":"API key is invalid"}`,
-			Refused: true, Message: "INVALID_API_KEY: API key is invalid"},
-		{Status: 403, Body: `{"error_code":"REQUEST_FORBIDDEN_ERROR","message":"The API key is forbidden to perform this request"}`, Refused: true},
-		{Status: 404, Body: `not json`, Refused: true, Message: "Not Found"},
+		// Sekali's settings (the key, the URL), not the request: not a "no".
+		{Status: 401, Body: `{"error_code":"INVALID_API_KEY","message":"API key is invalid"}`},
+		{Status: 403, Body: `{"error_code":"REQUEST_FORBIDDEN_ERROR","message":"The API key is forbidden to perform this request"}`},
+		{Status: 404, Body: `not json`},
 		{Status: 409, Body: `{"error_code":"DUPLICATE_ERROR","message":"duplicate"}`},
 		{Status: 429, Body: `{"error_code":"RATE_LIMIT_EXCEEDED","message":"Too many requests"}`},
 		{Status: 500, Body: `{"error_code":"SERVER_ERROR","message":"Something went wrong"}`},
@@ -203,17 +203,18 @@ func TestXenditOpenPageAnswers(t *testing.T) {
 	})
 }
 
-// The look's answers: a wrong key is Refused (nothing is created); a 5xx
-// or a body that is not a list is a plain error, and nothing is created
-// either — the look must say "none" before a create.
+// The look's answers: a wrong key, a 5xx or a body that is not a list is a
+// plain error (a wrong key is Sekali's setting, not a "no" to the
+// request), and nothing is created — the look must say "none" before a
+// create.
 func TestXenditOpenPageLookAnswers(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		list    answer
 		refused bool
 	}{
-		{answer{http.StatusUnauthorized, `{"error_code":"INVALID_API_KEY","message":"API key is invalid"}`}, true},
-		{answer{http.StatusForbidden, `{"error_code":"REQUEST_FORBIDDEN_ERROR","message":"forbidden"}`}, true},
+		{answer{http.StatusUnauthorized, `{"error_code":"INVALID_API_KEY","message":"API key is invalid"}`}, false},
+		{answer{http.StatusForbidden, `{"error_code":"REQUEST_FORBIDDEN_ERROR","message":"forbidden"}`}, false},
 		{answer{http.StatusInternalServerError, `{"error_code":"SERVER_ERROR","message":"oops"}`}, false},
 		{answer{http.StatusTooManyRequests, `{"error_code":"RATE_LIMIT_EXCEEDED"}`}, false},
 		{answer{http.StatusOK, `{"data":[]}`}, false},
