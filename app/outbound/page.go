@@ -25,6 +25,21 @@ type PageRequest struct {
 	ReturnURL string
 }
 
+// CheckItems refuses, before anything is sent, a request whose items do
+// not add up to its amount: every gateway's page lists them, and each
+// refuses a total other than the amount. No items: nothing to check.
+// gateway names the call in the refusal ("stripe checkout session").
+func (r PageRequest) CheckItems(gateway string) error {
+	var total int64
+	for _, it := range r.Items {
+		total += it.Qty * it.UnitPrice
+	}
+	if len(r.Items) > 0 && total != r.Amount {
+		return &Refused{Message: fmt.Sprintf("%s: the items add up to %d, the order to %d", gateway, total, r.Amount)}
+	}
+	return nil
+}
+
 // PageItem is one line of the order, as the gateway shows it.
 type PageItem struct {
 	SKU       string

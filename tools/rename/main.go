@@ -454,16 +454,7 @@ func (p *plan) noteTaken(r *rewriter, rel, text string) {
 		spellings = append(spellings, r.newTitle)
 	}
 	for _, w := range spellings {
-		for i := 0; ; {
-			k := strings.Index(text[i:], w)
-			if k < 0 {
-				break
-			}
-			k += i
-			i = k + len(w)
-			if !isWord(text, k, k+len(w)) {
-				continue
-			}
+		for _, k := range wordsAt(text, w) {
 			p.taken++
 			if len(p.takenAt) < 3 {
 				p.takenAt = append(p.takenAt, fmt.Sprintf("%s:%d", rel, strings.Count(text[:k], "\n")+1))
@@ -573,22 +564,31 @@ func isWord(s string, i, j int) bool {
 
 func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-// replaceWords replaces each occurrence of old in s that isWord.
-func replaceWords(s, old, new string) string {
-	var out strings.Builder
-	last := 0
-	for i := 0; i+len(old) <= len(s); {
-		k := strings.Index(s[i:], old)
+// wordsAt are the offsets of the occurrences of w in s that isWord.
+func wordsAt(s, w string) []int {
+	var at []int
+	for i := 0; w != ""; {
+		k := strings.Index(s[i:], w)
 		if k < 0 {
 			break
 		}
 		k += i
-		if isWord(s, k, k+len(old)) {
-			out.WriteString(s[last:k])
-			out.WriteString(new)
-			last = k + len(old)
+		if isWord(s, k, k+len(w)) {
+			at = append(at, k)
 		}
-		i = k + len(old)
+		i = k + len(w)
+	}
+	return at
+}
+
+// replaceWords replaces each occurrence of old in s that isWord.
+func replaceWords(s, old, new string) string {
+	var out strings.Builder
+	last := 0
+	for _, k := range wordsAt(s, old) {
+		out.WriteString(s[last:k])
+		out.WriteString(new)
+		last = k + len(old)
 	}
 	out.WriteString(s[last:])
 	return out.String()

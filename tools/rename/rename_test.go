@@ -163,16 +163,7 @@ func checkLeftovers(t *testing.T, dst, oldModule, oldName string) {
 				continue
 			}
 			for _, w := range spellings {
-				for i := 0; ; {
-					k := strings.Index(text[i:], w)
-					if k < 0 {
-						break
-					}
-					k += i
-					i = k + len(w)
-					if !isWord(text, k, k+len(w)) {
-						continue
-					}
+				for range wordsAt(text, w) {
 					if strings.HasSuffix(rel, ".md") && w == capitalize(oldName) {
 						kept = append(kept, rel)
 						continue

@@ -137,13 +137,11 @@ func snapBody(r outbound.PageRequest) ([]byte, error) {
 			Email string `json:"email"`
 		}{r.CustomerEmail}
 	}
-	var total int64
+	if err := r.CheckItems("midtrans snap"); err != nil { // Midtrans refuses it: gross_amount must be the items' sum
+		return nil, err
+	}
 	for _, it := range r.Items {
 		t.ItemDetails = append(t.ItemDetails, snapItem{ID: it.SKU, Price: it.UnitPrice, Quantity: it.Qty, Name: it.Name})
-		total += it.UnitPrice * it.Qty
-	}
-	if len(r.Items) > 0 && total != r.Amount { // Midtrans refuses it: gross_amount must be the items' sum
-		return nil, &outbound.Refused{Message: fmt.Sprintf("midtrans snap: the items add up to %d, the order to %d", total, r.Amount)}
 	}
 	return json.Marshal(t)
 }

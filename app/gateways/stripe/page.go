@@ -153,13 +153,11 @@ func sessionParams(r outbound.PageRequest) (*stripego.CheckoutSessionCreateParam
 	if r.CustomerEmail != "" {
 		p.CustomerEmail = stripego.String(r.CustomerEmail)
 	}
-	var total int64
 	for _, it := range items {
 		unit, ok := Amount(it.UnitPrice, currency)
 		if !ok || it.Qty < 1 {
 			return nil, &outbound.Refused{Message: fmt.Sprintf("stripe checkout session: %d × %d is not an amount of %s", it.Qty, it.UnitPrice, currency)}
 		}
-		total += it.Qty * it.UnitPrice
 		name := it.Name
 		if name == "" {
 			name = it.SKU
@@ -173,8 +171,8 @@ func sessionParams(r outbound.PageRequest) (*stripego.CheckoutSessionCreateParam
 			},
 		})
 	}
-	if total != r.Amount {
-		return nil, &outbound.Refused{Message: fmt.Sprintf("stripe checkout session: the items add up to %d, the order to %d", total, r.Amount)}
+	if err := r.CheckItems("stripe checkout session"); err != nil {
+		return nil, err
 	}
 	p.SetIdempotencyKey(r.Key)
 	return p, nil

@@ -198,7 +198,6 @@ func invoiceBody(r outbound.PageRequest) ([]byte, error) {
 		PayerEmail: r.CustomerEmail, Description: "Order " + r.OrderID,
 		SuccessRedirectURL: r.ReturnURL, FailureRedirectURL: r.ReturnURL,
 	}
-	var total int64
 	for _, it := range r.Items {
 		if it.Qty < 1 || it.UnitPrice < 0 {
 			return nil, &outbound.Refused{Message: fmt.Sprintf("xendit invoice: %d × %d is not an item", it.Qty, it.UnitPrice)}
@@ -209,10 +208,9 @@ func invoiceBody(r outbound.PageRequest) ([]byte, error) {
 		}
 		inv.Items = append(inv.Items, invoiceItem{Name: name, Quantity: it.Qty,
 			Price: json.Number(payments.MajorText(it.UnitPrice, currency, 0)), ReferenceID: it.SKU})
-		total += it.Qty * it.UnitPrice
 	}
-	if len(r.Items) > 0 && total != r.Amount {
-		return nil, &outbound.Refused{Message: fmt.Sprintf("xendit invoice: the items add up to %d, the order to %d", total, r.Amount)}
+	if err := r.CheckItems("xendit invoice"); err != nil {
+		return nil, err
 	}
 	return json.Marshal(inv)
 }
