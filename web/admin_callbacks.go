@@ -61,13 +61,13 @@ func (s *Server) adminCallback(c echo.Context) error {
 		Now: now, Callback: callbackRow(st.Callback), Deliveries: rows(st.Deliveries, deliveryRow),
 		Transitions: rows(st.Transitions, transitionRow), Movements: rows(st.Movements, movementRow),
 		Outbox: rows(st.Outbox, outboxRow),
-		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.deps.Jobs.TaskTypes()) }),
+		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes) }),
 	}
 	if st.Payment != nil {
 		p := paymentRow(*st.Payment)
 		v.Payment = &p
 	}
-	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", newCallbackDetailJSON(st, now, s.deps.Jobs.TaskTypes()), views.CallbackPage(v))
+	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", newCallbackDetailJSON(st, now, s.taskTypes), views.CallbackPage(v))
 }
 
 // adminDeliveries is GET /admin/deliveries: the raw delivery log,

@@ -36,7 +36,7 @@ func jobFilterQuery(f jobview.Filter) string {
 // business key, status, attempts, fence, worker, lease, last error) and
 // the queue's archived tasks — the jobs that gave up.
 func (s *Server) adminJobs(c echo.Context) error {
-	f, err := jobFilter(c.QueryParams(), s.deps.Jobs.TaskTypes())
+	f, err := jobFilter(c.QueryParams(), s.taskTypes)
 	if err != nil {
 		return err
 	}
@@ -47,8 +47,8 @@ func (s *Server) adminJobs(c echo.Context) error {
 	}
 	now := s.deps.Now()
 	js, l := listPage(s, c, "/admin/jobs", execs, formatID(next),
-		func(j models.JobExecution) jobJSON { return newJobJSON(j, now, "", s.deps.Jobs.TaskTypes()) },
-		func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.deps.Jobs.TaskTypes()) })
+		func(j models.JobExecution) jobJSON { return newJobJSON(j, now, "", s.taskTypes) },
+		func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes) })
 	j := jobsJSON{listJSON: js, Archived: []taskJSON{}}
 	v := views.Jobs{
 		List: l, Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key}, Query: jobFilterQuery(f),
@@ -74,7 +74,7 @@ func (s *Server) adminJobs(c echo.Context) error {
 		return err
 	}
 	v.CanRerunMatching = anyFailed || len(v.Archived) > 0
-	return s.show(c, "Jobs", "jobs", j, views.JobsPage(v, jobStatuses, s.deps.Jobs.TaskTypes()))
+	return s.show(c, "Jobs", "jobs", j, views.JobsPage(v, jobStatuses, s.taskTypes))
 }
 
 // rerunText says what a re-run did, for people.
@@ -127,7 +127,7 @@ func resultOf(err error) string {
 // adminRerunConfirm is GET /admin/jobs/rerun-matching?<filter>: how many
 // failed or archived jobs match, and a button to re-run them all.
 func (s *Server) adminRerunConfirm(c echo.Context) error {
-	f, err := jobFilter(c.QueryParams(), s.deps.Jobs.TaskTypes())
+	f, err := jobFilter(c.QueryParams(), s.taskTypes)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (s *Server) adminRerunMatching(c echo.Context) error {
 	if err != nil {
 		return models.Errorf(models.EInvalid, "the form could not be read")
 	}
-	f, err := jobFilter(form, s.deps.Jobs.TaskTypes())
+	f, err := jobFilter(form, s.taskTypes)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ var outboxStatuses = []string{string(models.OutboxPending), string(models.Outbox
 func (s *Server) adminOutbox(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := outbox.Filter{
-		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", s.deps.Jobs.TaskTypes()...),
+		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", s.taskTypes...),
 		TaskID: p.text("task_id"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
 	if p.err != nil {
@@ -198,7 +198,7 @@ func (s *Server) adminOutbox(c echo.Context) error {
 	}
 	js, v := listPage(s, c, "/admin/outbox", ms, formatID(next), newOutboxJSON, outboxRow)
 	form := views.OutboxFilter{Status: string(f.Status), Type: f.Type, TaskID: f.TaskID}
-	return s.show(c, "Outbox", "outbox", js, views.OutboxPage(v, form, outboxStatuses, s.deps.Jobs.TaskTypes()))
+	return s.show(c, "Outbox", "outbox", js, views.OutboxPage(v, form, outboxStatuses, s.taskTypes))
 }
 
 // adminDispatch is POST /admin/outbox/:id/dispatch: hand the row's task

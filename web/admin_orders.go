@@ -62,7 +62,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
 		Gateway: rows(st.GatewayRequests, gatewayRow),
 		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
-			r := jobRow(j, now, s.deps.Jobs.TaskTypes())
+			r := jobRow(j, now, s.taskTypes)
 			r.QueueState = queueStates[j.IdempotencyKey]
 			return r
 		}),
@@ -74,7 +74,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 	if inv := o.Invoice; inv != nil {
 		v.Invoice = &views.InvoiceRow{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt}
 	}
-	return s.show(c, "Order "+o.ID, "orders", newOrderDetailJSON(st, now, queueStates, s.deps.Jobs.TaskTypes()), views.OrderPage(v))
+	return s.show(c, "Order "+o.ID, "orders", newOrderDetailJSON(st, now, queueStates, s.taskTypes), views.OrderPage(v))
 }
 
 func itemRow(i models.OrderItem) views.ItemRow {

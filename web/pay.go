@@ -108,13 +108,9 @@ func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) 
 // pageItems are o's items as a gateway's page shows them, with the
 // products' names.
 func (s *Server) pageItems(ctx context.Context, o *models.Order) ([]outbound.PageItem, error) {
-	products, err := s.deps.Products.List(ctx) // the catalogue is small
+	names, err := s.productNames(ctx)
 	if err != nil {
 		return nil, err
-	}
-	names := make(map[string]string, len(products))
-	for _, p := range products {
-		names[p.SKU] = p.Name
 	}
 	items := make([]outbound.PageItem, len(o.Items))
 	for i, it := range o.Items {

@@ -149,6 +149,9 @@ type Server struct {
 	deps        Deps
 	echo        *echo.Echo
 	crossOrigin *http.CrossOriginProtection
+	// taskTypes are the business task types (the job queue's TaskTypes),
+	// read once: they are fixed for the process.
+	taskTypes []string
 }
 
 // NewServer builds the handler with every route of routes.go.
@@ -160,6 +163,9 @@ func NewServer(log *slog.Logger, cfg config.Config, deps Deps) *Server {
 		deps.Now = time.Now
 	}
 	s := &Server{log: log, cfg: cfg, deps: deps, echo: e, crossOrigin: http.NewCrossOriginProtection()}
+	if deps.Jobs != nil {
+		s.taskTypes = deps.Jobs.TaskTypes()
+	}
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s

@@ -177,13 +177,9 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	products, err := s.deps.Products.List(ctx) // the catalogue is small: its names, for the items
+	names, err := s.productNames(ctx)
 	if err != nil {
 		return err
-	}
-	names := make(map[string]string, len(products))
-	for _, p := range products {
-		names[p.SKU] = p.Name
 	}
 	v := views.ShopOrder{
 		Now: s.deps.Now(), ID: o.ID, Token: token, Status: string(o.Status), Email: o.CustomerEmail,
@@ -215,4 +211,18 @@ func (s *Server) shopOrder(c echo.Context) error {
 		v.PayURL = "/orders/" + url.PathEscape(o.ID) + "/pay?t=" + url.QueryEscape(token)
 	}
 	return s.shopPage(c, http.StatusOK, "Order "+o.ID, views.ShopOrderPage(v))
+}
+
+// productNames are the catalogue's product names by SKU, for an order's
+// items (the catalogue is small).
+func (s *Server) productNames(ctx context.Context) (map[string]string, error) {
+	products, err := s.deps.Products.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]string, len(products))
+	for _, p := range products {
+		names[p.SKU] = p.Name
+	}
+	return names, nil
 }
