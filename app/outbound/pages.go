@@ -53,9 +53,10 @@ func (p *Pages) PageOrigins() []string { return p.opener.PageOrigins() }
 // gateway sends the customer back.
 //
 // If the call times out or the gateway fails, the answer is EUnavailable
-// and the row stays sent: the next press sends the same request with the
-// same key, and a gateway that honours it (Stripe) answers with the page
-// it made the first time. A gateway's "no" fails the row for good.
+// and the row stays sent: the first press after its lease sends the same
+// request with the same key, and a gateway that honours it (Stripe)
+// answers with the page it made the first time. A gateway's "no" fails
+// the row for good.
 func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, returnURL string) (Page, error) {
 	if o.Status != models.OrderPending {
 		return Page{}, models.Errorf(models.EInvalidTransition, "order %s is %s: there is nothing to pay", o.ID, o.Status)
@@ -67,7 +68,7 @@ func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, ret
 	for {
 		switch r.Phase {
 		case models.GatewayDone:
-			return Page{ObjectID: r.ProviderObjectID, RedirectURL: r.RedirectURL}, nil
+			return storedPage(r), nil
 		case models.GatewayFailed:
 			return Page{}, errRefused
 		}
@@ -88,6 +89,11 @@ func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, ret
 			return Page{}, fmt.Errorf("outbound.Open: %w", store.Classify(err))
 		}
 	}
+}
+
+// storedPage is the page a done row records.
+func storedPage(r *models.GatewayRequest) Page {
+	return Page{ObjectID: r.ProviderObjectID, RedirectURL: r.RedirectURL}
 }
 
 // errRefused is what the customer hears when the gateway said no: its
@@ -178,7 +184,7 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 			// lease): the page it recorded is the order's.
 			var current models.GatewayRequest
 			if p.db.WithContext(wctx).Take(&current, r.ID).Error == nil && current.Phase == models.GatewayDone {
-				return Page{ObjectID: current.ProviderObjectID, RedirectURL: current.RedirectURL}, nil
+				return storedPage(&current), nil
 			}
 			log.WarnContext(ctx, "payment page opened by a press that lost its lease", "provider_object_id", page.ObjectID)
 		default:
