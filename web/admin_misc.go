@@ -162,5 +162,5 @@ func (s *Server) adminGatewayRequests(c echo.Context) error {
 	}
 	js, v := listPage(s, c, "/admin/gateway-requests", rs, formatID(next), newGatewayJSON, gatewayRow)
 	page := views.GatewayRequestsPage(v, f.Phase, gatewayPhases, s.deps.Checkout != nil)
-	return s.show(c, "Gateway calls", "gateway", js, page)
+	return s.show(c, "Gateway calls", "orders", js, page) // reached from an order's page and the outbox
 }

@@ -771,3 +771,27 @@ func TestBrowserConsoleNavigationOnAPhone(t *testing.T) {
 		t.Errorf("the page is %.0f px wide on a 390 px screen: it scrolls sideways", wide)
 	}
 }
+
+// TestBrowserGatewayCalls: after a customer pressed Pay, the console shows
+// the call made to the gateway on the order's page and in the list of
+// calls, done at the first attempt.
+func TestBrowserGatewayCalls(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"SANDBOX_GATEWAY": "on"})
+	id := a.createOrder(t, map[string]int{a.newProduct(t, 75000, 5): 2})
+	if r := a.do(t, "POST", a.orderAction(id, "payment"), nil, nil); r.Status != http.StatusOK {
+		t.Fatalf("payment page: %d %s", r.Status, r.Body)
+	}
+	b := loggedInBrowser(t, a)
+	b.open("/admin/orders/" + id)
+	calls := browserEval[[]string](b, "read the order's gateway calls",
+		`[...document.querySelectorAll("h2")].filter(h => h.innerText === "Calls to the gateway").map(h => h.nextElementSibling.querySelector("tbody").innerText)`)
+	if len(calls) != 1 || !strings.Contains(calls[0], "sandbox: create_payment") || !strings.Contains(calls[0], "done") {
+		t.Errorf("the order's calls to the gateway: %q, want the one done sandbox create_payment", calls)
+	}
+	b.open("/admin/gateway-requests")
+	if row := b.text("#list tbody tr"); !strings.Contains(row, id) || !strings.Contains(row, "done") {
+		t.Errorf("the list of calls: %q, want the order's done call", row)
+	}
+	b.screenshot("gateway-requests")
+}

@@ -525,7 +525,7 @@ func OutboxPage(v List[OutboxRow], f OutboxFilter, statuses, types []string) tem
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<h1>Outbox</h1><p class=\"muted\">Tasks are written here in the same transaction as the change that causes them; the relay hands them to the queue. Redis being down delays them, never loses them.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<h1>Outbox</h1><p class=\"muted\">Tasks are written here in the same transaction as the change that causes them; the relay hands them to the queue. Redis being down delays them, never loses them. Calls Sekali makes to payment gateways have a list of their own: <a href=\"/admin/gateway-requests\">calls to payment gateways</a>.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
