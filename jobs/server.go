@@ -33,6 +33,9 @@ type WorkerConfig struct {
 	// PollPayments asks the gateways about orders whose notification has
 	// not come (the payments:poll task); nil when none can be asked.
 	PollPayments func(ctx context.Context) (applied int, err error)
+	// Refunds sends the refunds admins ask for (refund:send); nil in a
+	// worker that cannot.
+	Refunds RefundSender
 	// ShutdownTimeout is how long running jobs get to finish on stop;
 	// unfinished ones are handed back to the queue.
 	ShutdownTimeout time.Duration
@@ -64,6 +67,7 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		Maintenance: maintenance,
 		Reconciler:  reconciler,
 		Orders:      o,
+		Refunds:     cfg.Refunds,
 		Sender:      sender,
 		MailFrom:    cfg.MailFrom,
 	})

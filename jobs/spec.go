@@ -43,6 +43,7 @@ func specs() []Spec {
 		invoiceJob(),
 		emailJob(),
 		expireJob(),
+		refundJob(),
 		sweepStuckJob(),
 		sweepExpiredJob(),
 		pruneJob(),
@@ -61,6 +62,7 @@ type Deps struct {
 	Maintenance *Maintenance
 	Reconciler  *Reconciler
 	Orders      *orders.Service
+	Refunds     RefundSender // nil in a worker that sends no refunds
 	Sender      mail.Sender
 	MailFrom    string
 }

@@ -98,3 +98,9 @@ func (Tasks) Paid(orderID, requestID string, now time.Time) []models.OutboxMessa
 		Row(EmailArgs{Template: mail.OrderPaid, OrderID: orderID, RequestID: requestID}, now),
 	}
 }
+
+// Refund is the row of the task that sends refund request requestID of
+// orderID, written with the refund record.
+func (Tasks) Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage {
+	return Row(RefundArgs{RequestID: requestID, OrderID: orderID}, now)
+}

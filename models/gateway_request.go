@@ -9,6 +9,11 @@ type GatewayRequestKind string
 // order (a Snap transaction, a Checkout Session, an invoice).
 const GatewayCreatePayment GatewayRequestKind = "create_payment"
 
+// GatewayRefund refunds part or all of a charge (PaymentID) at its
+// gateway. The row is the refund record: asked from the console or the
+// admin API, with a reason and who asked.
+const GatewayRefund GatewayRequestKind = "refund"
+
 // GatewayPhase is where a call to a gateway stands.
 type GatewayPhase string
 
@@ -45,4 +50,8 @@ type GatewayRequest struct {
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	DoneAt           *time.Time
+	// PaymentID is the charge a refund refunds (nil for create_payment).
+	PaymentID   *int64
+	Reason      string // why, for a refund
+	RequestedBy string // the admin who asked, for a refund
 }

@@ -101,8 +101,12 @@ type orderDetailJSON struct {
 	Jobs        []jobJSON         `json:"jobs"`
 	Emails      []emailJSON       `json:"emails"`
 	Gateway     []gatewayJSON     `json:"gateway_requests"`
-	Timeline    []eventJSON       `json:"timeline"`
-	CanCancel   bool              `json:"can_cancel"` // the order is pending
+	// Refunds are the refunds asked of the order's gateway (from the
+	// console or the admin API), with their phase and amounts.
+	Refunds    []refundJSON `json:"refunds"`
+	RefundLeft int64        `json:"refund_left"` // minor units that can still be refunded
+	Timeline   []eventJSON  `json:"timeline"`
+	CanCancel  bool         `json:"can_cancel"` // the order is pending
 }
 
 // newOrderDetailJSON is an order's story; queueStates are the queue's
@@ -118,6 +122,7 @@ func newOrderDetailJSON(st *story.Order, now time.Time, queueStates map[string]s
 			return newJobJSON(j, now, queueStates[j.IdempotencyKey], taskTypes)
 		}),
 		Emails: rows(st.Emails, newEmailJSON), Gateway: rows(st.GatewayRequests, newGatewayJSON), Timeline: rows(st.Timeline, newEventJSON),
+		Refunds:   rows(refundsOf(st.GatewayRequests), func(r models.GatewayRequest) refundJSON { return newRefundJSON(&r) }),
 		CanCancel: o.Status == models.OrderPending,
 	}
 	if inv := o.Invoice; inv != nil {

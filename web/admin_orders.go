@@ -67,6 +67,10 @@ func (s *Server) adminOrder(c echo.Context) error {
 			return r
 		}),
 		CanCancel: o.Status == models.OrderPending,
+		Refunds:   rows(refundsOf(st.GatewayRequests), refundRow),
+	}
+	if v.Refund, err = s.refundForm(c, &o); err != nil {
+		return err
 	}
 	for _, e := range st.Timeline {
 		v.Timeline = append(v.Timeline, views.Event{At: e.At, What: e.What, Detail: e.Detail, Tone: e.Tone, URL: views.RefURL(e.Ref)})
@@ -74,7 +78,9 @@ func (s *Server) adminOrder(c echo.Context) error {
 	if inv := o.Invoice; inv != nil {
 		v.Invoice = &views.InvoiceRow{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt}
 	}
-	return s.show(c, "Order "+o.ID, "orders", newOrderDetailJSON(st, now, queueStates, s.taskTypes), views.OrderPage(v))
+	js := newOrderDetailJSON(st, now, queueStates, s.taskTypes)
+	js.RefundLeft = v.Refund.Left
+	return s.show(c, "Order "+o.ID, "orders", js, views.OrderPage(v))
 }
 
 func itemRow(i models.OrderItem) views.ItemRow {

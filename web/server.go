@@ -27,6 +27,7 @@ import (
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/models"
@@ -78,6 +79,10 @@ type (
 		PageOrigins() []string
 		Open(ctx context.Context, o *models.Order, items []outbound.PageItem, returnURL string) (outbound.Page, error)
 		List(ctx context.Context, f outbound.Filter) ([]models.GatewayRequest, int64, error)
+	}
+	refundService interface {
+		RequestOnce(ctx context.Context, once idempotency.Once, r refunds.Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error)
+		Refundable(ctx context.Context, orderID string) (refunds.Refundable, error)
 	}
 	storyReader interface {
 		Order(ctx context.Context, id string) (*story.Order, error)
@@ -136,6 +141,9 @@ type Deps struct {
 	// Checkout opens hosted payment pages at the configured gateway; nil:
 	// the shop offers no Pay.
 	Checkout checkoutService
+	// Refunds asks gateways for the refunds admins ask for; nil: the
+	// console offers none.
+	Refunds refundService
 	// PaymentPage is the payment page of the shop; nil: none is mounted.
 	PaymentPage PaymentPage
 	// Now is the clock; time.Now when nil.

@@ -26,6 +26,7 @@ const DefaultCallTimeout = 10 * time.Second
 // a crash — finds it and ends on the same page.
 type Pages struct {
 	db     *gorm.DB
+	ledger *Ledger
 	opener PageOpener
 	log    *slog.Logger
 	now    func() time.Time
@@ -39,7 +40,8 @@ type Pages struct {
 
 // NewPages returns the payment pages of the gateway opener speaks to.
 func NewPages(db *gorm.DB, opener PageOpener, log *slog.Logger, now func() time.Time) *Pages {
-	return &Pages{db: db, opener: opener, log: log, now: now, CallTimeout: DefaultCallTimeout, PollEvery: 50 * time.Millisecond}
+	return &Pages{db: db, ledger: NewLedger(db, now), opener: opener, log: log, now: now,
+		CallTimeout: DefaultCallTimeout, PollEvery: 50 * time.Millisecond}
 }
 
 // Provider is the gateway new payments go to.
@@ -72,7 +74,7 @@ func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, ret
 		case models.GatewayFailed:
 			return Page{}, errRefused
 		}
-		claimed, err := p.claim(ctx, r)
+		claimed, err := p.ledger.Claim(ctx, r, Lease(p.CallTimeout))
 		if err != nil {
 			return Page{}, err
 		}
@@ -119,32 +121,6 @@ func (p *Pages) plan(ctx context.Context, o *models.Order) (*models.GatewayReque
 	return &found, nil
 }
 
-// lease is how long a claim holds the row: the call's own time and as
-// much again, so that a gateway still working on a call whose answer was
-// lost (a timeout) has finished before another press repeats it.
-func (p *Pages) lease() time.Duration { return 2 * p.CallTimeout }
-
-// claim makes this press the one that calls the gateway: the row is
-// planned, or sent by a press whose lease has passed (it died, or its
-// answer was lost). Each claim counts an attempt, and r becomes the row
-// as claimed: its key and attempt are this press's. Times are the
-// database's, one clock for every instance.
-func (p *Pages) claim(ctx context.Context, r *models.GatewayRequest) (bool, error) {
-	var rows []models.GatewayRequest
-	err := p.db.WithContext(ctx).Raw(`UPDATE gateway_requests
-		SET phase = ?, attempts = attempts + 1, locked_until = now() + make_interval(secs => ?), updated_at = now()
-		WHERE id = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < now())))
-		RETURNING *`, models.GatewaySent, p.lease().Seconds(), r.ID, models.GatewayPlanned, models.GatewaySent).Scan(&rows).Error
-	if err != nil {
-		return false, fmt.Errorf("outbound.Open: claim: %w", store.Classify(err))
-	}
-	if len(rows) == 0 {
-		return false, nil
-	}
-	*r = rows[0]
-	return true, nil
-}
-
 // call asks the gateway and records its answer on the row — only while
 // this press still holds it (sent, at the attempt it claimed).
 func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Order, items []PageItem, returnURL string) (Page, error) {
@@ -161,25 +137,19 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 			page, err = p.opener.OpenPage(callCtx, req)
 		}
 	}
-	now := p.now().UTC()
 	// The answer is written whatever happens to the request meanwhile: a
 	// page the gateway made must not be forgotten.
 	wctx := context.WithoutCancel(ctx)
-	mine := func() *gorm.DB {
-		return p.db.WithContext(wctx).Model(&models.GatewayRequest{}).
-			Where("id = ? AND phase = ? AND attempts = ?", r.ID, models.GatewaySent, r.Attempts)
-	}
 	log := p.log.With("provider", r.Provider, "order_id", o.ID, "idempotency_key", r.IdempotencyKey, "attempt", r.Attempts)
 	switch {
 	case err == nil && page.ObjectID != "" && page.RedirectURL != "":
-		res := mine().Updates(map[string]any{"phase": models.GatewayDone, "provider_object_id": page.ObjectID,
-			"redirect_url": WithoutToken(page.RedirectURL), "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now})
+		recorded, err := p.ledger.Done(wctx, r, page.ObjectID, WithoutToken(page.RedirectURL))
 		switch {
-		case res.Error != nil:
+		case err != nil:
 			// The page exists: the customer gets it. The row stays sent
 			// until a later press records it again.
-			log.ErrorContext(ctx, "could not record the payment page", "provider_object_id", page.ObjectID, "error", res.Error)
-		case res.RowsAffected == 0:
+			log.ErrorContext(ctx, "could not record the payment page", "provider_object_id", page.ObjectID, "error", err)
+		case !recorded:
 			// Another press took the row over (this one outlived its
 			// lease): the page it recorded is the order's.
 			var current models.GatewayRequest
@@ -194,9 +164,8 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	case err == nil:
 		err = errors.New("the gateway's answer has no object id or no redirect URL")
 	case IsRefused(err):
-		if uerr := mine().Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(err.Error()),
-			"locked_until": nil, "updated_at": now}).Error; uerr != nil {
-			return Page{}, fmt.Errorf("outbound.Open: record the refusal: %w", store.Classify(uerr))
+		if uerr := p.ledger.Failed(wctx, r, err); uerr != nil {
+			return Page{}, fmt.Errorf("outbound.Open: %w", uerr)
 		}
 		log.WarnContext(ctx, "payment page refused", "error", err)
 		return Page{}, errRefused
@@ -204,7 +173,7 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	// Unknown: the gateway may have acted, or still be acting. The row
 	// stays sent and keeps its lease: the next press repeats the call
 	// with the same key once the lease has passed.
-	if uerr := mine().Updates(map[string]any{"last_error": truncate(err.Error()), "updated_at": now}).Error; uerr != nil {
+	if uerr := p.ledger.Unknown(wctx, r, err); uerr != nil {
 		log.ErrorContext(ctx, "could not record a gateway error", "error", uerr)
 	}
 	log.WarnContext(ctx, "payment page not opened yet", "error", err)
@@ -239,15 +208,6 @@ const KeySeparator = "~"
 func OrderOfKey(key string) string {
 	order, _, _ := strings.Cut(key, KeySeparator)
 	return order
-}
-
-// truncate bounds s to the 1,000 bytes last_error holds, on a character
-// boundary.
-func truncate(s string) string {
-	if len(s) > 1000 {
-		return strings.ToValidUTF8(s[:1000], "")
-	}
-	return s
 }
 
 // WithoutToken is rawURL without its t query parameter. The sandbox's

@@ -102,3 +102,15 @@ func Answer(ev Event, err error) (Event, bool, error) {
 	}
 	return ev, true, nil
 }
+
+// ApplyAnswer applies what a gateway answered to a call Sekali made to
+// it — a refund — as a delivery of its notification of the same fact
+// would be applied: the answer and the notification converge on one
+// effect, whichever comes first. An error means nothing was applied.
+func (s *Service) ApplyAnswer(ctx context.Context, provider string, ev Event) (Outcome, error) {
+	out := s.applyFact(ctx, provider, ev, Delivery{Provider: provider, RemoteAddr: "gateway answer", RequestID: "answer"})
+	if out.Result == models.ResultError {
+		return out, fmt.Errorf("payments.ApplyAnswer: %s %s could not be applied", provider, ev.Key)
+	}
+	return out, nil
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/redisconn"
+	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/app/story"
@@ -118,6 +119,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer paymentService.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
+	var gateway *sandboxgw.Gateway
+	if cfg.SandboxGateway { // the pretend gateway, for development and QA only
+		gateway = sandboxgw.New(orderService, cfg.SandboxKeys[0], sandboxURL, log)
+		for _, sender := range gatewaySet.Senders() { // each mounted gateway's format
+			gateway.Speak(sender)
+		}
+		if cfg.StripeSecretKey != "" { // it answers as Stripe's API to this key (sandboxgw.StripeAPIPath)
+			gateway.SpeakStripeAPI(cfg.StripeSecretKey)
+		}
+		if cfg.XenditSecretKey != "" { // and as Xendit's invoice API (sandboxgw.XenditAPIPath)
+			gateway.SpeakXenditAPI(cfg.XenditSecretKey)
+		}
+		defer gateway.Close()
+	}
+	refunders, err := gatewayRefunders(cfg, gateway)
+	if err != nil {
+		return err
+	}
+	refundService := refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, refunders...)
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {
@@ -133,6 +153,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		deps := web.Deps{
 			Orders:   orderService,
 			Payments: paymentService,
+			Refunds:  refundService,
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
 			Audit:    audit.New(db),
@@ -148,18 +169,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention, metricSet),
 			Queues:   queuesUI,
 		}
-		if cfg.SandboxGateway { // the pretend gateway, for development and QA only
-			gateway := sandboxgw.New(orderService, cfg.SandboxKeys[0], sandboxURL, log)
-			for _, sender := range gatewaySet.Senders() { // each mounted gateway's format
-				gateway.Speak(sender)
-			}
-			if cfg.StripeSecretKey != "" { // it answers as Stripe's API to this key (sandboxgw.StripeAPIPath)
-				gateway.SpeakStripeAPI(cfg.StripeSecretKey)
-			}
-			if cfg.XenditSecretKey != "" { // and as Xendit's invoice API (sandboxgw.XenditAPIPath)
-				gateway.SpeakXenditAPI(cfg.XenditSecretKey)
-			}
-			defer gateway.Close()
+		if gateway != nil {
 			deps.PaymentPage = gateway
 			log.Warn("SANDBOX_GATEWAY is on: /sandbox/pay pays orders without money; never turn it on in production")
 			if cfg.PaymentGateway == sandbox.Name {
@@ -204,6 +214,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
+				Refunds: refundService,
 				PollPayments: func(ctx context.Context) (int, error) {
 					return paymentService.Poll(ctx, statusClients, cfg.PollWithin)
 				},
@@ -320,4 +331,15 @@ func pageOpener(cfg config.Config, sandboxURL string) (outbound.PageOpener, erro
 		return xendit.NewPageOpener(cfg.XenditSecretKey, cfg.XenditAPIURL)
 	}
 	return nil, nil
+}
+
+// gatewayRefunders are the refunders of the gateways Sekali can ask for
+// refunds: the sandbox's own charges, when it runs, and each gateway
+// whose secret key is set.
+func gatewayRefunders(cfg config.Config, sandboxGW *sandboxgw.Gateway) ([]outbound.Refunder, error) {
+	var rs []outbound.Refunder
+	if sandboxGW != nil {
+		rs = append(rs, sandboxGW)
+	}
+	return rs, nil
 }

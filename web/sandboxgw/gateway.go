@@ -97,10 +97,11 @@ type Gateway struct {
 	// latest; midtransOrder lists the pairs, oldest first, for eviction.
 	midtrans      map[string][]byte
 	midtransOrder []string
-	midtransAPI   midtransAPI // its Snap and refund calls (midtransapi.go)
-	stripe        stripeAPI   // its API (stripeapi.go), once SpeakStripeAPI is told the key
-	xendit        xenditAPI   // its invoice API (xenditapi.go), once SpeakXenditAPI is told the key
-	faults        Faults      // of the emulated APIs
+	midtransAPI   midtransAPI    // its Snap and refund calls (midtransapi.go)
+	stripe        stripeAPI      // its API (stripeapi.go), once SpeakStripeAPI is told the key
+	xendit        xenditAPI      // its invoice API (xenditapi.go), once SpeakXenditAPI is told the key
+	faults        Faults         // of the emulated APIs
+	refunds       sandboxRefunds // of its own charges (refunds.go)
 	wg            sync.WaitGroup
 	stop          chan struct{} // closed by Close: no more retries
 	stopOnce      sync.Once

@@ -318,6 +318,55 @@ type OrderDetail struct {
 	Gateway     []GatewayRequestRow
 	Timeline    []Event
 	CanCancel   bool
+	Refunds     []RefundRow
+	Refund      RefundForm
+}
+
+// RefundRow is one refund asked of an order's gateway.
+type RefundRow struct {
+	ID        int64
+	Amount    int64 // minor units
+	Currency  string
+	Reason    string
+	By        string
+	Provider  string
+	Key       string
+	Phase     string // planned, PhaseSentUnknown, done or failed
+	Attempts  int
+	Object    string // the gateway's refund
+	LastError string
+	Asked     time.Time
+}
+
+// RefundForm is the order page's refund form: what is left, and what was
+// typed.
+type RefundForm struct {
+	OrderID  string
+	Provider string
+	Currency string
+	Left     int64  // minor units; 0: nothing to refund (Why says why)
+	LeftText string // Left in major units, for the amount field
+	Why      string
+	// Owed: the order is refund_required — paid, with no stock — and
+	// gets a one-click "Refund in full" (Key is that form's key).
+	Owed   bool
+	Key    string
+	Amount string
+	Reason string
+	Error  string
+}
+
+// RefundConfirm is the page that asks before a refund is sent.
+type RefundConfirm struct {
+	Order    OrderRow
+	Provider string
+	Amount   int64 // minor units
+	Currency string
+	Left     int64
+	// AmountText and Reason are posted again as they were typed.
+	AmountText string
+	Reason     string
+	Key        string
 }
 
 // JobFilter is the jobs list's filter as the form holds it.

@@ -1,0 +1,250 @@
+// Package refunds refunds charges at their gateway, once: an admin asks
+// (the console or the admin API), the refund record is written with its
+// provider idempotency key and its job in one transaction, and the job
+// asks the gateway — repeating the call with the same key after a
+// timeout or a crash until the gateway answers definitely. What the
+// refund does to the money is applied by the gateway's answer or its
+// notification, whichever comes first: both name the refund the same way.
+package refunds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// MaxReason bounds a refund's reason, in bytes.
+const MaxReason = 500
+
+// Tasks is what the service needs of the job system: the outbox row of
+// the job that sends refund request id of order orderID.
+type Tasks interface {
+	Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage
+}
+
+// answerApplier applies a gateway's answer as its notification would be
+// applied (payments.Service).
+type answerApplier interface {
+	ApplyAnswer(ctx context.Context, provider string, ev payments.Event) (payments.Outcome, error)
+}
+
+// Service asks gateways for refunds.
+type Service struct {
+	db        *gorm.DB
+	ledger    *outbound.Ledger
+	payments  answerApplier
+	refunders map[string]outbound.Refunder
+	tasks     Tasks
+	log       *slog.Logger
+	now       func() time.Time
+
+	// CallTimeout bounds one call to a gateway
+	// (outbound.DefaultCallTimeout); the lease of a claim is twice it.
+	CallTimeout time.Duration
+}
+
+// NewService returns the refunds of the charges of refunders' gateways.
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, applier answerApplier, tasks Tasks, refunders ...outbound.Refunder) *Service {
+	s := &Service{db: db, ledger: outbound.NewLedger(db, now), payments: applier, refunders: map[string]outbound.Refunder{},
+		tasks: tasks, log: log, now: now, CallTimeout: outbound.DefaultCallTimeout}
+	for _, r := range refunders {
+		s.refunders[r.Provider()] = r
+	}
+	return s
+}
+
+// Request is an admin's refund of an order.
+type Request struct {
+	OrderID string
+	// Amount is in the charge's major units, as a decimal ("75000",
+	// "12.50"); "" refunds everything that is left.
+	Amount string
+	Reason string
+	Admin  string // who asks: an admin's email, or "api"
+}
+
+// decimal is what an amount may look like: digits, and a fraction.
+var decimal = regexp.MustCompile(`^[0-9]{1,19}(\.[0-9]{1,6})?$`)
+
+// Validate checks what does not need the database.
+func (r Request) Validate() error {
+	switch {
+	case r.Amount != "" && !decimal.MatchString(r.Amount):
+		return models.Errorf(models.EInvalid, "amount must be a positive number in major units, such as 75000 or 12.50")
+	case !models.CleanText(r.Reason) || len(r.Reason) > MaxReason:
+		return models.Errorf(models.EInvalid, "reason must be at most %d bytes of text", MaxReason)
+	case strings.TrimSpace(r.Reason) == "":
+		return models.Errorf(models.EInvalid, "say why the order is refunded (reason)")
+	}
+	return nil
+}
+
+// RequestOnce is RequestTx under an Idempotency-Key: the refund record,
+// its job and the answer commit together, so the same request again gets
+// the same refund, never a second one.
+func (s *Service) RequestOnce(ctx context.Context, once idempotency.Once, r Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error) {
+	var queued bool
+	res, err := once.Do(ctx, func(tx *gorm.DB) (idempotency.Response, error) {
+		refund, err := s.RequestTx(tx, r)
+		queued = err == nil
+		return answer(refund, err)
+	})
+	if err == nil && queued && !res.Replayed {
+		// After the commit: the relay sends the job now, not at its poll.
+		if nerr := outbox.Notify(ctx, s.db); nerr != nil {
+			s.log.WarnContext(ctx, "could not wake the outbox relay", "error", nerr)
+		}
+	}
+	return res, err
+}
+
+// RequestTx writes the refund record of r and the job that sends it, in
+// the caller's transaction, under the order's lock: two admins refunding
+// at once are one after the other, and the second sees what the first
+// took. The charge refunded is the order's own (paid or partly refunded)
+// or, for a refund_required order, the charge that has no stock. Above
+// what is left — the charge less what is refunded and what refunds not
+// yet answered ask — is refused (422): nothing is written, nothing sent.
+func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if !models.ValidOrderID(r.OrderID) {
+		return nil, models.Errorf(models.ENotFound, "no order %q", r.OrderID)
+	}
+	o, err := orders.Lock(tx, r.OrderID)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.assess(tx, o)
+	if err != nil {
+		return nil, err
+	}
+	charge, left := a.charge, a.left
+	amount := left
+	if r.Amount != "" {
+		var ok bool
+		if amount, ok = payments.MinorFromDecimal(r.Amount, charge.Currency); !ok || amount == 0 {
+			return nil, models.Errorf(models.EInvalid, "amount %s is not a positive amount of %s", r.Amount, charge.Currency)
+		}
+	}
+	if left <= 0 || amount > left {
+		return nil, models.Errorf(models.EInvalid, "at most %s is left to refund of order %s", money(max(left, 0), charge.Currency), o.ID)
+	}
+	req := models.GatewayRequest{
+		Kind: models.GatewayRefund, OrderID: o.ID, Provider: charge.Provider, PaymentID: &charge.ID,
+		// {order}-R{n}: readable, unique per provider (the order id is),
+		// and within every gateway's alphabet for its key.
+		IdempotencyKey: fmt.Sprintf("%s-R%d", o.ID, a.asked+1),
+		Amount:         amount, Currency: charge.Currency, Phase: models.GatewayPlanned,
+		Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Admin,
+	}
+	if err := tx.Create(&req).Error; err != nil {
+		return nil, fmt.Errorf("refunds.Request: %w", store.Classify(err))
+	}
+	if err := outbox.Add(tx, s.tasks.Refund(req.ID, o.ID, s.now())); err != nil {
+		return nil, fmt.Errorf("refunds.Request: %w", err)
+	}
+	return &req, nil
+}
+
+// assessment is what a refund of an order may take.
+type assessment struct {
+	charge *models.Payment
+	left   int64 // minor units: the charge less what is refunded and what open refunds ask
+	asked  int64 // how many refunds were asked of the order before
+}
+
+// assess finds the charge a refund of o refunds and what is left of it.
+func (s *Service) assess(tx *gorm.DB, o *models.Order) (assessment, error) {
+	charge, err := refundableCharge(tx, o)
+	if err != nil {
+		return assessment{}, err
+	}
+	if _, ok := s.refunders[charge.Provider]; !ok {
+		return assessment{}, models.Errorf(models.EInvalidTransition, "order %s was paid through %s, which Sekali cannot ask for refunds: refund it in the gateway's dashboard", o.ID, charge.Provider)
+	}
+	var asked struct{ Open, Count int64 }
+	err = tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ?), 0) AS open, count(*) AS count
+		FROM gateway_requests WHERE order_id = ? AND kind = ?`,
+		[]models.GatewayPhase{models.GatewayPlanned, models.GatewaySent}, o.ID, models.GatewayRefund).Scan(&asked).Error
+	if err != nil {
+		return assessment{}, err
+	}
+	return assessment{charge: charge, left: charge.Amount - charge.RefundedAmount - asked.Open, asked: asked.Count}, nil
+}
+
+// Refundable is what is left to refund of an order, and through whom;
+// Why says, when nothing can be refunded, why not.
+type Refundable struct {
+	Provider string
+	Currency string
+	Left     int64 // minor units
+	Why      string
+}
+
+// Refundable says what is left to refund of order id.
+func (s *Service) Refundable(ctx context.Context, id string) (Refundable, error) {
+	if !models.ValidOrderID(id) {
+		return Refundable{}, models.Errorf(models.ENotFound, "no order %q", id)
+	}
+	var o models.Order
+	if err := s.db.WithContext(ctx).Take(&o, "id = ?", id).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return Refundable{}, models.Errorf(models.ENotFound, "no order %q", id)
+		}
+		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))
+	}
+	a, err := s.assess(s.db.WithContext(ctx), &o)
+	switch {
+	case models.ErrorCode(err) == models.EInvalidTransition:
+		return Refundable{Why: models.ErrorMessage(err)}, nil
+	case err != nil:
+		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))
+	case a.left <= 0:
+		return Refundable{Provider: a.charge.Provider, Currency: a.charge.Currency,
+			Why: "nothing is left to refund: the refunds asked add up to the payment"}, nil
+	}
+	return Refundable{Provider: a.charge.Provider, Currency: a.charge.Currency, Left: a.left}, nil
+}
+
+// refundableCharge is the charge a refund of o refunds.
+func refundableCharge(tx *gorm.DB, o *models.Order) (*models.Payment, error) {
+	var status models.PaymentStatus
+	switch {
+	case o.Status.Refundable():
+		status = models.PaymentSucceeded
+	case o.Status == models.OrderRefundRequired:
+		status = models.PaymentRefundRequired
+	default:
+		return nil, models.Errorf(models.EInvalidTransition, "order %s is %s: there is no payment to refund", o.ID, o.Status)
+	}
+	var charge models.Payment
+	err := tx.Where("order_id = ? AND status = ?", o.ID, status).Order("id").Take(&charge).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.Errorf(models.EInvalidTransition, "order %s has no %s payment to refund", o.ID, status)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &charge, nil
+}
+
+// money is amount in major units with its currency, for a message.
+func money(amount int64, currency string) string {
+	return payments.MajorText(amount, currency, 2) + " " + currency
+}

@@ -1,0 +1,423 @@
+package refunds_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/refunds"
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
+)
+
+// price is the order's total: one unit.
+const price = 100000
+
+// fakeGateway refunds as a gateway that honours its idempotency key
+// would: one refund per key, however often it is asked. answer, when
+// set, decides a call's outcome after the gateway acted (a lost answer),
+// or before (refuse).
+type fakeGateway struct {
+	mu      sync.Mutex
+	calls   atomic.Int64
+	refunds map[string]outbound.Refunded
+	keys    []string
+	answer  func(call int64) error
+	refuse  error
+	gate    chan struct{} // when set, a call waits for it to close
+}
+
+func (g *fakeGateway) Provider() string { return sandbox.Name }
+
+func (g *fakeGateway) Refund(_ context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+	n := g.calls.Add(1)
+	if g.gate != nil {
+		<-g.gate
+	}
+	if g.refuse != nil {
+		return outbound.Refunded{}, g.refuse
+	}
+	g.mu.Lock()
+	if g.refunds == nil {
+		g.refunds = map[string]outbound.Refunded{}
+	}
+	g.keys = append(g.keys, r.Key)
+	a, ok := g.refunds[r.Key]
+	if !ok {
+		a = outbound.Refunded{ObjectID: fmt.Sprintf("rf-%d", len(g.refunds)+1), RefundKey: r.Key, Amount: r.Amount}
+		g.refunds[r.Key] = a
+	}
+	g.mu.Unlock()
+	if g.answer != nil {
+		if err := g.answer(n); err != nil {
+			return outbound.Refunded{}, err // it refunded all the same
+		}
+	}
+	return a, nil
+}
+
+// made is how many refunds the gateway made.
+func (g *fakeGateway) made() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.refunds)
+}
+
+type env struct {
+	t       *testing.T
+	db      *gorm.DB
+	gw      *fakeGateway
+	pay     *payments.Service
+	refunds *refunds.Service
+	orderID string
+}
+
+// newEnv has an order paid through the sandbox, and the refunds of its
+// charge through a fake gateway.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db := testenv.NewDB(t)
+	log := testenv.Logger(t)
+	testenv.MustCreateProduct(t, db, "RF", price, 10)
+	o, err := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}).Create(context.Background(),
+		orders.CreateRequest{CustomerEmail: "buyer@example.com", Items: []orders.ItemRequest{{SKU: "RF", Qty: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	t.Cleanup(pay.Close)
+	e := &env{t: t, db: db, gw: &fakeGateway{}, pay: pay, orderID: o.ID}
+	e.refunds = refunds.NewService(db, log, time.Now, pay, jobs.Tasks{}, e.gw)
+	e.refunds.CallTimeout = 200 * time.Millisecond // a lease of 400 ms
+	e.notify("evt_paid_"+o.ID, testenv.SandboxBody(o.ID, e.charge(), models.EventPaid, price))
+	return e
+}
+
+// charge is the sandbox's reference of the order's payment.
+func (e *env) charge() string { return "tx-" + e.orderID }
+
+// notify delivers a signed sandbox notification.
+func (e *env) notify(eventID string, body []byte) payments.Outcome {
+	e.t.Helper()
+	out := e.pay.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name,
+		Header: testenv.SandboxHeaders(eventID, body, time.Now()), Body: bytes.NewReader(body), ContentType: "application/json"})
+	if out.Status() != 200 {
+		e.t.Fatalf("notification %s: %+v", eventID, out)
+	}
+	return out
+}
+
+// ask asks for a refund in a transaction of its own.
+func (e *env) ask(amount, reason string) (*models.GatewayRequest, error) {
+	var r *models.GatewayRequest
+	err := store.Transaction(context.Background(), e.db, func(tx *gorm.DB) error {
+		var err error
+		r, err = e.refunds.RequestTx(tx, refunds.Request{OrderID: e.orderID, Amount: amount, Reason: reason, Admin: "admin@example.com"})
+		return err
+	})
+	return r, err
+}
+
+func (e *env) mustAsk(amount string) *models.GatewayRequest {
+	e.t.Helper()
+	r, err := e.ask(amount, "damaged in transit")
+	if err != nil {
+		e.t.Fatalf("refund %q: %v", amount, err)
+	}
+	return r
+}
+
+// state is the order's status, the payment's refunded total and the
+// number of refunds rows.
+func (e *env) state() (models.OrderStatus, int64, int64) {
+	e.t.Helper()
+	var o models.Order
+	var p models.Payment
+	var n int64
+	if err := e.db.Take(&o, "id = ?", e.orderID).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.db.Take(&p, "order_id = ?", e.orderID).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.db.Model(&models.Refund{}).Where("order_id = ?", e.orderID).Count(&n).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	return o.Status, p.RefundedAmount, n
+}
+
+// Half, then the rest: each refund is one call and one refund row; the
+// order is partially_refunded, then refunded. Sending a refund that is
+// done again asks nothing.
+func TestRefundHalfThenTheRest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.mustAsk("50000")
+	if first.Phase != models.GatewayPlanned || first.Amount != 50000 || first.IdempotencyKey != e.orderID+"-R1" ||
+		first.Reason != "damaged in transit" || first.RequestedBy != "admin@example.com" {
+		t.Fatalf("refund record %+v", first)
+	}
+	var queued int64
+	e.db.Model(&models.OutboxMessage{}).Where("task_type = ? AND task_id = ?", jobs.TaskRefundSend, fmt.Sprintf("%s:%d", jobs.TaskRefundSend, first.ID)).Count(&queued)
+	if queued != 1 {
+		t.Fatalf("%d refund:send tasks in the outbox, want 1", queued)
+	}
+	done, err := e.refunds.Send(context.Background(), first.ID)
+	if err != nil || done.Phase != models.GatewayDone || done.ProviderObjectID != "rf-1" {
+		t.Fatalf("send: %+v, %v", done, err)
+	}
+	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 50000 || n != 1 {
+		t.Fatalf("after half: %s, refunded %d, %d refunds; want partially_refunded, 50000, 1", status, refunded, n)
+	}
+	if _, err := e.refunds.Send(context.Background(), first.ID); err != nil || e.gw.calls.Load() != 1 {
+		t.Fatalf("send again: %v, %d calls; want nothing asked", err, e.gw.calls.Load())
+	}
+	rest := e.mustAsk("") // all that is left
+	if rest.Amount != 50000 || rest.IdempotencyKey != e.orderID+"-R2" {
+		t.Fatalf("the rest: %+v", rest)
+	}
+	if _, err := e.refunds.Send(context.Background(), rest.ID); err != nil {
+		t.Fatal(err)
+	}
+	if status, refunded, n := e.state(); status != models.OrderRefunded || refunded != price || n != 2 {
+		t.Fatalf("after the rest: %s, refunded %d, %d refunds; want refunded, %d, 2", status, refunded, n, price)
+	}
+	if left, err := e.refunds.Refundable(context.Background(), e.orderID); err != nil || left.Left != 0 || left.Why == "" {
+		t.Fatalf("refundable after all: %+v, %v", left, err)
+	}
+}
+
+// Above what is left is refused, and nothing is written: not the record,
+// not its job. So are a bad amount and a missing reason.
+func TestRefundAboveWhatIsLeftIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.mustAsk("60000") // asked, not answered yet: it counts against what is left
+	for _, c := range []struct{ amount, reason string }{
+		{"40001", "too much"}, {"0", "nothing"}, {"-5", "negative"}, {"1e3", "exponent"}, {"12.5", "a fraction of a rupiah"}, {"100", " "},
+	} {
+		_, err := e.ask(c.amount, c.reason)
+		if models.ErrorCode(err) != models.EInvalid {
+			t.Errorf("amount %q reason %q: %v, want %s", c.amount, c.reason, err, models.EInvalid)
+		}
+	}
+	var n int64
+	e.db.Model(&models.GatewayRequest{}).Where("order_id = ? AND kind = ?", e.orderID, models.GatewayRefund).Count(&n)
+	var tasks int64
+	e.db.Model(&models.OutboxMessage{}).Where("task_type = ?", jobs.TaskRefundSend).Count(&tasks)
+	if n != 1 || tasks != 1 || e.gw.calls.Load() != 0 {
+		t.Fatalf("%d records, %d tasks, %d calls; want the first refund's only, nothing sent", n, tasks, e.gw.calls.Load())
+	}
+	if r := e.mustAsk("40000"); r.Amount != 40000 {
+		t.Fatalf("exactly what is left: %+v", r)
+	}
+}
+
+// Two admins refund the order in full at the same moment: one refund is
+// recorded and sent, the other is refused as above what is left.
+func TestTwoAdminsAtOnceRefundOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	start := make(chan struct{})
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = e.ask("", fmt.Sprintf("admin %d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	var ok, refused int
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case models.ErrorCode(err) == models.EInvalid:
+			refused++
+		default:
+			t.Fatalf("unexpected: %v", err)
+		}
+	}
+	if ok != 1 || refused != 1 {
+		t.Fatalf("%d accepted, %d refused; want one of each", ok, refused)
+	}
+	var rs []models.GatewayRequest
+	e.db.Find(&rs, "order_id = ? AND kind = ?", e.orderID, models.GatewayRefund)
+	if len(rs) != 1 {
+		t.Fatalf("%d refund records, want 1", len(rs))
+	}
+	if _, err := e.refunds.Send(context.Background(), rs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if status, refunded, n := e.state(); status != models.OrderRefunded || refunded != price || n != 1 || e.gw.made() != 1 {
+		t.Fatalf("%s, refunded %d, %d rows, %d at the gateway; want one full refund", status, refunded, n, e.gw.made())
+	}
+}
+
+// Five workers send the same refund at once: one calls the gateway, the
+// others find it held (ErrBusy).
+func TestConcurrentSendsCallOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustAsk("")
+	e.gw.gate = make(chan struct{})
+	start := make(chan struct{})
+	errs := make([]error, 5)
+	var returned atomic.Int64
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = e.refunds.Send(context.Background(), r.ID)
+			returned.Add(1)
+		})
+	}
+	close(start)
+	// The gateway holds the first call until the other four have come
+	// back without calling.
+	testenv.Eventually(t, "the other sends return", func() bool { return returned.Load() == 4 })
+	close(e.gw.gate)
+	wg.Wait()
+	var busy int
+	for _, err := range errs {
+		if errors.Is(err, refunds.ErrBusy) {
+			busy++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.gw.calls.Load() != 1 || busy != 4 {
+		t.Fatalf("%d calls, %d busy; want one call", e.gw.calls.Load(), busy)
+	}
+	if _, _, n := e.state(); n != 1 {
+		t.Fatalf("%d refunds, want 1", n)
+	}
+}
+
+// The gateway refunds and its answer is lost: the refund stays sent (a
+// timeout is never a failure) and keeps its lease; once the lease has
+// passed, the repeat carries the same key and the gateway's answer is
+// the refund it made. One refund at the gateway, one in the database.
+func TestLostAnswerIsRepeatedWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustAsk("30000")
+	e.gw.answer = func(call int64) error {
+		if call == 1 {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}
+	if _, err := e.refunds.Send(context.Background(), r.ID); !errors.Is(err, refunds.ErrUnanswered) {
+		t.Fatalf("first send: %v, want ErrUnanswered", err)
+	}
+	var row models.GatewayRequest
+	e.db.Take(&row, r.ID)
+	if row.Phase != models.GatewaySent || row.LastError == "" || row.LockedUntil == nil {
+		t.Fatalf("after a lost answer: %+v; want sent, with its error and lease", row)
+	}
+	if _, _, n := e.state(); n != 0 {
+		t.Fatalf("%d refunds recorded before the answer", n)
+	}
+	if _, err := e.refunds.Send(context.Background(), r.ID); !errors.Is(err, refunds.ErrBusy) {
+		t.Fatalf("send within the lease: %v, want ErrBusy", err)
+	}
+	var done *models.GatewayRequest
+	testenv.Eventually(t, "the repeat after the lease", func() bool {
+		var err error
+		done, err = e.refunds.Send(context.Background(), r.ID)
+		return err == nil
+	})
+	keys := e.gw.keys
+	if done.Phase != models.GatewayDone || done.Attempts != 2 || e.gw.made() != 1 || len(keys) != 2 || keys[0] != keys[1] {
+		t.Fatalf("done %+v, keys %v, %d at the gateway; want one refund asked twice with one key", done, keys, e.gw.made())
+	}
+	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 30000 || n != 1 {
+		t.Fatalf("%s, refunded %d, %d rows", status, refunded, n)
+	}
+}
+
+// The gateway's notification of the refund comes before its answer is
+// recorded (the process died in between, say): the answer then adds
+// nothing. One refund, whichever comes first.
+func TestNotificationAndAnswerConverge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustAsk("25000")
+	body := []byte(fmt.Sprintf(`{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":25000,"currency":"IDR","refund_id":%q}`,
+		e.orderID, e.charge(), r.IdempotencyKey))
+	e.notify("evt_refund_"+e.orderID, body)
+	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 25000 || n != 1 {
+		t.Fatalf("after the notification: %s, refunded %d, %d rows", status, refunded, n)
+	}
+	done, err := e.refunds.Send(context.Background(), r.ID)
+	if err != nil || done.Phase != models.GatewayDone {
+		t.Fatalf("send: %+v, %v", done, err)
+	}
+	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 25000 || n != 1 {
+		t.Fatalf("after the answer too: %s, refunded %d, %d rows; want one refund of 25000", status, refunded, n)
+	}
+	// And the other way round: the notification after the answer.
+	e.notify("evt_refund_"+e.orderID+"_again", body)
+	if _, refunded, n := e.state(); refunded != 25000 || n != 1 {
+		t.Fatalf("after a late notification: refunded %d, %d rows", refunded, n)
+	}
+}
+
+// The gateway says no: the refund fails for good, nothing is applied,
+// and what it asked is left to refund again.
+func TestRefusedRefundFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustAsk("")
+	e.gw.refuse = &outbound.Refused{Status: 400, Message: "charge already refunded"}
+	failed, err := e.refunds.Send(context.Background(), r.ID)
+	if err != nil || failed.Phase != models.GatewayFailed || failed.LastError == "" {
+		t.Fatalf("send: %+v, %v; want failed with the gateway's words", failed, err)
+	}
+	if status, refunded, n := e.state(); status != models.OrderPaid || refunded != 0 || n != 0 {
+		t.Fatalf("%s, refunded %d, %d rows; want nothing applied", status, refunded, n)
+	}
+	if left, err := e.refunds.Refundable(context.Background(), e.orderID); err != nil || left.Left != price {
+		t.Fatalf("left after a refusal: %+v, %v; want the whole payment", left, err)
+	}
+}
+
+// An order that was not paid has nothing to refund.
+func TestUnpaidOrderHasNothingToRefund(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	db := e.db
+	o, err := orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}).Create(context.Background(),
+		orders.CreateRequest{CustomerEmail: "buyer@example.com", Items: []orders.ItemRequest{{SKU: "RF", Qty: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.orderID = o.ID
+	if _, err := e.ask("", "why not"); models.ErrorCode(err) != models.EInvalidTransition {
+		t.Fatalf("refund of a pending order: %v, want %s", err, models.EInvalidTransition)
+	}
+	if _, err := e.ask("", "no such order"); err == nil {
+		t.Fatal("refund of a pending order accepted")
+	}
+	e.orderID = "ORD-nope"
+	if _, err := e.ask("", "no such order"); models.ErrorCode(err) != models.ENotFound {
+		t.Fatalf("refund of no order: %v, want %s", err, models.ENotFound)
+	}
+}

@@ -1,0 +1,139 @@
+package refunds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// ErrBusy: another caller holds the refund's lease (it is calling the
+// gateway, or died doing so and its lease has not passed). Try later.
+var ErrBusy = errors.New("refunds: another caller is sending this refund")
+
+// ErrUnanswered: the gateway did not answer definitely (a timeout, a
+// 5xx): it may have refunded. The refund stays sent; try later, with the
+// same key.
+var ErrUnanswered = errors.New("refunds: the gateway did not answer")
+
+// Send asks the gateway for refund request id, once it can be claimed,
+// and records the answer: done (the money applied as the gateway's
+// notification would apply it, then the row), failed (the gateway's
+// "no"), or left sent — ErrUnanswered — when the answer is unknown. A
+// refund that is over is returned as it is. Safe to call again and from
+// many processes: only the holder of the row's lease calls, and a repeat
+// carries the same key.
+func (s *Service) Send(ctx context.Context, id int64) (*models.GatewayRequest, error) {
+	r, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Phase == models.GatewayDone || r.Phase == models.GatewayFailed {
+		return r, nil
+	}
+	refunder, ok := s.refunders[r.Provider]
+	if !ok {
+		return nil, fmt.Errorf("refunds.Send: no refunder for %s", r.Provider)
+	}
+	var charge models.Payment
+	if err := s.db.WithContext(ctx).Take(&charge, *r.PaymentID).Error; err != nil {
+		return nil, fmt.Errorf("refunds.Send: the charge: %w", store.Classify(err))
+	}
+	claimed, err := s.ledger.Claim(ctx, r, outbound.Lease(s.CallTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("refunds.Send: %w", err)
+	}
+	if !claimed {
+		return nil, ErrBusy
+	}
+	log := s.log.With("provider", r.Provider, "order_id", r.OrderID, "idempotency_key", r.IdempotencyKey,
+		"refund_request_id", r.ID, "attempt", r.Attempts)
+	callCtx, cancel := context.WithTimeout(ctx, s.CallTimeout)
+	defer cancel()
+	answer, err := refunder.Refund(callCtx, outbound.RefundRequest{OrderID: r.OrderID, Key: r.IdempotencyKey,
+		Charge: charge.ProviderReference, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason, Attempt: r.Attempts})
+	// What the gateway answered is written whatever happens to ctx now.
+	wctx := context.WithoutCancel(ctx)
+	switch {
+	case err == nil && answer.ObjectID != "":
+		return s.done(wctx, r, &charge, answer, log)
+	case err == nil:
+		err = errors.New("the gateway's answer names no refund")
+	case outbound.IsRefused(err):
+		if uerr := s.ledger.Failed(wctx, r, err); uerr != nil {
+			return nil, fmt.Errorf("refunds.Send: %w", uerr)
+		}
+		log.WarnContext(ctx, "refund refused by the gateway", "error", err)
+		return s.get(wctx, id)
+	}
+	// Unknown: the gateway may have refunded, or may still be at it. The
+	// row stays sent and keeps its lease; the next try repeats the call
+	// with the same key once the lease has passed.
+	if uerr := s.ledger.Unknown(wctx, r, err); uerr != nil {
+		log.ErrorContext(ctx, "could not record a gateway error", "error", uerr)
+	}
+	log.WarnContext(ctx, "refund not answered yet", "error", err)
+	return nil, fmt.Errorf("%w: %v", ErrUnanswered, err)
+}
+
+// done applies the refund the gateway answered with, then records the
+// row done. In that order: a crash between the two leaves the row sent,
+// the call is repeated with the same key, and the same answer applied
+// again adds nothing (the refunds table's unique key, or the charge's
+// stated total). The gateway's notification of the refund converges the
+// same way, whichever comes first.
+func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *models.Payment, a outbound.Refunded, log *slog.Logger) (*models.GatewayRequest, error) {
+	ev := payments.Event{
+		Key: "refund:" + r.IdempotencyKey, OrderID: r.OrderID, TransactionID: charge.ProviderReference,
+		Status: models.EventRefunded, Amount: a.Amount, Currency: r.Currency,
+	}
+	if a.RefundKey != "" {
+		ev.Refunds = []payments.Refund{{Key: a.RefundKey, Amount: a.Amount}}
+	}
+	if a.Total > 0 {
+		ev.Amount = a.Total
+	}
+	out, err := s.payments.ApplyAnswer(ctx, r.Provider, ev)
+	if err != nil {
+		return nil, fmt.Errorf("refunds.Send: apply the gateway's answer: %w", err)
+	}
+	if out.Result == models.ResultRejected || out.Result == models.ResultConflict {
+		// The gateway refunded, but what it says does not fit what Sekali
+		// knows of the charge: the row is done (the refund exists), and
+		// the audit and the callbacks page show the disagreement.
+		log.ErrorContext(ctx, "the gateway's refund does not fit the charge", "result", out.Word(), "reason", out.Reason)
+	}
+	recorded, err := s.ledger.Done(ctx, r, a.ObjectID, "")
+	if err != nil {
+		return nil, fmt.Errorf("refunds.Send: %w", err)
+	}
+	if recorded {
+		log.InfoContext(ctx, "refund done", "provider_object_id", a.ObjectID, "amount", a.Amount, "result", out.Word())
+	}
+	return s.get(ctx, r.ID)
+}
+
+// get reads refund request id.
+func (s *Service) get(ctx context.Context, id int64) (*models.GatewayRequest, error) {
+	var r models.GatewayRequest
+	err := s.db.WithContext(ctx).Take(&r, "id = ? AND kind = ?", id, models.GatewayRefund).Error
+	if err != nil {
+		return nil, fmt.Errorf("refunds: request %d: %w", id, store.Classify(err))
+	}
+	return &r, nil
+}
+
+// ForOrder lists the refunds asked of an order, oldest first.
+func (s *Service) ForOrder(ctx context.Context, orderID string) ([]models.GatewayRequest, error) {
+	var rows []models.GatewayRequest
+	err := s.db.WithContext(ctx).Where("order_id = ? AND kind = ?", orderID, models.GatewayRefund).Order("id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("refunds.ForOrder: %w", store.Classify(err))
+	}
+	return rows, nil
+}

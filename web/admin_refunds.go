@@ -1,0 +1,191 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/refunds"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// scopeRefunds is the Idempotency-Key scope of an order's refunds: the
+// admin API's and the console's form share it.
+const scopeRefunds = "orders.refunds"
+
+// refundRequestJSON is the body of POST /api/admin/orders/:id/refunds:
+// the amount in major units (absent: all that is left), and why.
+type refundRequestJSON struct {
+	Amount json.Number `json:"amount"`
+	Reason string      `json:"reason"`
+}
+
+// createRefund is POST /api/admin/orders/:id/refunds, under an
+// Idempotency-Key: 202 with the refund record, which the refund:send job
+// then asks the gateway for. The same key and body again answer the same
+// record; above what is left is 422 and nothing is sent.
+func (s *Server) createRefund(c echo.Context) error {
+	if s.deps.Refunds == nil {
+		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
+	}
+	id := c.Param("id")
+	return runIdempotent(s, c, scopeRefunds, id, nil,
+		func(once idempotency.Once, req refundRequestJSON) (idempotency.Response, error) {
+			r := refunds.Request{OrderID: id, Amount: req.Amount.String(), Reason: req.Reason, Admin: "api"}
+			resp, err := s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, newRefundJSON))
+			s.recordRefund(c, "api", r, resp, err)
+			return resp, err
+		})
+}
+
+// recordRefund writes a refund asked for into the admin action log
+// (a replayed answer is not a new action).
+func (s *Server) recordRefund(c echo.Context, admin string, r refunds.Request, resp idempotency.Response, err error) {
+	detail := "amount " + r.Amount
+	if r.Amount == "" {
+		detail = "in full"
+	}
+	detail += "; " + r.Reason
+	switch {
+	case err != nil:
+		s.record(c, admin, "refund order", r.OrderID, models.ActionError, err.Error())
+	case resp.Replayed:
+	case resp.Code == http.StatusAccepted:
+		s.record(c, admin, "refund order", r.OrderID, models.ActionOK, models.Truncate(detail, 500))
+	default:
+		s.record(c, admin, "refund order", r.OrderID, models.ActionRefused, models.ErrorMessage(storedError(resp)))
+	}
+}
+
+// refundJSON is a refund record: the call to the gateway (as every
+// gateway request shows it; amounts in minor units, as everywhere in the
+// admin JSON), why, and who asked.
+type refundJSON struct {
+	gatewayJSON
+	Reason      string `json:"reason"`
+	RequestedBy string `json:"requested_by"`
+}
+
+func newRefundJSON(r *models.GatewayRequest) refundJSON {
+	return refundJSON{gatewayJSON: newGatewayJSON(*r), Reason: r.Reason, RequestedBy: r.RequestedBy}
+}
+
+// refundsOf are an order's refund records among its gateway requests.
+func refundsOf(rs []models.GatewayRequest) []models.GatewayRequest {
+	var out []models.GatewayRequest
+	for _, r := range rs {
+		if r.Kind == models.GatewayRefund {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func refundRow(r models.GatewayRequest) views.RefundRow {
+	g := gatewayRow(r)
+	return views.RefundRow{ID: r.ID, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason, By: r.RequestedBy,
+		Provider: r.Provider, Key: r.IdempotencyKey, Phase: g.Phase, Attempts: r.Attempts, Object: r.ProviderObjectID,
+		LastError: r.LastError, Asked: r.CreatedAt}
+}
+
+// refundForm is the order page's refund form for order o: what is left.
+func (s *Server) refundForm(c echo.Context, o *models.Order) (views.RefundForm, error) {
+	f := views.RefundForm{OrderID: o.ID}
+	if s.deps.Refunds == nil {
+		return f, nil
+	}
+	r, err := s.deps.Refunds.Refundable(c.Request().Context(), o.ID)
+	if err != nil {
+		return f, err
+	}
+	f.Provider, f.Currency, f.Left, f.Why = r.Provider, r.Currency, r.Left, r.Why
+	if r.Left > 0 {
+		f.LeftText = payments.MajorText(r.Left, r.Currency, 0)
+		f.Owed = o.Status == models.OrderRefundRequired
+		f.Key = newFormKey()
+	}
+	return f, nil
+}
+
+// adminRefundConfirm is GET /admin/orders/:id/refund?amount=&reason=:
+// the order page's refund form lands here, and the page says what the
+// refund does and asks before anything is sent. A wrong amount or no
+// reason shows the form again (422).
+func (s *Server) adminRefundConfirm(c echo.Context) error {
+	o, err := s.deps.Orders.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	f, err := s.refundForm(c, o)
+	if err != nil {
+		return err
+	}
+	f.Amount, f.Reason = strings.TrimSpace(c.QueryParam("amount")), strings.TrimSpace(c.QueryParam("reason"))
+	if f.Left == 0 {
+		s.flash(c, "bad", "Nothing can be refunded of order "+o.ID+": "+f.Why)
+		return seeOther(c, "/admin/orders/"+url.PathEscape(o.ID))
+	}
+	amount := f.Left
+	err = refunds.Request{OrderID: o.ID, Amount: f.Amount, Reason: f.Reason}.Validate()
+	if err == nil && f.Amount != "" {
+		var ok bool
+		amount, ok = payments.MinorFromDecimal(f.Amount, f.Currency)
+		switch {
+		case !ok || amount == 0:
+			err = models.Errorf(models.EInvalid, "a positive amount of %s, such as %s", f.Currency, f.LeftText)
+		case amount > f.Left:
+			err = models.Errorf(models.EInvalid, "at most %s is left to refund", f.LeftText)
+		}
+	}
+	if err != nil {
+		f.Error = models.ErrorMessage(err)
+		return s.page(c, http.StatusUnprocessableEntity, "Refund order "+o.ID, "orders", views.RefundAskPage(orderRow(*o), f))
+	}
+	v := views.RefundConfirm{Order: orderRow(*o), Provider: f.Provider, Amount: amount, Currency: f.Currency, Left: f.Left,
+		AmountText: f.Amount, Reason: f.Reason, Key: newFormKey()}
+	return s.page(c, http.StatusOK, "Refund order "+o.ID+"?", "orders", views.RefundConfirmPage(v))
+}
+
+// adminRefund is POST /admin/orders/:id/refund with confirm=yes: the
+// same refund as the admin API's, under the form's Idempotency-Key (a
+// double click or a resubmit asks once), logged with the admin's email.
+// Without confirm=yes it refunds nothing and shows the confirmation page.
+func (s *Server) adminRefund(c echo.Context) error {
+	id := c.Param("id")
+	back := "/admin/orders/" + url.PathEscape(id)
+	if c.FormValue("confirm") != "yes" {
+		q := url.Values{"amount": {c.FormValue("amount")}, "reason": {c.FormValue("reason")}}
+		return seeOther(c, back+"/refund?"+q.Encode())
+	}
+	if s.deps.Refunds == nil {
+		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
+	}
+	r := refunds.Request{OrderID: id, Amount: strings.TrimSpace(c.FormValue("amount")), Reason: strings.TrimSpace(c.FormValue("reason")), Admin: adminOf(c)}
+	once, err := s.formOnce(c, scopeRefunds, id)
+	var resp idempotency.Response
+	if err == nil {
+		resp, err = s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, newRefundJSON))
+		s.recordRefund(c, adminOf(c), r, resp, err)
+	}
+	if err == nil {
+		err = storedError(resp)
+	}
+	switch {
+	case err == nil:
+		var rec refundJSON
+		json.Unmarshal(resp.Body, &rec)
+		s.flash(c, "ok", "Refund of "+views.Money(rec.Amount, rec.Currency)+" asked of "+rec.Provider+
+			". It shows as done when the gateway answers; asking again never refunds twice.")
+	case statusOfError(err) < 500:
+		s.flash(c, "bad", models.ErrorMessage(err))
+	default:
+		return err
+	}
+	return seeOther(c, back+"#refunds")
+}
