@@ -163,4 +163,34 @@ WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
   -- e.key = the job key without its prefix, so the lookup uses the unique index on key
   AND NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.key = substr(j.idempotency_key, length('email:send:') + 1) AND e.status = 'sent')`,
 	},
+	{
+		ID: 9, Name: "gateway refunds",
+		Description: "refunds Sekali asked for never exceed their payment; each done one is one refund at the gateway, applied to its payment; no refund job succeeded with its refund still open",
+		Query: `
+SELECT format('payment %s of %s: the refunds asked of the gateway add up to %s', p.provider_reference, p.amount, g.asked), 'order:' || p.order_id
+FROM payments p JOIN (SELECT payment_id, sum(amount) AS asked FROM gateway_requests
+                      WHERE kind = 'refund' AND phase <> 'failed' GROUP BY payment_id) g ON g.payment_id = p.id
+WHERE g.asked > p.amount
+UNION ALL
+SELECT format('payment %s has %s refunded, less than the %s its done refunds took at the gateway', p.provider_reference, p.refunded_amount, g.done), 'order:' || p.order_id
+FROM payments p JOIN (SELECT payment_id, sum(amount) AS done FROM gateway_requests
+                      WHERE kind = 'refund' AND phase = 'done' GROUP BY payment_id) g ON g.payment_id = p.id
+WHERE p.refunded_amount < g.done
+UNION ALL
+SELECT format('gateway refund %s of %s is the answer of %s done refunds', provider_object_id, provider, count(*)), 'order:' || min(order_id)
+FROM gateway_requests WHERE kind = 'refund' AND phase = 'done'
+GROUP BY provider, provider_object_id HAVING count(*) > 1
+UNION ALL
+-- Where the gateway names its refunds (all but Stripe, which states a
+-- charge's refunded total), the done refund's own row is there.
+SELECT format('refund %s is done at %s but no refund of its payment is named %s or %s', g.idempotency_key, g.provider, g.idempotency_key, g.provider_object_id), 'order:' || g.order_id
+FROM gateway_requests g
+WHERE g.kind = 'refund' AND g.phase = 'done'
+  AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = g.payment_id
+                  AND (r.refund_key IN (g.idempotency_key, g.provider_object_id) OR r.refund_key LIKE '%:refunded:%'))
+UNION ALL
+SELECT format('job %s succeeded but its refund is still %s', j.idempotency_key, g.phase), 'job:' || j.idempotency_key
+FROM job_executions j JOIN gateway_requests g ON j.idempotency_key = 'refund:send:' || g.id
+WHERE j.status = 'succeeded' AND g.phase IN ('planned', 'sent')`,
+	},
 }

@@ -220,6 +220,9 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		{"2. reservations", "DELETE FROM stock_movements WHERE kind = 'reserve'"},
 		{"4. callbacks", "DELETE FROM callback_deliveries WHERE outcome = 'processed'"},
 		{"5. refunds", "UPDATE payments SET refunded_amount = 1"}, // no refund adds up to it
+		// a refund asked of the gateway, done, above its payment
+		{"9. gateway refunds", `INSERT INTO gateway_requests (kind, order_id, provider, idempotency_key, amount, currency, phase, provider_object_id, done_at, payment_id)
+			SELECT 'refund', order_id, provider, order_id || '-R1', amount + 1, currency, 'done', 'rf-1', now(), id FROM payments`},
 	}
 	for _, b := range breakages {
 		if err := a.DB.Exec(b.sql).Error; err != nil {
@@ -228,7 +231,7 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"sekali", "verify"}, a.getenv, &out, io.Discard)
 		if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL  "+b.check+" ") ||
-			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(8 checks, ") {
+			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(9 checks, ") {
 			t.Fatalf("after breaking %s: exit %d, report:\n%s", b.check, exitCode(err), out.String())
 		}
 	}
