@@ -154,13 +154,13 @@ func (s *Server) adminGatewayRequests(c echo.Context) error {
 	}
 	var rs []models.GatewayRequest
 	var next int64
-	if s.deps.Checkout != nil {
+	if s.deps.Calls != nil {
 		var err error
-		if rs, next, err = s.deps.Checkout.List(c.Request().Context(), f); err != nil {
+		if rs, next, err = s.deps.Calls.List(c.Request().Context(), f); err != nil {
 			return err
 		}
 	}
 	js, v := listPage(s, c, "/admin/gateway-requests", rs, formatID(next), newGatewayJSON, gatewayRow)
-	page := views.GatewayRequestsPage(v, f.Phase, gatewayPhases, s.deps.Checkout != nil)
+	page := views.GatewayRequestsPage(v, f.Phase, gatewayPhases, s.deps.Checkout != nil || s.deps.Refunds != nil)
 	return s.show(c, "Gateway calls", "orders", js, page) // reached from an order's page and the outbox
 }

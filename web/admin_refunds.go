@@ -2,8 +2,10 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -188,4 +190,41 @@ func (s *Server) adminRefund(c echo.Context) error {
 		return err
 	}
 	return seeOther(c, back+"#refunds")
+}
+
+// adminRetryRefund is POST /admin/gateway-requests/:id/retry: a refund
+// whose answer is not known yet is sent again now, rather than at its
+// job's next try — by the same code the job runs (refunds.Service.Send),
+// so it calls only if no one else holds the refund, and with the same
+// key. The job then finds it over.
+func (s *Server) adminRetryRefund(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return models.Errorf(models.ENotFound, "no gateway request %q", c.Param("id"))
+	}
+	if s.deps.Refunds == nil {
+		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
+	}
+	r, err := s.deps.Refunds.Send(c.Request().Context(), id)
+	target := "refund " + strconv.FormatInt(id, 10)
+	switch {
+	case err == nil && r.Phase == models.GatewayDone:
+		s.record(c, adminOf(c), "send refund again", target, models.ActionOK, "done: "+r.ProviderObjectID)
+		s.flash(c, "ok", "The gateway answered: refund "+r.ProviderObjectID+" of order "+r.OrderID+" is done.")
+	case err == nil:
+		s.record(c, adminOf(c), "send refund again", target, models.ActionNoop, string(r.Phase))
+		s.flash(c, "bad", "Refund "+strconv.FormatInt(id, 10)+" of order "+r.OrderID+" is "+string(r.Phase)+": "+r.LastError)
+	case errors.Is(err, refunds.ErrBusy):
+		s.record(c, adminOf(c), "send refund again", target, models.ActionNoop, "held by another caller")
+		s.flash(c, "warn", "This refund is being sent right now (or its last caller died less than a lease ago): nothing was sent twice. Look again in a minute.")
+	case errors.Is(err, refunds.ErrUnanswered):
+		s.record(c, adminOf(c), "send refund again", target, models.ActionError, err.Error())
+		s.flash(c, "bad", "The gateway did not answer; the refund stays sent and its job keeps asking, with the same key.")
+	case statusOfError(err) < 500:
+		return err
+	default:
+		s.record(c, adminOf(c), "send refund again", target, models.ActionError, err.Error())
+		return err
+	}
+	return seeOther(c, "/admin/gateway-requests?phase=open")
 }

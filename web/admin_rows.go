@@ -110,7 +110,8 @@ func gatewayRow(r models.GatewayRequest) views.GatewayRequestRow {
 		phase = views.PhaseSentUnknown
 	}
 	return views.GatewayRequestRow{ID: r.ID, OrderID: r.OrderID, Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey, Phase: phase,
-		Attempts: r.Attempts, Object: r.ProviderObjectID, LastError: r.LastError, Updated: r.UpdatedAt}
+		Attempts: r.Attempts, Object: r.ProviderObjectID, LastError: r.LastError, Updated: r.UpdatedAt,
+		Retry: r.Kind == models.GatewayRefund && (r.Phase == models.GatewayPlanned || r.Phase == models.GatewaySent)}
 }
 
 func emailRow(e models.OutboundEmail) views.EmailRow {

@@ -125,6 +125,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
 		Checkout:    outbound.NewPages(db, gateway, log, time.Now),
+		Calls:       outbound.NewLedger(db, time.Now),
 	})
 	handler = srv
 	hs.Start()

@@ -111,6 +111,7 @@ func (s *Server) routes() {
 	e.POST("/admin/audit", s.adminRunAudit, console...)
 	e.GET("/admin/actions", s.adminActions, console...)
 	e.GET("/admin/gateway-requests", s.adminGatewayRequests, console...)
+	e.POST("/admin/gateway-requests/:id/retry", s.adminRetryRefund, console...)
 	e.GET("/admin/help", s.adminHelp, console...)
 	// Any other console address: a 404, inside the console's frame for
 	// an admin (the session is read, not required).

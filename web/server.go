@@ -78,11 +78,14 @@ type (
 		Provider() string
 		PageOrigins() []string
 		Open(ctx context.Context, o *models.Order, items []outbound.PageItem, returnURL string) (outbound.Page, error)
+	}
+	gatewayCalls interface {
 		List(ctx context.Context, f outbound.Filter) ([]models.GatewayRequest, int64, error)
 	}
 	refundService interface {
 		RequestOnce(ctx context.Context, once idempotency.Once, r refunds.Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error)
 		Refundable(ctx context.Context, orderID string) (refunds.Refundable, error)
+		Send(ctx context.Context, id int64) (*models.GatewayRequest, error)
 	}
 	storyReader interface {
 		Order(ctx context.Context, id string) (*story.Order, error)
@@ -141,6 +144,9 @@ type Deps struct {
 	// Checkout opens hosted payment pages at the configured gateway; nil:
 	// the shop offers no Pay.
 	Checkout checkoutService
+	// Calls lists the calls Sekali made to gateways (outbound.Ledger);
+	// nil: the console lists none.
+	Calls gatewayCalls
 	// Refunds asks gateways for the refunds admins ask for; nil: the
 	// console offers none.
 	Refunds refundService

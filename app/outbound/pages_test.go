@@ -260,7 +260,7 @@ func TestListFiltersByPhase(t *testing.T) {
 		}
 	}
 	providers := func(f outbound.Filter) ([]string, int64) {
-		rows, next, err := e.pages.List(context.Background(), f)
+		rows, next, err := outbound.NewLedger(e.db, time.Now).List(context.Background(), f)
 		if err != nil {
 			t.Fatal(err)
 		}

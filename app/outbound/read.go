@@ -24,10 +24,10 @@ type Filter struct {
 // PhaseOpen is the Filter phase of requests that are not over.
 const PhaseOpen = "open"
 
-// List reads one page of gateway requests, newest first, and the cursor
-// of the next page (0: none).
-func (p *Pages) List(ctx context.Context, f Filter) ([]models.GatewayRequest, int64, error) {
-	q := p.db.WithContext(ctx).Model(&models.GatewayRequest{})
+// List reads one page of gateway requests — every kind — newest first,
+// and the cursor of the next page (0: none).
+func (l *Ledger) List(ctx context.Context, f Filter) ([]models.GatewayRequest, int64, error) {
+	q := l.db.WithContext(ctx).Model(&models.GatewayRequest{})
 	switch f.Phase {
 	case "":
 	case PhaseOpen:

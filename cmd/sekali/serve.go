@@ -154,6 +154,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Orders:   orderService,
 			Payments: paymentService,
 			Refunds:  refundService,
+			Calls:    outbound.NewLedger(db, time.Now),
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
 			Audit:    audit.New(db),

@@ -276,6 +276,9 @@ type GatewayRequestRow struct {
 	Object    string
 	LastError string
 	Updated   time.Time
+	// Retry: a refund not over, which an admin may send again now rather
+	// than wait for its job's next try.
+	Retry bool
 }
 
 // PhaseSentUnknown is how a request in phase sent is shown: sent, and
