@@ -291,7 +291,12 @@ func timeline(s *Order) []Event {
 		if r.LastError != "" {
 			d += "; last error: " + r.LastError
 		}
-		add(Event{At: r.UpdatedAt, Tone: tone, What: fmt.Sprintf("asked %s: %s, %s", r.Provider, r.Kind, r.Phase), Detail: d})
+		what := fmt.Sprintf("asked %s: %s, %s", r.Provider, r.Kind, r.Phase)
+		if r.Kind == models.GatewayRefund {
+			what = fmt.Sprintf("refund of %d %s asked of %s: %s", r.Amount, r.Currency, r.Provider, r.Phase)
+			d = fmt.Sprintf("by %s: %s; %s", r.RequestedBy, r.Reason, d)
+		}
+		add(Event{At: r.UpdatedAt, Tone: tone, What: what, Detail: d})
 	}
 	if inv := o.Invoice; inv != nil {
 		add(Event{At: inv.IssuedAt, Tone: "ok", What: "invoice " + inv.Number + " issued", Detail: fmt.Sprintf("%d %s", inv.Amount, inv.Currency)})
