@@ -54,7 +54,8 @@ func TestBusinessTasksPinned(t *testing.T) {
 
 // TestTasksWriteTheBusinessTasks: the rows Tasks hands the app packages
 // are the pinned tasks above — a paid order's invoice and email carrying
-// the callback's request id, and the expiry due at the order's deadline —
+// the callback's request id, the expiry due at the order's deadline, and
+// a refund's send, due at once —
 // and the console's filters offer exactly their types.
 func TestTasksWriteTheBusinessTasks(t *testing.T) {
 	t.Parallel()
@@ -72,8 +73,12 @@ func TestTasksWriteTheBusinessTasks(t *testing.T) {
 	if m := (jobs.Tasks{}).Expire("ORD-1", now.Add(time.Hour)); m.TaskID != "order:expire:ORD-1" || !m.ProcessAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("expire: %s due %v, want order:expire:ORD-1 due an hour on", m.TaskID, m.ProcessAt)
 	}
+	if m := (jobs.Tasks{}).Refund(7, "ORD-1", now); m.TaskID != "refund:send:7" || m.Queue != jobs.QueueCritical ||
+		string(m.Payload) != `{"request_id":7,"order_id":"ORD-1"}` || !m.ProcessAt.Equal(now) {
+		t.Errorf("refund: %s on %s, %s, due %v; want refund:send:7 on the critical queue, due now", m.TaskID, m.Queue, m.Payload, m.ProcessAt)
+	}
 	types := (&jobs.Console{}).TaskTypes()
-	if want := []string{"invoice:generate", "email:send", "order:expire"}; !slices.Equal(types, want) {
+	if want := []string{"invoice:generate", "email:send", "order:expire", "refund:send"}; !slices.Equal(types, want) {
 		t.Errorf("task types %q, want %q", types, want)
 	}
 }
