@@ -153,10 +153,15 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 		Amount:         amount, Currency: charge.Currency, Phase: models.GatewayPlanned,
 		Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Admin,
 	}
-	if err := tx.Create(&req).Error; err != nil {
-		return nil, fmt.Errorf("refunds.Request: %w", store.Classify(err))
-	}
-	if err := outbox.Add(tx, s.tasks.Refund(req.ID, o.ID, s.now())); err != nil {
+	// The record and its job, in a savepoint: when either fails, neither
+	// remains in the caller's transaction (which may store an answer).
+	err = tx.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&req).Error; err != nil {
+			return store.Classify(err)
+		}
+		return outbox.Add(tx, s.tasks.Refund(req.ID, o.ID, s.now()))
+	})
+	if err != nil {
 		return nil, fmt.Errorf("refunds.Request: %w", err)
 	}
 	return &req, nil
