@@ -24,17 +24,23 @@ const DefaultTimeout = 10 * time.Second
 // secret key there, with no password) and returns the status and at most
 // MaxBody bytes of the answer.
 func Get(ctx context.Context, client *http.Client, url, user string) (int, []byte, error) {
-	return do(ctx, client, http.MethodGet, url, user, nil)
+	return do(ctx, client, http.MethodGet, url, user, nil, nil)
 }
 
 // Post POSTs body, JSON, to url as Get asks.
 func Post(ctx context.Context, client *http.Client, url, user string, body []byte) (int, []byte, error) {
-	return do(ctx, client, http.MethodPost, url, user, body)
+	return do(ctx, client, http.MethodPost, url, user, nil, body)
 }
 
-// do sends one request as Get describes, with body as JSON when it is
-// not nil.
-func do(ctx context.Context, client *http.Client, method, url, user string, body []byte) (int, []byte, error) {
+// PostWith is Post with header's fields added to the request (an
+// idempotency key).
+func PostWith(ctx context.Context, client *http.Client, url, user string, header http.Header, body []byte) (int, []byte, error) {
+	return do(ctx, client, http.MethodPost, url, user, header, body)
+}
+
+// do sends one request as Get describes, with header's fields, and body
+// as JSON when it is not nil.
+func do(ctx context.Context, client *http.Client, method, url, user string, header http.Header, body []byte) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -42,6 +48,9 @@ func do(ctx context.Context, client *http.Client, method, url, user string, body
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, vs := range header {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
 	if user != "" {
 		req.SetBasicAuth(user, "")

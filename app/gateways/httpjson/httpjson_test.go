@@ -72,6 +72,27 @@ func TestPostRequest(t *testing.T) {
 	}
 }
 
+// PostWith adds its header's fields to Post's request.
+func TestPostWithHeader(t *testing.T) {
+	t.Parallel()
+	asked := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- r.Header
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	header := http.Header{}
+	header.Set("Idempotency-key", "ORD-1-R1")
+	if code, _, err := httpjson.PostWith(t.Context(), srv.Client(), srv.URL, "xnd_development_1", header, []byte(`{}`)); err != nil || code != http.StatusOK {
+		t.Fatalf("%d %v", code, err)
+	}
+	h := <-asked
+	if user, _, _ := (&http.Request{Header: h}).BasicAuth(); h.Get("Idempotency-Key") != "ORD-1-R1" ||
+		h.Get("Content-Type") != "application/json" || user != "xnd_development_1" {
+		t.Errorf("headers %v", h)
+	}
+}
+
 // Every status is the caller's to judge: Get returns it with the answer's
 // body (a gateway's error body says why) and no error.
 func TestGetReturnsEveryStatusWithItsBody(t *testing.T) {
