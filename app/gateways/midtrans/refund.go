@@ -1,0 +1,133 @@
+package midtrans
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sekali/sekali/app/gateways/httpjson"
+	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/payments"
+)
+
+// Refunder refunds Midtrans transactions (outbound.Refunder) with the
+// Core API's refund (docs.midtrans.com/reference/refund-transaction):
+// POST {api}/v2/{transaction_id}/refund with the server key as the
+// basic-auth user and {refund_key, amount, reason} — refund_key the
+// request's Key, amount whole rupiah (Midtrans takes IDR only), reason
+// cut to Midtrans's 255 characters. Midtrans's refund notification names
+// the refund by that refund_key, so the answer does too: Refunded's
+// ObjectID and RefundKey are the Key, its Amount the request's.
+//
+// Midtrans answers with HTTP 200 and the outcome in the body's
+// status_code, or with the status itself; the body's code is read first.
+// "200" → Refunded. A refund_key is single-use, and Midtrans does not
+// replay an answer: the same key again is "406 Duplicate refund ID"
+// (Midtrans asks a merchant retrying a refund to send the same
+// refund_key, and refuses a second refund so). Departure: on a repeat
+// (Attempt > 1) Sekali takes that 406 for the refund done — the key is
+// Sekali's own, {order}-R{n}, sent only for this refund, so an earlier
+// attempt of this same request is what took it — and answers with the
+// request's amount and key, which is what Midtrans's notification of it
+// says. On a first call (Attempt 1) no earlier attempt exists: the key
+// was used by someone else, and the 406 is *outbound.Refused.
+//
+// Other answers: a 4xx that outbound.RefusedStatus calls definite (412
+// the transaction cannot be refunded, 414 an amount above what is left,
+// 400) → *outbound.Refused; 401, 404, 408, 409, 429, a 5xx, an answer
+// that is not Midtrans's, no answer, or the context's end → a plain
+// error: unknown whether Midtrans refunded. A request that cannot be
+// sent as it is (no key, a key with characters Midtrans does not allow,
+// no transaction, another currency than IDR) is refused before it is
+// sent: *outbound.Refused with Status 0.
+type Refunder struct {
+	BaseURL   string // the Core API: https://api.midtrans.com, https://api.sandbox.midtrans.com, or a test server
+	serverKey string
+	Client    *http.Client
+}
+
+// NewRefunder returns the refunder for the server key; the Core API is
+// APIURL(serverKey) unless apiURL says otherwise (MIDTRANS_API_URL, as
+// the status client asks).
+func NewRefunder(serverKey, apiURL string) (*Refunder, error) {
+	if err := CheckServerKey(serverKey); err != nil {
+		return nil, err
+	}
+	if apiURL == "" {
+		apiURL = APIURL(serverKey)
+	}
+	return &Refunder{BaseURL: strings.TrimSuffix(apiURL, "/"), serverKey: serverKey,
+		Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
+}
+
+// Provider implements outbound.Refunder.
+func (*Refunder) Provider() string { return Name }
+
+// RefundKeyPattern is what Midtrans allows in a refund_key.
+var RefundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9\-_]+$`)
+
+// maxReason is how long a reason Midtrans takes, in characters.
+const maxReason = 255
+
+// refundRequest is Midtrans's refund request.
+type refundRequest struct {
+	RefundKey string      `json:"refund_key"`
+	Amount    json.Number `json:"amount"`
+	Reason    string      `json:"reason,omitempty"`
+}
+
+// Refund implements outbound.Refunder.
+func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+	switch {
+	case strings.ToUpper(r.Currency) != "IDR":
+		return outbound.Refunded{}, &outbound.Refused{Message: fmt.Sprintf("midtrans refund: Midtrans takes IDR, not %q", r.Currency)}
+	case !RefundKeyPattern.MatchString(r.Key) || r.Charge == "" || r.Amount < 1:
+		return outbound.Refunded{}, &outbound.Refused{Message: fmt.Sprintf(
+			"midtrans refund: refund_key %q (letters, digits, - and _), a transaction and a positive amount are required", r.Key)}
+	}
+	reason := r.Reason
+	if utf8.RuneCountInString(reason) > maxReason {
+		reason = string([]rune(reason)[:maxReason])
+	}
+	body, err := json.Marshal(refundRequest{RefundKey: r.Key, Amount: json.Number(payments.MajorText(r.Amount, "IDR", 0)), Reason: reason})
+	if err != nil {
+		return outbound.Refunded{}, err
+	}
+	code, answer, err := httpjson.Post(ctx, f.Client, f.BaseURL+"/v2/"+url.PathEscape(r.Charge)+"/refund", f.serverKey, body)
+	if err != nil {
+		return outbound.Refunded{}, fmt.Errorf("midtrans refund: %w", err)
+	}
+	var a struct {
+		StatusCode    string `json:"status_code"`
+		StatusMessage string `json:"status_message"`
+		RefundKey     string `json:"refund_key"`
+	}
+	decodeErr := json.Unmarshal(answer, &a)
+	status := code
+	if n, err := strconv.Atoi(a.StatusCode); decodeErr == nil && err == nil && code == http.StatusOK {
+		status = n // Midtrans's HTTP 200 with the outcome in the body
+	}
+	done := outbound.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: r.Amount}
+	msg := a.StatusMessage
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	switch {
+	case status == http.StatusOK && decodeErr == nil && (a.RefundKey == "" || a.RefundKey == r.Key):
+		return done, nil
+	case status == http.StatusNotAcceptable && r.Attempt > 1: // our key, taken by an earlier attempt of this request
+		return done, nil
+	case status == http.StatusNotAcceptable:
+		return outbound.Refunded{}, &outbound.Refused{Status: status,
+			Message: msg + ": refund_key " + r.Key + " was used before this refund was first asked for"}
+	case outbound.RefusedStatus(status):
+		return outbound.Refunded{}, &outbound.Refused{Status: status, Message: msg}
+	}
+	return outbound.Refunded{}, fmt.Errorf("midtrans refund: HTTP %d %.200s", code, answer)
+}

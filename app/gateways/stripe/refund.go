@@ -1,0 +1,176 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	stripego "github.com/stripe/stripe-go/v82"
+
+	"github.com/sekali/sekali/app/outbound"
+)
+
+// Refunder refunds Stripe charges (outbound.Refunder) with stripe-go:
+// POST /v1/refunds of the PaymentIntent (RefundRequest.Charge), for the
+// amount, reason requested_by_customer, metadata order_id, refund_key
+// (the request's Key) and reason (Sekali's, cut to Stripe's 500
+// characters), with the Key as the Idempotency-Key and the charge
+// expanded (expand[]=charge).
+//
+// Stripe's charge.refunded event states only the charge's refunded
+// total (amount_refunded), never which refund it is about. So the answer
+// does the same: Refunded.Total is the expanded charge's amount_refunded
+// after this refund, and RefundKey is empty — the answer and the event
+// then converge on one refunds row by that total
+// ({payment_intent}:refunded:{total}).
+//
+// A repeat with the same key and parameters is answered by Stripe with
+// the first refund (Idempotent-Replayed), but Stripe keeps a key for 24
+// hours only. So a repeat (Attempt > 1) first lists the PaymentIntent's
+// refunds (GET /v1/refunds?payment_intent=…, data.charge expanded) and
+// answers with the one whose metadata.refund_key is the Key; only when
+// there is none does it create.
+//
+// Answers: a refund that is succeeded, pending or requires_action →
+// Refunded (Stripe has accepted it; a refund that fails later is
+// Stripe's refund.failed event, not this answer); one that is failed or
+// canceled → *outbound.Refused. Stripe's 4xx that outbound.RefusedStatus
+// calls definite → *outbound.Refused — among them the 400
+// idempotency_error of a key first used with other parameters: Sekali
+// sends the same parameters on every repeat, so it is a fault of
+// Sekali's that no repeat mends. A 409 (the key's first request still
+// in progress), 401, 403, 404, 429, a 5xx (also a 5xx that Stripe
+// replays under the key), no answer, or the context's end is a plain
+// error: unknown whether Stripe refunded. A request that cannot be sent
+// as it is (no key, no charge, an amount that is not one of the
+// currency) is refused before it is sent: *outbound.Refused with Status
+// 0.
+type Refunder struct {
+	client *stripego.Client
+}
+
+// NewRefunder returns the refunder for a Stripe secret or restricted key
+// (with write access to refunds); apiURL is as NewAPIClient takes it.
+func NewRefunder(secretKey, apiURL string) (*Refunder, error) {
+	c, err := NewAPIClient(secretKey, apiURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Refunder{client: c}, nil
+}
+
+// Provider implements outbound.Refunder.
+func (*Refunder) Provider() string { return Name }
+
+// MaxMetadataValue is how long a metadata value Stripe takes, in
+// characters.
+const MaxMetadataValue = 500
+
+// Refund implements outbound.Refunder.
+func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+	currency := strings.ToUpper(r.Currency)
+	amount, ok := Amount(r.Amount, currency)
+	switch {
+	case r.Key == "" || r.Charge == "":
+		return outbound.Refunded{}, &outbound.Refused{Message: "stripe refund: no idempotency key or no PaymentIntent"}
+	case !ok || amount < 1:
+		return outbound.Refunded{}, &outbound.Refused{Message: fmt.Sprintf("stripe refund: %d is not an amount of %s", r.Amount, currency)}
+	}
+	if r.Attempt > 1 {
+		if a, found, err := f.existing(ctx, r.Charge, r.Key, currency); err != nil || found {
+			return a, err
+		}
+	}
+	p := &stripego.RefundCreateParams{
+		PaymentIntent: stripego.String(r.Charge),
+		Amount:        stripego.Int64(amount),
+		Reason:        stripego.String(string(stripego.RefundReasonRequestedByCustomer)),
+		Metadata: map[string]string{"order_id": r.OrderID, "refund_key": r.Key,
+			"reason": truncateChars(r.Reason, MaxMetadataValue)},
+	}
+	p.AddExpand("charge")
+	p.SetIdempotencyKey(r.Key)
+	re, err := f.client.V1Refunds.Create(ctx, p)
+	if err != nil {
+		return outbound.Refunded{}, refundError(err)
+	}
+	return f.refunded(ctx, re, currency)
+}
+
+// existing is the refund of the PaymentIntent whose metadata.refund_key
+// is key, if Stripe lists one.
+func (f *Refunder) existing(ctx context.Context, pi, key, currency string) (outbound.Refunded, bool, error) {
+	p := &stripego.RefundListParams{PaymentIntent: stripego.String(pi)}
+	p.Limit = stripego.Int64(100)
+	p.AddExpand("data.charge")
+	for re, err := range f.client.V1Refunds.List(ctx, p) {
+		if err != nil {
+			return outbound.Refunded{}, false, refundError(err)
+		}
+		if re.Metadata["refund_key"] == key {
+			a, err := f.refunded(ctx, re, currency)
+			return a, true, err
+		}
+	}
+	return outbound.Refunded{}, false, nil
+}
+
+// refunded is the answer a Stripe refund gives: its amount, and its
+// charge's refunded total (read again when the charge came unexpanded).
+func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, currency string) (outbound.Refunded, error) {
+	switch {
+	case re.ID == "":
+		return outbound.Refunded{}, errors.New("stripe refund: the answer names no refund")
+	case re.Status == stripego.RefundStatusFailed || re.Status == stripego.RefundStatusCanceled:
+		return outbound.Refunded{}, &outbound.Refused{Status: http.StatusOK,
+			Message: fmt.Sprintf("stripe refund %s is %s: %s", re.ID, re.Status, re.FailureReason)}
+	}
+	if re.Charge == nil || re.Charge.Object != "charge" { // not expanded
+		p := &stripego.RefundRetrieveParams{}
+		p.AddExpand("charge")
+		again, err := f.client.V1Refunds.Retrieve(ctx, re.ID, p)
+		if err != nil {
+			return outbound.Refunded{}, refundError(err)
+		}
+		if again.Charge == nil || again.Charge.Object != "charge" {
+			return outbound.Refunded{}, fmt.Errorf("stripe refund %s: the answer has no charge to read the refunded total of", re.ID)
+		}
+		re.Charge = again.Charge
+	}
+	amount, ok1 := MinorUnits(re.Amount, currency)
+	total, ok2 := MinorUnits(re.Charge.AmountRefunded, currency)
+	if !ok1 || !ok2 || amount < 1 || total < amount {
+		return outbound.Refunded{}, fmt.Errorf("stripe refund %s: amount %d and refunded total %d are not amounts of %s",
+			re.ID, re.Amount, re.Charge.AmountRefunded, currency)
+	}
+	return outbound.Refunded{ObjectID: re.ID, Amount: amount, Total: total}, nil
+}
+
+// refundError is what an error of stripe-go says of a refund: Stripe's
+// definite "no", or nothing known. An idempotency_error other than a 409
+// is the key used before with other parameters: definite, as no repeat
+// sends other parameters.
+func refundError(err error) error {
+	var se *stripego.Error
+	if errors.As(err, &se) {
+		msg := se.Msg
+		if se.Type != "" {
+			msg = string(se.Type) + ": " + msg
+		}
+		if se.HTTPStatusCode != http.StatusConflict && outbound.RefusedStatus(se.HTTPStatusCode) {
+			return &outbound.Refused{Status: se.HTTPStatusCode, Message: msg}
+		}
+	}
+	return fmt.Errorf("stripe refund: %w", err)
+}
+
+// truncateChars is s cut to at most n characters.
+func truncateChars(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}

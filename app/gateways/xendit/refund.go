@@ -1,0 +1,221 @@
+package xendit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sekali/sekali/app/gateways/httpjson"
+	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/payments"
+)
+
+// Refunder refunds paid Xendit invoices (outbound.Refunder) with
+// Xendit's Refunds API (docs.xendit.co/apidocs/refund-payment-request;
+// xendit-go's refund package): POST /refunds with the secret key as the
+// basic-auth user, the request's Key as the Idempotency-key header and
+// as reference_id, {invoice_id: the invoice (RefundRequest.Charge),
+// amount: a JSON number in the currency's major unit, currency, reason:
+// REQUESTED_BY_CUSTOMER, metadata: order_id and Sekali's reason, cut to
+// Xendit's 500 characters}. The answer is Refunded{ObjectID and
+// RefundKey: the refund's id (rfd-…), Amount: the request's}.
+//
+// Xendit answers a create with the refund, PENDING until the channel
+// has refunded (its refund.succeeded or refund.failed webhook follows).
+// PENDING counts as accepted — Refunded — as SUCCEEDED does; FAILED or
+// CANCELLED in the answer is *outbound.Refused. Sekali does not parse
+// Xendit's refund webhooks (its Xendit provider reads invoice callbacks
+// only), so a refund that fails after a PENDING answer is not seen.
+//
+// Xendit does not replay an answer: the same Idempotency-key again is
+// 409 DUPLICATE_ERROR ("duplicate value on idempotency_key"). So on
+// that 409 the refunder looks the refund up — GET /refunds?invoice_id=
+// (Xendit's list filters by invoice, not by reference_id) — and answers
+// with the one whose reference_id is the Key. A repeat (Attempt > 1)
+// looks first, before it creates: Xendit does not say how long it keeps
+// a key. A 409 whose refund is not listed (yet) is a plain error: the
+// call is repeated later.
+//
+// Other answers: 400 REFUND_IN_PROGRESS (another refund of the payment
+// still running) is a plain error, as a repeat may get past it; any
+// other 4xx that outbound.RefusedStatus calls definite (400
+// API_VALIDATION_ERROR, MAXIMUM_REFUND_AMOUNT_REACHED, …) →
+// *outbound.Refused; 401, 403, 404 DATA_NOT_FOUND, 429, a 5xx, an
+// answer that is not a refund, no answer, or the context's end → a plain
+// error: unknown whether Xendit refunded. A request that cannot be sent
+// as it is (no key, no invoice, no amount) is refused before it is sent:
+// *outbound.Refused with Status 0.
+type Refunder struct {
+	BaseURL   string // https://api.xendit.co, or the sandbox gateway's emulation, or a test server
+	secretKey string
+	Client    *http.Client
+}
+
+// NewRefunder returns the refunder for a secret API key ("xnd_…", with
+// write access to refunds); apiURL is Xendit's (DefaultAPIURL) when
+// empty, and may have a path.
+func NewRefunder(secretKey, apiURL string) (*Refunder, error) {
+	if err := CheckSecretKey(secretKey); err != nil {
+		return nil, err
+	}
+	if apiURL == "" {
+		apiURL = DefaultAPIURL
+	}
+	return &Refunder{BaseURL: strings.TrimSuffix(apiURL, "/"), secretKey: secretKey,
+		Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
+}
+
+// Provider implements outbound.Refunder.
+func (*Refunder) Provider() string { return Name }
+
+// IdempotencyHeader carries a Xendit request's idempotency key.
+const IdempotencyHeader = "Idempotency-key"
+
+// MaxMetadataValue is how long a metadata value Xendit takes, in
+// characters.
+const MaxMetadataValue = 500
+
+// refundRequest is Xendit's create-refund request.
+type refundRequest struct {
+	InvoiceID   string            `json:"invoice_id"`
+	ReferenceID string            `json:"reference_id"`
+	Amount      json.Number       `json:"amount"`
+	Currency    string            `json:"currency"`
+	Reason      string            `json:"reason"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// refundAnswer is the part of Xendit's refund the refunder reads, and
+// its error.
+type refundAnswer struct {
+	ID          string      `json:"id"`
+	InvoiceID   string      `json:"invoice_id"`
+	ReferenceID string      `json:"reference_id"`
+	Amount      json.Number `json:"amount"`
+	Status      string      `json:"status"`
+	FailureCode string      `json:"failure_code"`
+	ErrorCode   string      `json:"error_code"`
+	Message     string      `json:"message"`
+}
+
+// Refund implements outbound.Refunder.
+func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+	if r.Key == "" || r.Charge == "" || r.Amount < 1 {
+		return outbound.Refunded{}, &outbound.Refused{Message: "xendit refund: no reference_id (key), no invoice or no amount"}
+	}
+	currency := strings.ToUpper(r.Currency)
+	if r.Attempt > 1 {
+		if a, found, err := f.existing(ctx, r); err != nil || found {
+			return a, err
+		}
+	}
+	reason := r.Reason
+	if utf8.RuneCountInString(reason) > MaxMetadataValue {
+		reason = string([]rune(reason)[:MaxMetadataValue])
+	}
+	body, err := json.Marshal(refundRequest{
+		InvoiceID: r.Charge, ReferenceID: r.Key, Amount: json.Number(payments.MajorText(r.Amount, currency, 0)),
+		Currency: currency, Reason: "REQUESTED_BY_CUSTOMER", Metadata: map[string]string{"order_id": r.OrderID, "reason": reason},
+	})
+	if err != nil {
+		return outbound.Refunded{}, err
+	}
+	header := http.Header{}
+	header.Set(IdempotencyHeader, r.Key)
+	code, answer, err := httpjson.PostWith(ctx, f.Client, f.BaseURL+"/refunds", f.secretKey, header, body)
+	if err != nil {
+		return outbound.Refunded{}, fmt.Errorf("xendit refund: %w", err)
+	}
+	var a refundAnswer
+	decodeErr := json.Unmarshal(answer, &a)
+	switch {
+	case (code == http.StatusOK || code == http.StatusCreated) && decodeErr == nil && a.ID != "":
+		return refunded(code, a, r)
+	case code == http.StatusConflict && a.ErrorCode == "DUPLICATE_ERROR": // the key was used: by an earlier attempt
+		found, ok, err := f.existing(ctx, r)
+		switch {
+		case err != nil:
+			return outbound.Refunded{}, err
+		case !ok:
+			return outbound.Refunded{}, fmt.Errorf("xendit refund: %s: no refund of invoice %s has reference_id %s yet",
+				errorText(code, a), r.Charge, r.Key)
+		}
+		return found, nil
+	case a.ErrorCode == "REFUND_IN_PROGRESS":
+	case outbound.RefusedStatus(code):
+		return outbound.Refunded{}, &outbound.Refused{Status: code, Message: errorText(code, a)}
+	}
+	return outbound.Refunded{}, fmt.Errorf("xendit refund: HTTP %d %.200s", code, answer)
+}
+
+// existing is the refund of r's invoice whose reference_id is r's key,
+// if Xendit lists one: every page, 100 a page, newest first.
+func (f *Refunder) existing(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, bool, error) {
+	after := ""
+	for {
+		q := url.Values{"invoice_id": {r.Charge}, "limit": {"100"}}
+		if after != "" {
+			q.Set("after_id", after)
+		}
+		code, answer, err := httpjson.Get(ctx, f.Client, f.BaseURL+"/refunds?"+q.Encode(), f.secretKey)
+		if err != nil {
+			return outbound.Refunded{}, false, fmt.Errorf("xendit refund lookup: %w", err)
+		}
+		var list struct {
+			Data    []refundAnswer `json:"data"`
+			HasMore bool           `json:"has_more"`
+		}
+		decodeErr := json.Unmarshal(answer, &list)
+		switch {
+		case code == http.StatusOK && decodeErr == nil:
+		case code == http.StatusNotFound: // none of the invoice: Xendit may answer so
+			return outbound.Refunded{}, false, nil
+		case outbound.RefusedStatus(code):
+			var e refundAnswer
+			json.Unmarshal(answer, &e)
+			return outbound.Refunded{}, false, &outbound.Refused{Status: code, Message: errorText(code, e)}
+		default:
+			return outbound.Refunded{}, false, fmt.Errorf("xendit refund lookup: HTTP %d %.200s", code, answer)
+		}
+		for _, a := range list.Data {
+			if a.ReferenceID == r.Key && a.ID != "" {
+				found, err := refunded(code, a, r)
+				return found, true, err
+			}
+		}
+		if !list.HasMore || len(list.Data) == 0 {
+			return outbound.Refunded{}, false, nil
+		}
+		after = list.Data[len(list.Data)-1].ID
+	}
+}
+
+// refunded is the answer a Xendit refund gives.
+func refunded(code int, a refundAnswer, r outbound.RefundRequest) (outbound.Refunded, error) {
+	switch a.Status {
+	case "PENDING", "SUCCEEDED":
+	case "FAILED", "CANCELLED":
+		return outbound.Refunded{}, &outbound.Refused{Status: code,
+			Message: strings.TrimSuffix(fmt.Sprintf("xendit refund %s is %s: %s", a.ID, a.Status, a.FailureCode), ": ")}
+	default:
+		return outbound.Refunded{}, fmt.Errorf("xendit refund %s: status %q", a.ID, a.Status)
+	}
+	if amount, ok := payments.MinorFromDecimal(string(a.Amount), strings.ToUpper(r.Currency)); a.Amount != "" && (!ok || amount != r.Amount) {
+		return outbound.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + string(a.Amount) + " is not the one asked")
+	}
+	return outbound.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount}, nil
+}
+
+// errorText is Xendit's error, or the status's text.
+func errorText(code int, a refundAnswer) string {
+	msg := strings.TrimPrefix(strings.TrimSuffix(a.ErrorCode+": "+a.Message, ": "), ": ")
+	if msg == "" {
+		msg = http.StatusText(code)
+	}
+	return msg
+}
