@@ -1,5 +1,7 @@
 package sandboxgw
 
+import "github.com/sekali/sekali/app/payments"
+
 // HoldStripeBeginning makes each Stripe request under a new idempotency
 // key call hold as it begins, before it acts: a test keeps one in
 // progress so.
@@ -7,4 +9,11 @@ func (g *Gateway) HoldStripeBeginning(hold func()) {
 	g.stripe.mu.Lock()
 	g.stripe.beginning = hold
 	g.stripe.mu.Unlock()
+}
+
+// Reported makes the gateway know payment f as though it had reported
+// it in format's notification (without sending it): the charge its
+// emulated Stripe and Xendit APIs then refund.
+func (g *Gateway) Reported(format string, f payments.Fact) {
+	g.learn(event{format: format, fact: f})
 }

@@ -32,6 +32,8 @@ import (
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
+	stripegw "github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
@@ -367,6 +369,7 @@ func (g *Gateway) deliver(orderID string, ev event, note string) {
 		g.last[orderID] = ev.fact
 		g.mu.Unlock()
 	}
+	g.learn(ev)
 	id := ev.fact.EventID
 	if ev.format == midtrans.Name {
 		id = midtrans.Key(ev.fact) // it sends no event id
@@ -388,6 +391,24 @@ func (g *Gateway) deliver(orderID string, ev event, note string) {
 		case <-g.stop:
 			return
 		}
+	}
+}
+
+// learn keeps what a payment the gateway reports tells its emulated
+// Stripe and Xendit APIs: the charge their refunds may refund, and its
+// amount. (Midtrans's status API keeps the notification itself.)
+func (g *Gateway) learn(ev event) {
+	f := ev.fact
+	if ev.changed || f.Status != models.EventPaid {
+		return
+	}
+	switch ev.format {
+	case stripegw.Name:
+		if amount, ok := stripegw.Amount(f.Amount, f.Currency); ok {
+			g.stripe.paid(f.TransactionID, amount, f.Currency)
+		}
+	case xendit.Name:
+		g.xendit.paid(f.TransactionID, f.Amount, f.Currency)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
 )
 
 // Beside its status API (midtrans.go), the gateway speaks the Midtrans
@@ -31,13 +32,20 @@ import (
 //   - POST /v2/:id/refund refunds a transaction (by transaction or order
 //     id) the gateway reported settled: the refund is approved at once.
 //     A refund_key is single-use: a second refund with it is 406
-//     "Duplicate refund ID", whether the first was done or not.
+//     "Duplicate refund ID", whether the first was done or not. Refunds
+//     add up to the settled gross_amount and no further (414). After a
+//     new refund the gateway sends Midtrans's refund notification of it
+//     (the Midtrans sender's: transaction_status refund, refund_key the
+//     key, refund_amount this refund's amount) to Sekali's
+//     /callbacks/midtrans, and the status API answers with it from then
+//     on, as Sekali's confirmation of that notification asks.
 //
 // Not emulated: the Idempotency-Key header (Midtrans documents it for the
-// Core API; whether Snap honours it is unverified), the status API's
-// view of a refund (it keeps answering with the payment), and a refund
-// retried with the same key after a failure (Midtrans allows it within
-// 7 days; here nothing fails after the key is taken).
+// Core API; whether Snap honours it is unverified), a cumulative
+// refund_amount and the transaction's own gross_amount in the refund
+// notification (the sender writes one refund, its amount both), and a
+// refund retried with the same key after a failure (Midtrans allows it
+// within 7 days; here nothing fails after the key is taken).
 
 // keptMidtrans bounds the Snap orders and the refund keys the gateway
 // remembers, each: the oldest go first.
@@ -49,13 +57,17 @@ type midtransAPI struct {
 	snaps    *kept[string] // token by order id
 	refunds  *kept[bool]   // the refund keys used
 	refunded *kept[int64]  // the amount refunded, by transaction id
-	nextID   int64         // the next refund_chargeback_id
-	once     sync.Once
+	// settled is each refunded transaction as it was settled: its
+	// refund notifications replace it in the status API.
+	settled *kept[midtrans.Notification]
+	nextID  int64 // the next refund_chargeback_id
+	once    sync.Once
 }
 
 func (m *midtransAPI) init() {
 	m.once.Do(func() {
 		m.snaps, m.refunds, m.refunded = newKept[string](keptMidtrans), newKept[bool](keptMidtrans), newKept[int64](keptMidtrans)
+		m.settled = newKept[midtrans.Notification](keptMidtrans)
 		m.nextID = 1
 	})
 }
@@ -165,9 +177,6 @@ type refundRequest struct {
 	Reason    string `json:"reason"`
 }
 
-// midtransRefundKey is what Midtrans allows in a refund_key.
-var midtransRefundKey = regexp.MustCompile(`^[A-Za-z0-9\-_]+$`)
-
 // refundMidtrans is POST /v2/:id/refund.
 func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 	sender, ok := g.midtransSender()
@@ -178,23 +187,27 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 	if err := json.NewDecoder(c.Request().Body).Decode(&req); err != nil {
 		return coreError(http.StatusBadRequest, "The request body is not valid JSON: "+err.Error())
 	}
-	if req.RefundKey != "" && !midtransRefundKey.MatchString(req.RefundKey) {
+	if req.RefundKey != "" && !midtrans.RefundKeyPattern.MatchString(req.RefundKey) {
 		return coreError(http.StatusBadRequest, "refund_key may contain only letters, digits, dash and underscore")
 	}
-	n, ok := g.midtransTransaction(c.Param("id"))
+	latest, ok := g.midtransTransaction(c.Param("id"))
 	if !ok {
 		return coreError(http.StatusNotFound, "Transaction doesn't exist.")
 	}
-	if n.TransactionStatus != "settlement" && n.TransactionStatus != "capture" {
-		return coreError(http.StatusPreconditionFailed, "Merchant cannot modify the status of the transaction")
+	m := &g.midtransAPI
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, refundedBefore := m.settled.get(latest.TransactionID)
+	if !refundedBefore {
+		if latest.TransactionStatus != "settlement" && latest.TransactionStatus != "capture" {
+			return coreError(http.StatusPreconditionFailed, "Merchant cannot modify the status of the transaction")
+		}
+		n = latest
 	}
 	gross, ok := payments.MinorFromDecimal(n.GrossAmount, n.Currency)
 	if !ok {
 		return coreError(http.StatusInternalServerError, midtransFailed)
 	}
-	m := &g.midtransAPI
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	key := req.RefundKey
 	if key == "" {
 		key = newID("refund-") // Midtrans makes one up
@@ -212,12 +225,22 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 	}
 	m.refunds.put(key, true)
 	m.refunded.put(n.TransactionID, done+amount)
+	if !refundedBefore {
+		m.settled.put(n.TransactionID, n)
+	}
 	id := m.nextID
 	m.nextID++
 	status := "partial_refund"
 	if done+amount == gross {
 		status = "refund"
 	}
+	ev := event{format: midtrans.Name, fact: payments.Fact{OrderID: n.OrderID, TransactionID: n.TransactionID,
+		Status: models.EventRefunded, Amount: amount, Currency: n.Currency, RefundID: key}}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.deliver(outbound.OrderOfKey(n.OrderID), ev, "refund asked through the Midtrans API")
+	}()
 	return jsonAnswer(http.StatusOK, map[string]any{
 		"status_code": "200", "status_message": "Success, refund request is approved",
 		"transaction_id": n.TransactionID, "order_id": n.OrderID, "payment_type": n.PaymentType,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,10 @@ func midtransEmulator(t *testing.T) (*sandboxgw.Gateway, midtransAPI) {
 	}
 	g := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
 	g.Speak(sender)
-	return g, midtransAPI{t: t, base: serve(t, g), key: midtransKey, sender: sender}
+	g.Retries = nil // its refund notifications find nobody: tried once
+	base := serve(t, g)
+	t.Cleanup(g.Close)
+	return g, midtransAPI{t: t, base: base, key: midtransKey, sender: sender}
 }
 
 // call sends body to path (below midtrans.SandboxAPIPath) and decodes
@@ -264,4 +268,48 @@ func TestMidtransRefund(t *testing.T) {
 	if status, answer := refund("tx-mt-7", "R-7", 1000); status != http.StatusInternalServerError || answer["status_code"] != "500" {
 		t.Errorf("FailNext: %d %v", status, answer)
 	}
+}
+
+// A new refund is Midtrans's signed refund notification, which the
+// status API then answers with (so Sekali's confirmation of it agrees);
+// a later refund still refunds from the settled gross_amount.
+func TestMidtransRefundNotifies(t *testing.T) {
+	t.Parallel()
+	c := recordCallbacks(t)
+	sender, err := gateways.NewSender(midtrans.Name, midtransKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := sandboxgw.New(nil, testenv.SandboxKey, c.URL, testenv.Logger(t))
+	g.Speak(sender)
+	g.Retries = nil
+	m := midtransAPI{t: t, base: serve(t, g), key: midtransKey, sender: sender}
+	t.Cleanup(g.Close)
+	m.transaction("ORD-MT-9", "tx-mt-9", models.EventPaid, 150000)
+	if status, answer := m.post("/v2/tx-mt-9/refund", map[string]any{"refund_key": "ORD-MT-9-R1", "amount": 50000}); status != http.StatusOK {
+		t.Fatalf("refund: %d %v", status, answer)
+	}
+	d := c.wait(t, 1)[0]
+	provider, err := midtrans.NewProvider(midtransKey, m.base+midtrans.SandboxAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := provider.Verify(d.header, d.body, time.Now()); err != nil || d.provider != midtrans.Name {
+		t.Fatalf("delivery to %s: %v", d.provider, err)
+	}
+	ev, err := provider.Parse(d.header, d.body)
+	if err != nil || ev.Status != models.EventRefunded || ev.TransactionID != "tx-mt-9" || ev.OrderID != "ORD-MT-9" ||
+		!slices.Equal(ev.Refunds, []payments.Refund{{Key: "ORD-MT-9-R1", Amount: 50000}}) {
+		t.Fatalf("notification %+v, %v", ev, err)
+	}
+	confirmed, found, err := provider.Confirm(t.Context(), ev)
+	if err != nil || !found || !payments.SameEvent(ev, confirmed) {
+		t.Errorf("the status API says %+v (%v, %v), want the notification's %+v", confirmed, found, err, ev)
+	}
+	status, answer := m.post("/v2/ORD-MT-9/refund", map[string]any{"refund_key": "ORD-MT-9-R2"})
+	if status != http.StatusOK || answer["gross_amount"] != "150000.00" || answer["refund_amount"] != "100000.00" ||
+		answer["transaction_status"] != "refund" {
+		t.Errorf("the rest, after the notification: %d %v", status, answer)
+	}
+	c.wait(t, 2)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,17 +30,16 @@ import (
 // Deviations, because the sandbox pays orders, not cards: a Checkout
 // Session must name its order (metadata[order_id]), its url is the
 // sandbox pay page of that order (which opens, as every link to it does,
-// with the order's access token, ?t=), it stays unpaid (payment_intent
-// null), and a refund must say its amount (the gateway knows no
-// PaymentIntents, so neither their amounts) and is at once succeeded.
+// with the order's access token, ?t=), and it stays unpaid
+// (payment_intent null). Refunds are described in stripeapi_refunds.go.
 
 // StripeAPIPath is where the gateway answers as Stripe's API: the base
 // URL (STRIPE_API_URL, stripe-go's BackendConfig.URL) is the sandbox's
 // address followed by it.
 const StripeAPIPath = "/sandbox/stripe"
 
-// keptStripe bounds the idempotency keys, the sessions and the refunds
-// the Stripe emulation remembers, each: the oldest go first.
+// keptStripe bounds the idempotency keys, the sessions, the refunds and
+// the charges the Stripe emulation remembers, each: the oldest go first.
 const keptStripe = 10_000
 
 // stripeAPI is the Stripe emulation's state.
@@ -51,6 +49,7 @@ type stripeAPI struct {
 	keys      *kept[*stripeKeyed] // by secret key and Idempotency-Key
 	sessions  *kept[*stripeSession]
 	refunds   *kept[*stripeRefund]
+	charges   *kept[*stripeCharge] // by PaymentIntent (or charge, for a refund of a charge)
 	// beginning, when set, is called as a request under a new key
 	// begins: a test holds it there, in progress.
 	beginning func()
@@ -75,6 +74,7 @@ func (g *Gateway) SpeakStripeAPI(secretKey string) {
 	s.secretKey = secretKey
 	if s.keys == nil {
 		s.keys, s.sessions, s.refunds = newKept[*stripeKeyed](keptStripe), newKept[*stripeSession](keptStripe), newKept[*stripeRefund](keptStripe)
+		s.charges = newKept[*stripeCharge](keptStripe)
 	}
 }
 
@@ -86,10 +86,9 @@ func (g *Gateway) mountStripe(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET(StripeAPIPath+"/v1/checkout/sessions/:id", g.stripeGet(func(c echo.Context) apiAnswer {
 		return stripeRetrieve(&g.stripe, func(s *stripeAPI) *kept[*stripeSession] { return s.sessions }, "checkout.session", c.Param("id"))
 	}), mw...)
-	e.POST(StripeAPIPath+"/v1/refunds", g.apiHandler(failed, g.stripePost(g.stripe.createRefund)), mw...)
-	e.GET(StripeAPIPath+"/v1/refunds/:id", g.stripeGet(func(c echo.Context) apiAnswer {
-		return stripeRetrieve(&g.stripe, func(s *stripeAPI) *kept[*stripeRefund] { return s.refunds }, "refund", c.Param("id"))
-	}), mw...)
+	e.POST(StripeAPIPath+"/v1/refunds", g.apiHandler(failed, g.stripePost(g.createStripeRefund)), mw...)
+	e.GET(StripeAPIPath+"/v1/refunds", g.stripeGet(g.stripe.listRefunds), mw...)
+	e.GET(StripeAPIPath+"/v1/refunds/:id", g.stripeGet(g.stripe.retrieveRefund), mw...)
 }
 
 // stripeError is Stripe's error answer.
@@ -383,58 +382,6 @@ func (s *stripeAPI) listSessions(c echo.Context) apiAnswer {
 	a := jsonAnswer(http.StatusOK, map[string]any{"object": "list", "url": "/v1/checkout/sessions", "has_more": more, "data": page})
 	s.mu.Unlock()
 	return a
-}
-
-// stripeRefund is a Refund, in Stripe's shape.
-type stripeRefund struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"`
-	Amount             int64             `json:"amount"`
-	BalanceTransaction *string           `json:"balance_transaction"`
-	Charge             *string           `json:"charge"`
-	Created            int64             `json:"created"`
-	Currency           string            `json:"currency"`
-	Metadata           map[string]string `json:"metadata"`
-	PaymentIntent      *string           `json:"payment_intent"`
-	Reason             *string           `json:"reason"`
-	ReceiptNumber      *string           `json:"receipt_number"`
-	Status             string            `json:"status"`
-}
-
-// stripeReasons are the reasons a refund may be asked for.
-var stripeReasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
-
-// createRefund is POST /v1/refunds of a payment_intent (or a charge), for
-// amount (required here), with reason and metadata: succeeded at once.
-func (s *stripeAPI) createRefund(_ echo.Context, form url.Values) (apiAnswer, bool) {
-	if form.Get("payment_intent") == "" && form.Get("charge") == "" {
-		return stripeMissing("payment_intent"), false
-	}
-	if form.Get("amount") == "" {
-		return stripeError(http.StatusBadRequest, "invalid_request_error", "parameter_missing", "amount",
-			"The sandbox gateway knows no PaymentIntents, so not their amounts: say the amount to refund."), false
-	}
-	amount, err := strconv.ParseInt(form.Get("amount"), 10, 64)
-	if err != nil || amount < 1 {
-		return stripeInvalid("amount", "Invalid positive integer"), false
-	}
-	reason := optional(form, "reason")
-	if reason != nil && !slices.Contains(stripeReasons, *reason) {
-		return stripeInvalid("reason", "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), false
-	}
-	currency := strings.ToLower(form.Get("currency"))
-	if currency == "" {
-		currency = "idr" // the shop's currency: the gateway does not know the payment's
-	}
-	re := &stripeRefund{
-		ID: newID("re_"), Object: "refund", Amount: amount, Charge: optional(form, "charge"), Created: time.Now().Unix(),
-		Currency: currency, Metadata: stripeMetadata(form), PaymentIntent: optional(form, "payment_intent"),
-		Reason: reason, Status: "succeeded",
-	}
-	s.mu.Lock()
-	s.refunds.put(re.ID, re)
-	s.mu.Unlock()
-	return jsonAnswer(http.StatusOK, re), true
 }
 
 // stripeRetrieve is GET /v1/{objects}/:id: the object, or Stripe's 404.

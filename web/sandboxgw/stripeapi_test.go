@@ -3,18 +3,24 @@ package sandboxgw_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/stripe/stripe-go/v82"
 
 	stripegw "github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/sandboxgw"
 )
 
@@ -375,4 +381,173 @@ func TestStripeRefundIdempotency(t *testing.T) {
 	}
 	_, err = sc.V1Refunds.Create(ctx, &stripe.RefundCreateParams{Amount: stripe.Int64(1)})
 	stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest)
+}
+
+// callbacks stands in for Sekali's /callbacks/{provider}: it answers
+// every delivery 200 and keeps it.
+type callbacks struct {
+	URL string
+	mu  sync.Mutex
+	got []callback
+}
+
+type callback struct {
+	provider string
+	header   http.Header
+	body     []byte
+}
+
+func recordCallbacks(t *testing.T) *callbacks {
+	t.Helper()
+	c := &callbacks{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		c.mu.Lock()
+		c.got = append(c.got, callback{strings.TrimPrefix(r.URL.Path, "/callbacks/"), r.Header.Clone(), body})
+		c.mu.Unlock()
+		w.Write([]byte(`{"result":"processed"}`))
+	}))
+	t.Cleanup(srv.Close)
+	c.URL = srv.URL
+	return c
+}
+
+// received are the deliveries so far.
+func (c *callbacks) received() []callback {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+// wait waits for n deliveries, and returns them.
+func (c *callbacks) wait(t *testing.T, n int) []callback {
+	t.Helper()
+	testenv.Eventually(t, fmt.Sprintf("%d deliveries", n), func() bool { return len(c.received()) >= n })
+	return c.received()
+}
+
+const stripeWebhookSecret = "whsec_sandboxgw_0123456789"
+
+// stripeNotifying is a gateway that speaks Stripe's API and its events,
+// delivered to c; and a stripe-go client of it.
+func stripeNotifying(t *testing.T, c *callbacks) (*sandboxgw.Gateway, *stripe.Client) {
+	t.Helper()
+	g := sandboxgw.New(nil, testenv.SandboxKey, c.URL, testenv.Logger(t))
+	sender, err := stripegw.NewSender(stripeWebhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Speak(sender)
+	g.SpeakStripeAPI(stripeKey)
+	g.Retries = nil
+	base := serve(t, g)
+	t.Cleanup(g.Close) // before the servers close: the deliveries in flight end
+	return g, stripeClient(t, base, stripeKey)
+}
+
+// A PaymentIntent the gateway reported paid: its refunds add up to its
+// amount and no further, the charge (expanded) keeps the total, a refund
+// without an amount takes the rest, and each new refund is a signed
+// charge.refunded event stating the total.
+func TestStripeRefundsOfAKnownPaymentIntent(t *testing.T) {
+	t.Parallel()
+	c := recordCallbacks(t)
+	g, sc := stripeNotifying(t, c)
+	ctx := t.Context()
+	g.Reported(stripegw.Name, payments.Fact{OrderID: "ORD-ST-R1", TransactionID: "pi_known_1", Status: models.EventPaid,
+		Amount: 150000, Currency: "IDR"})
+	params := func(amount int64, key string) *stripe.RefundCreateParams {
+		p := &stripe.RefundCreateParams{PaymentIntent: stripe.String("pi_known_1"), Metadata: map[string]string{"order_id": "ORD-ST-R1"}}
+		if amount > 0 {
+			p.Amount = stripe.Int64(amount)
+		}
+		p.AddExpand("charge")
+		p.SetIdempotencyKey(key)
+		return p
+	}
+	first, err := sc.V1Refunds.Create(ctx, params(5000000, "ORD-ST-R1-R1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := first.Charge; first.Amount != 5000000 || ch == nil || ch.Object != "charge" || ch.ID != "ch_pi_known_1" ||
+		ch.Amount != 15000000 || ch.AmountRefunded != 5000000 || ch.Refunded || ch.PaymentIntent == nil || ch.PaymentIntent.ID != "pi_known_1" {
+		t.Errorf("first refund %+v, charge %+v", first, ch)
+	}
+	rest, err := sc.V1Refunds.Create(ctx, params(0, "ORD-ST-R1-R2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.Amount != 10000000 || rest.Charge.AmountRefunded != 15000000 || !rest.Charge.Refunded {
+		t.Errorf("the rest %+v, charge %+v", rest, rest.Charge)
+	}
+	_, err = sc.V1Refunds.Create(ctx, params(1, "ORD-ST-R1-R3"))
+	if se := stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest); se.Code != "charge_already_refunded" {
+		t.Errorf("after all: %+v", se)
+	}
+
+	g.Reported(stripegw.Name, payments.Fact{TransactionID: "pi_known_2", Status: models.EventPaid, Amount: 1000, Currency: "IDR"})
+	_, err = sc.V1Refunds.Create(ctx, &stripe.RefundCreateParams{PaymentIntent: stripe.String("pi_known_2"), Amount: stripe.Int64(100001)})
+	if se := stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest); se.Param != "amount" {
+		t.Errorf("above the payment: %+v", se)
+	}
+
+	lp := &stripe.RefundListParams{PaymentIntent: stripe.String("pi_known_1")}
+	lp.Limit = stripe.Int64(1) // a page each
+	lp.AddExpand("data.charge")
+	var listed []string
+	for re, err := range sc.V1Refunds.List(ctx, lp) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if re.Charge == nil || re.Charge.AmountRefunded != 15000000 {
+			t.Errorf("listed %s with charge %+v", re.ID, re.Charge)
+		}
+		listed = append(listed, re.ID)
+	}
+	if !slices.Equal(listed, []string{rest.ID, first.ID}) {
+		t.Errorf("listed %v, want %s then %s", listed, rest.ID, first.ID)
+	}
+	rp := &stripe.RefundRetrieveParams{}
+	rp.AddExpand("charge")
+	if got, err := sc.V1Refunds.Retrieve(ctx, first.ID, rp); err != nil || got.Charge == nil || got.Charge.AmountRefunded != 15000000 {
+		t.Errorf("retrieve: %+v, %v", got, err)
+	}
+	if got, err := sc.V1Refunds.Retrieve(ctx, first.ID, nil); err != nil || got.Charge == nil || got.Charge.ID != "ch_pi_known_1" || got.Charge.Object != "" {
+		t.Errorf("retrieve, not expanded: %+v, %v", got, err)
+	}
+
+	provider, err := stripegw.NewProvider(stripeWebhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var totals []int64
+	for _, d := range c.wait(t, 2) {
+		if err := provider.Verify(d.header, d.body, time.Now()); err != nil || d.provider != stripegw.Name {
+			t.Fatalf("delivery to %s: %v", d.provider, err)
+		}
+		ev, err := provider.Parse(d.header, d.body)
+		if err != nil || ev.Status != models.EventRefunded || ev.TransactionID != "pi_known_1" || ev.OrderID != "ORD-ST-R1" || ev.Currency != "IDR" {
+			t.Errorf("event %+v, %v", ev, err)
+		}
+		totals = append(totals, ev.Amount)
+	}
+	slices.Sort(totals)
+	if !slices.Equal(totals, []int64{50000, 150000}) {
+		t.Errorf("charge.refunded totals %v, want 50000 and 150000", totals)
+	}
+}
+
+// A metadata value longer than Stripe's 500 characters is refused, and
+// nothing is refunded.
+func TestStripeRefundMetadataBound(t *testing.T) {
+	t.Parallel()
+	_, _, sc := stripeEmulator(t)
+	p := refundParams("pi_sandbox_2", 5000, "refund:long")
+	p.Metadata["reason"] = strings.Repeat("é", 501)
+	_, err := sc.V1Refunds.Create(t.Context(), p)
+	stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeInvalidRequest)
+	p.Metadata["reason"] = strings.Repeat("é", 500)
+	if _, err := sc.V1Refunds.Create(t.Context(), p); err != nil {
+		t.Errorf("500 characters: %v", err)
+	}
 }

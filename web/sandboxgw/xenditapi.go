@@ -15,7 +15,8 @@ import (
 )
 
 // The gateway speaks the part of Xendit's invoice API that Sekali calls
-// (once SpeakXenditAPI has given it the secret key), at XenditAPIPath,
+// (once SpeakXenditAPI has given it the secret key; its refunds are in
+// xenditapi_refunds.go), at XenditAPIPath,
 // with the secret key as the basic-auth user, in Xendit's shapes
 // (xendit-go v7's invoice package; errors {"error_code", "message"}):
 //
@@ -56,9 +57,12 @@ const keptXendit = 10_000
 
 // xenditAPI is the Xendit emulation's state.
 type xenditAPI struct {
-	mu        sync.Mutex
-	secretKey string
-	invoices  *kept[*xenditInvoice] // by id
+	mu           sync.Mutex
+	secretKey    string
+	invoices     *kept[*xenditInvoice] // by id
+	paidInvoices *kept[*xenditPaid]    // the invoices the gateway reported paid, by id
+	refunds      *kept[*xenditRefund]  // by id
+	refundKeys   *kept[string]         // the refund of each Idempotency-key
 }
 
 // SpeakXenditAPI makes the gateway answer as Xendit's invoice API at
@@ -71,6 +75,8 @@ func (g *Gateway) SpeakXenditAPI(secretKey string) {
 	x.secretKey = secretKey
 	if x.invoices == nil {
 		x.invoices = newKept[*xenditInvoice](keptXendit)
+		x.paidInvoices, x.refunds = newKept[*xenditPaid](keptXenditRefunds), newKept[*xenditRefund](keptXenditRefunds)
+		x.refundKeys = newKept[string](keptXenditRefunds)
 	}
 }
 
@@ -83,6 +89,10 @@ func (g *Gateway) mountXendit(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 		e.POST(path, create, mw...)
 		e.GET(path, list, mw...)
 	}
+	e.POST(XenditAPIPath+"/refunds", g.apiHandler(failed, g.xendit.authorized(g.xendit.createRefund)), mw...)
+	e.GET(XenditAPIPath+"/refunds", func(c echo.Context) error {
+		return writeAnswer(c, g.xendit.authorized(g.xendit.listRefunds)(c))
+	}, mw...)
 }
 
 // xenditError is Xendit's error answer.

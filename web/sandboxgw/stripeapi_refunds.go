@@ -1,0 +1,284 @@
+package sandboxgw
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	stripegw "github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// Stripe's refunds, as the gateway speaks them (with the idempotency of
+// stripeapi.go):
+//
+//   - POST /v1/refunds refunds a payment_intent (or a charge) for amount,
+//     with reason and metadata (values of at most 500 characters): the
+//     refund is succeeded at once, and its charge's amount_refunded grows
+//     by it. expand[]=charge answers the charge itself instead of its
+//     id: {id ch_…, object charge, amount, amount_refunded, currency,
+//     payment_intent, refunded}.
+//   - GET /v1/refunds lists the refunds, newest first, of payment_intent
+//     or charge when given; limit (1 to 100, 10 by default),
+//     starting_after, and expand[]=data.charge.
+//   - GET /v1/refunds/:id is one refund; expand[]=charge.
+//
+// After a new refund of a PaymentIntent that names its order
+// (metadata[order_id]), the gateway sends Stripe's charge.refunded event
+// of it — in Stripe's format, to Sekali's /callbacks/stripe, when it
+// speaks that format — stating, as Stripe's does, the charge's refunded
+// total.
+//
+// The gateway knows a PaymentIntent's amount only when it reported the
+// payment itself (a Stripe-format payment from its pay page): then a
+// refund may leave out its amount (all that is left), and one above what
+// is left is refused (400, as Stripe's "Refund amount … is greater than
+// unrefunded amount on charge …"; code charge_already_refunded once
+// nothing is left). Of any other PaymentIntent it accepts every refund
+// that says its amount, and keeps the total refunded.
+
+// stripeCharge is the charge of a PaymentIntent, in Stripe's shape: what
+// the gateway knows of it.
+type stripeCharge struct {
+	ID             string  `json:"id"`
+	Object         string  `json:"object"`
+	Amount         int64   `json:"amount"`
+	AmountRefunded int64   `json:"amount_refunded"`
+	Currency       string  `json:"currency"`
+	PaymentIntent  *string `json:"payment_intent"`
+	Refunded       bool    `json:"refunded"`
+	known          bool    // Amount is known: the gateway reported the payment
+}
+
+// stripeRefund is a Refund, in Stripe's shape.
+type stripeRefund struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	Amount             int64             `json:"amount"`
+	BalanceTransaction *string           `json:"balance_transaction"`
+	Charge             *string           `json:"charge"`
+	Created            int64             `json:"created"`
+	Currency           string            `json:"currency"`
+	Metadata           map[string]string `json:"metadata"`
+	PaymentIntent      *string           `json:"payment_intent"`
+	Reason             *string           `json:"reason"`
+	ReceiptNumber      *string           `json:"receipt_number"`
+	Status             string            `json:"status"`
+	chargeKey          string            // its charge, in stripeAPI.charges
+}
+
+// stripeReasons are the reasons a refund may be asked for.
+var stripeReasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
+
+// Stripe's bounds of metadata.
+const (
+	stripeMetadataKey   = 40
+	stripeMetadataValue = 500
+)
+
+// paid makes the gateway know that PaymentIntent pi was paid amount
+// (Stripe's units) of currency: what its refunds may take. Nothing when
+// the gateway does not speak Stripe's API.
+func (s *stripeAPI) paid(pi string, amount int64, currency string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.charges == nil {
+		return
+	}
+	ch, ok := s.charges.get(pi)
+	if !ok {
+		ch = newStripeCharge(pi, "")
+		s.charges.put(pi, ch)
+	}
+	ch.Amount, ch.Currency, ch.known = amount, strings.ToLower(currency), true
+	ch.Refunded = ch.AmountRefunded >= ch.Amount
+}
+
+// newStripeCharge is the charge of PaymentIntent pi, or charge id when
+// there is no PaymentIntent.
+func newStripeCharge(pi, id string) *stripeCharge {
+	ch := &stripeCharge{ID: id, Object: "charge"}
+	if pi != "" {
+		ch.ID, ch.PaymentIntent = "ch_"+pi, &pi // as the Stripe sender names a PaymentIntent's charge
+	}
+	return ch
+}
+
+// createStripeRefund is POST /v1/refunds.
+func (g *Gateway) createStripeRefund(_ echo.Context, form url.Values) (apiAnswer, bool) {
+	s := &g.stripe
+	pi, chargeID := form.Get("payment_intent"), form.Get("charge")
+	if pi == "" && chargeID == "" {
+		return stripeMissing("payment_intent"), false
+	}
+	reason := optional(form, "reason")
+	if reason != nil && !slices.Contains(stripeReasons, *reason) {
+		return stripeInvalid("reason", "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), false
+	}
+	metadata := stripeMetadata(form)
+	for k, v := range metadata {
+		if n := utf8.RuneCountInString(v); n > stripeMetadataValue || utf8.RuneCountInString(k) > stripeMetadataKey {
+			return stripeInvalid("metadata["+k+"]", fmt.Sprintf("Metadata keys can have up to %d characters and values up to %d, "+
+				"but you passed in a value that is %d characters.", stripeMetadataKey, stripeMetadataValue, n)), false
+		}
+	}
+	var amount int64
+	given := form.Get("amount") != ""
+	if given {
+		n, err := strconv.ParseInt(form.Get("amount"), 10, 64)
+		if err != nil || n < 1 {
+			return stripeInvalid("amount", "Invalid positive integer"), false
+		}
+		amount = n
+	}
+	key := pi
+	if key == "" {
+		key = chargeID
+	}
+	s.mu.Lock()
+	ch, exists := s.charges.get(key)
+	known := exists && ch.known
+	var refused apiAnswer
+	switch {
+	case known && ch.AmountRefunded >= ch.Amount:
+		refused = stripeError(http.StatusBadRequest, "invalid_request_error", "charge_already_refunded", "",
+			fmt.Sprintf("Charge %s has already been refunded.", ch.ID))
+	case known && !given:
+		amount = ch.Amount - ch.AmountRefunded
+	case known && ch.AmountRefunded+amount > ch.Amount:
+		refused = stripeError(http.StatusBadRequest, "invalid_request_error", "", "amount", fmt.Sprintf(
+			"Refund amount (%d) is greater than unrefunded amount on charge (%d)", amount, ch.Amount-ch.AmountRefunded))
+	case !given:
+		refused = stripeError(http.StatusBadRequest, "invalid_request_error", "parameter_missing", "amount",
+			"The sandbox gateway knows the amount only of the payments it reported: say the amount to refund.")
+	}
+	if refused.body != nil {
+		s.mu.Unlock()
+		return refused, false
+	}
+	if !exists {
+		ch = newStripeCharge(pi, chargeID)
+		s.charges.put(key, ch)
+	}
+	if ch.Currency == "" {
+		ch.Currency = strings.ToLower(form.Get("currency"))
+		if ch.Currency == "" {
+			ch.Currency = "idr" // the shop's currency: the gateway does not know the payment's
+		}
+	}
+	ch.AmountRefunded += amount
+	ch.Refunded = known && ch.AmountRefunded == ch.Amount
+	re := &stripeRefund{
+		ID: newID("re_"), Object: "refund", Amount: amount, Charge: &ch.ID, Created: time.Now().Unix(),
+		Currency: ch.Currency, Metadata: metadata, PaymentIntent: ch.PaymentIntent, Reason: reason, Status: "succeeded",
+		chargeKey: key,
+	}
+	s.refunds.put(re.ID, re)
+	a := jsonAnswer(http.StatusOK, s.shown(re, slices.Contains(expands(form), "charge")))
+	total, currency := ch.AmountRefunded, ch.Currency
+	s.mu.Unlock()
+	if pi != "" {
+		g.notifyStripeRefund(metadata["order_id"], pi, total, currency)
+	}
+	return a, true
+}
+
+// notifyStripeRefund sends Stripe's charge.refunded event of
+// PaymentIntent pi of order orderID, whose charge has refunded total
+// (Stripe's units), when the gateway speaks Stripe's format.
+func (g *Gateway) notifyStripeRefund(orderID, pi string, total int64, currency string) {
+	currency = strings.ToUpper(currency)
+	minor, ok := stripegw.MinorUnits(total, currency)
+	if _, speaks := g.senders[stripegw.Name]; !speaks || orderID == "" || !ok {
+		return
+	}
+	ev := event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: orderID, TransactionID: pi,
+		Status: models.EventRefunded, Amount: minor, Currency: currency}}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.deliver(orderID, ev, "refund asked through the Stripe API")
+	}()
+}
+
+// shown is a refund as an answer shows it: its charge as an id, or,
+// expanded, the charge itself. Called with the lock held.
+func (s *stripeAPI) shown(re *stripeRefund, expandCharge bool) any {
+	ch, ok := s.charges.get(re.chargeKey)
+	if !expandCharge || !ok {
+		return re
+	}
+	charge := *ch
+	return struct {
+		*stripeRefund
+		Charge *stripeCharge `json:"charge"`
+	}{re, &charge}
+}
+
+// expands are the fields a request asks to expand: expand[]=…, as curl
+// writes it, or expand[0]=…, as stripe-go does.
+func expands(v url.Values) []string {
+	var out []string
+	for k, vs := range v {
+		if k == "expand" || (strings.HasPrefix(k, "expand[") && strings.HasSuffix(k, "]")) {
+			out = append(out, vs...)
+		}
+	}
+	return out
+}
+
+// listRefunds is GET /v1/refunds.
+func (s *stripeAPI) listRefunds(c echo.Context) apiAnswer {
+	q := c.QueryParams()
+	limit := 10
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return stripeInvalid("limit", "This value must be between 1 and 100.")
+		}
+		limit = n
+	}
+	pi, charge, after := q.Get("payment_intent"), q.Get("charge"), q.Get("starting_after")
+	expandCharge := slices.Contains(expands(q), "data.charge")
+	page := []any{}
+	more := false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, re := range s.refunds.newest {
+		if after != "" {
+			if id == after {
+				after = ""
+			}
+			continue
+		}
+		if (pi != "" && (re.PaymentIntent == nil || *re.PaymentIntent != pi)) || (charge != "" && *re.Charge != charge) {
+			continue
+		}
+		if len(page) == limit {
+			more = true
+			break
+		}
+		page = append(page, s.shown(re, expandCharge))
+	}
+	return jsonAnswer(http.StatusOK, map[string]any{"object": "list", "url": "/v1/refunds", "has_more": more, "data": page})
+}
+
+// retrieveRefund is GET /v1/refunds/:id.
+func (s *stripeAPI) retrieveRefund(c echo.Context) apiAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	re, ok := s.refunds.get(c.Param("id"))
+	if !ok {
+		return stripeError(http.StatusNotFound, "invalid_request_error", "resource_missing", "id",
+			fmt.Sprintf("No such refund: '%s'", c.Param("id")))
+	}
+	return jsonAnswer(http.StatusOK, s.shown(re, slices.Contains(expands(c.QueryParams()), "charge")))
+}
