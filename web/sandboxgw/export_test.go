@@ -17,3 +17,13 @@ func (g *Gateway) HoldStripeBeginning(hold func()) {
 func (g *Gateway) Reported(format string, f payments.Fact) {
 	g.learn(event{format: format, fact: f})
 }
+
+// MidtransRefunded is the amount the Midtrans emulation has refunded of
+// transaction tx.
+func (g *Gateway) MidtransRefunded(tx string) int64 {
+	m := &g.midtransAPI
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, _ := m.refunded.get(tx)
+	return n
+}

@@ -1,0 +1,376 @@
+package sandboxgw_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	stripegw "github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
+	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+// The refunders Sekali asks the gateways with, against the sandbox
+// gateway's emulation of their APIs and its faults: whatever the faults,
+// a refund asked again with its key is the one refund.
+
+// refundOfCharge is the refund of amount of charge under key, at attempt.
+func refundOfCharge(order, key, charge string, amount int64, attempt int) outbound.RefundRequest {
+	return outbound.RefundRequest{OrderID: order, Key: key, Charge: charge, Amount: amount, Currency: "IDR",
+		Reason: "damaged in transit", Attempt: attempt}
+}
+
+// refundLate asks for r with a deadline that passes once the gateway has
+// refunded and holds its answer (Faults.TimeOutAfterActing), and returns
+// the error.
+func refundLate(t *testing.T, g *sandboxgw.Gateway, f outbound.Refunder, r outbound.RefundRequest) error {
+	t.Helper()
+	g.Faults().TimeOutAfterActing(1)
+	ctx := newPassingDeadline(t.Context())
+	t.Cleanup(ctx.pass)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Refund(ctx, r)
+		done <- err
+	}()
+	testenv.Eventually(t, "the gateway refunded and holds its answer", func() bool { return g.Faults().Held() == 1 })
+	ctx.pass()
+	return <-done
+}
+
+// unknown fails the test unless err is an error that says nothing of
+// whether the gateway refunded: not nil, not a refusal.
+func unknown(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil || outbound.IsRefused(err) {
+		t.Fatalf("%s: %v, want an error that is not a refusal", what, err)
+	}
+}
+
+// refused fails the test unless err is the gateway's refusal, with
+// status.
+func refused(t *testing.T, what string, err error, status int) {
+	t.Helper()
+	var r *outbound.Refused
+	if !errors.As(err, &r) || r.Status != status {
+		t.Errorf("%s: %v, want refused with status %d", what, err, status)
+	}
+}
+
+func stripeRefunder(t *testing.T, base string) *stripegw.Refunder {
+	t.Helper()
+	f, err := stripegw.NewRefunder(stripeKey, base+sandboxgw.StripeAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// stripeRefunds lists the refunds Stripe holds of PaymentIntent pi.
+func stripeRefunds(t *testing.T, sc *stripe.Client, pi string) []*stripe.Refund {
+	t.Helper()
+	var out []*stripe.Refund
+	for re, err := range sc.V1Refunds.List(t.Context(), &stripe.RefundListParams{PaymentIntent: stripe.String(pi)}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, re)
+	}
+	return out
+}
+
+// paid makes the gateway know that charge was paid amount, in format.
+func paid(g *sandboxgw.Gateway, format, charge string, amount int64) {
+	g.Reported(format, payments.Fact{TransactionID: charge, Status: models.EventPaid, Amount: amount, Currency: "IDR"})
+}
+
+// A Stripe refund answers with the charge's refunded total, as
+// charge.refunded states it, and names no refund; two partial refunds
+// state the growing total. The same request again is Stripe's replay of
+// the one refund. A repeat looks first: it finds the refund by its
+// metadata.refund_key even where Stripe's key would refuse it (other
+// parameters, or a key Stripe no longer keeps). A key reused with other
+// parameters on a first call is Stripe's idempotency_error: refused.
+func TestStripeRefunderOnce(t *testing.T) {
+	t.Parallel()
+	g, base, sc := stripeEmulator(t)
+	f := stripeRefunder(t, base)
+	ctx := t.Context()
+	paid(g, stripegw.Name, "pi_rf_1", 150000)
+	first, err := f.Refund(ctx, refundOfCharge("ORD-RF-1", "ORD-RF-1-R1", "pi_rf_1", 50000, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ObjectID == "" || first.Amount != 50000 || first.Total != 50000 || first.RefundKey != "" {
+		t.Fatalf("first %+v", first)
+	}
+	if again, err := f.Refund(ctx, refundOfCharge("ORD-RF-1", "ORD-RF-1-R1", "pi_rf_1", 50000, 1)); err != nil || again != first {
+		t.Errorf("the same request again: %+v, %v; want %+v", again, err, first)
+	}
+	second, err := f.Refund(ctx, refundOfCharge("ORD-RF-1", "ORD-RF-1-R2", "pi_rf_1", 25000, 1))
+	if err != nil || second.Amount != 25000 || second.Total != 75000 || second.ObjectID == first.ObjectID {
+		t.Errorf("second: %+v, %v; want 25000 of a total of 75000", second, err)
+	}
+	r := refundOfCharge("ORD-RF-1", "ORD-RF-1-R1", "pi_rf_1", 50000, 2)
+	r.Reason = "said otherwise" // Stripe's key would answer idempotency_error
+	if found, err := f.Refund(ctx, r); err != nil || found.ObjectID != first.ObjectID || found.Amount != 50000 || found.Total != 75000 {
+		t.Errorf("a repeat: %+v, %v; want %s, as listed now", found, err, first.ObjectID)
+	}
+	r.Attempt = 1
+	_, err = f.Refund(ctx, r)
+	refused(t, "the key with other parameters", err, 400)
+	if n := len(stripeRefunds(t, sc, "pi_rf_1")); n != 2 {
+		t.Errorf("%d refunds at Stripe, want 2", n)
+	}
+}
+
+// A 500 before Stripe acted is not a refusal; the repeat refunds, once.
+func TestStripeRefunderFailNext(t *testing.T) {
+	t.Parallel()
+	g, base, sc := stripeEmulator(t)
+	f := stripeRefunder(t, base)
+	g.Faults().FailNext(1)
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-2", "ORD-RF-2-R1", "pi_rf_2", 50000, 1))
+	unknown(t, "FailNext", err)
+	a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-2", "ORD-RF-2-R1", "pi_rf_2", 50000, 2))
+	if err != nil || a.Total != 50000 {
+		t.Fatalf("the repeat: %+v, %v", a, err)
+	}
+	if all := stripeRefunds(t, sc, "pi_rf_2"); len(all) != 1 || all[0].ID != a.ObjectID {
+		t.Errorf("refunds %v, want only %s", all, a.ObjectID)
+	}
+}
+
+// Stripe refunds and does not answer; the caller's deadline passes: not
+// a refusal. The repeat finds that refund: one at Stripe.
+func TestStripeRefunderTimeOutAfterActing(t *testing.T) {
+	t.Parallel()
+	g, base, sc := stripeEmulator(t)
+	f := stripeRefunder(t, base)
+	err := refundLate(t, g, f, refundOfCharge("ORD-RF-3", "ORD-RF-3-R1", "pi_rf_3", 50000, 1))
+	unknown(t, "no answer", err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("no answer: %v, want the deadline", err)
+	}
+	made := stripeRefunds(t, sc, "pi_rf_3")
+	if len(made) != 1 {
+		t.Fatalf("%d refunds, want 1", len(made))
+	}
+	a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-3", "ORD-RF-3-R1", "pi_rf_3", 50000, 2))
+	if err != nil || a.ObjectID != made[0].ID || a.Amount != 50000 || a.Total != 50000 {
+		t.Errorf("the repeat: %+v, %v; want %s", a, err, made[0].ID)
+	}
+	if n := len(stripeRefunds(t, sc, "pi_rf_3")); n != 1 {
+		t.Errorf("%d refunds, want 1", n)
+	}
+}
+
+// Above what is left of a PaymentIntent is Stripe's 400: refused. A
+// request without a key is refused before it is sent.
+func TestStripeRefunderRefusals(t *testing.T) {
+	t.Parallel()
+	g, base, sc := stripeEmulator(t)
+	f := stripeRefunder(t, base)
+	paid(g, stripegw.Name, "pi_rf_4", 1000)
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-4", "ORD-RF-4-R1", "pi_rf_4", 1001, 1))
+	refused(t, "above the payment", err, 400)
+	_, err = f.Refund(t.Context(), refundOfCharge("ORD-RF-4", "", "pi_rf_4", 1000, 1))
+	refused(t, "no key", err, 0)
+	if n := len(stripeRefunds(t, sc, "pi_rf_4")); n != 0 {
+		t.Errorf("%d refunds, want 0", n)
+	}
+}
+
+func midtransRefunder(t *testing.T, base string) *midtrans.Refunder {
+	t.Helper()
+	f, err := midtrans.NewRefunder(midtransKey, base+midtrans.SandboxAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A Midtrans refund answers with its refund_key, as Midtrans's refund
+// notification names it. A refund_key is single-use: on a repeat, the
+// 406 "Duplicate refund ID" is the earlier attempt's refund; on a first
+// call it is someone else's, and refused.
+func TestMidtransRefunderOnce(t *testing.T) {
+	t.Parallel()
+	g, m := midtransEmulator(t)
+	f := midtransRefunder(t, m.base)
+	m.transaction("ORD-RF-5", "tx-rf-5", models.EventPaid, 150000)
+	want := outbound.Refunded{ObjectID: "ORD-RF-5-R1", RefundKey: "ORD-RF-5-R1", Amount: 50000}
+	if a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-5", "ORD-RF-5-R1", "tx-rf-5", 50000, 1)); err != nil || a != want {
+		t.Fatalf("refund: %+v, %v; want %+v", a, err, want)
+	}
+	if a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-5", "ORD-RF-5-R1", "tx-rf-5", 50000, 2)); err != nil || a != want {
+		t.Errorf("a repeat: %+v, %v; want %+v", a, err, want)
+	}
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-5", "ORD-RF-5-R1", "tx-rf-5", 50000, 1))
+	refused(t, "the key on a first call", err, 406)
+	if n := g.MidtransRefunded("tx-rf-5"); n != 50000 {
+		t.Errorf("Midtrans refunded %d, want 50000", n)
+	}
+}
+
+// A 500 before Midtrans acted is not a refusal; the repeat refunds, once.
+func TestMidtransRefunderFailNext(t *testing.T) {
+	t.Parallel()
+	g, m := midtransEmulator(t)
+	f := midtransRefunder(t, m.base)
+	m.transaction("ORD-RF-6", "tx-rf-6", models.EventPaid, 150000)
+	g.Faults().FailNext(1)
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-6", "ORD-RF-6-R1", "tx-rf-6", 50000, 1))
+	unknown(t, "FailNext", err)
+	if a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-6", "ORD-RF-6-R1", "tx-rf-6", 50000, 2)); err != nil || a.RefundKey != "ORD-RF-6-R1" {
+		t.Fatalf("the repeat: %+v, %v", a, err)
+	}
+	if n := g.MidtransRefunded("tx-rf-6"); n != 50000 {
+		t.Errorf("Midtrans refunded %d, want 50000", n)
+	}
+}
+
+// Midtrans refunds and does not answer: not a refusal. The repeat gets
+// 406 for the key, which is that refund: one at Midtrans.
+func TestMidtransRefunderTimeOutAfterActing(t *testing.T) {
+	t.Parallel()
+	g, m := midtransEmulator(t)
+	f := midtransRefunder(t, m.base)
+	m.transaction("ORD-RF-7", "tx-rf-7", models.EventPaid, 150000)
+	err := refundLate(t, g, f, refundOfCharge("ORD-RF-7", "ORD-RF-7-R1", "tx-rf-7", 50000, 1))
+	unknown(t, "no answer", err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("no answer: %v, want the deadline", err)
+	}
+	want := outbound.Refunded{ObjectID: "ORD-RF-7-R1", RefundKey: "ORD-RF-7-R1", Amount: 50000}
+	if a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-7", "ORD-RF-7-R1", "tx-rf-7", 50000, 2)); err != nil || a != want {
+		t.Errorf("the repeat: %+v, %v; want %+v", a, err, want)
+	}
+	if n := g.MidtransRefunded("tx-rf-7"); n != 50000 {
+		t.Errorf("Midtrans refunded %d, want 50000", n)
+	}
+}
+
+// Above what is left (414) and a transaction not settled (412) are
+// refused; an unknown transaction (404) is not — Sekali's setting, such
+// as MIDTRANS_API_URL, may be wrong — and nor is it refunded; another
+// currency than IDR is refused before it is sent.
+func TestMidtransRefunderRefusals(t *testing.T) {
+	t.Parallel()
+	g, m := midtransEmulator(t)
+	f := midtransRefunder(t, m.base)
+	m.transaction("ORD-RF-8", "tx-rf-8", models.EventPaid, 1000)
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-8", "ORD-RF-8-R1", "tx-rf-8", 1001, 1))
+	refused(t, "above the payment", err, 414)
+	m.transaction("ORD-RF-9", "tx-rf-9", models.EventPending, 1000)
+	_, err = f.Refund(t.Context(), refundOfCharge("ORD-RF-9", "ORD-RF-9-R1", "tx-rf-9", 1000, 1))
+	refused(t, "a pending transaction", err, 412)
+	_, err = f.Refund(t.Context(), refundOfCharge("ORD-RF-10", "ORD-RF-10-R1", "tx-none", 1000, 1))
+	unknown(t, "an unknown transaction", err)
+	r := refundOfCharge("ORD-RF-8", "ORD-RF-8-R2", "tx-rf-8", 1000, 1)
+	r.Currency = "USD"
+	_, err = f.Refund(t.Context(), r)
+	refused(t, "USD", err, 0)
+	if n := g.MidtransRefunded("tx-rf-8"); n != 0 {
+		t.Errorf("Midtrans refunded %d, want 0", n)
+	}
+}
+
+func xenditRefunder(t *testing.T, base string) *xendit.Refunder {
+	t.Helper()
+	f, err := xendit.NewRefunder(xenditKey, base+sandboxgw.XenditAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A Xendit refund answers with its id (PENDING counts); the same key
+// again is Xendit's 409 DUPLICATE_ERROR, and the refunder finds the
+// refund by its reference_id: one refund.
+func TestXenditRefunderOnce(t *testing.T) {
+	t.Parallel()
+	g, x := xenditEmulator(t)
+	f := xenditRefunder(t, x.base)
+	paid(g, xendit.Name, "inv-rf-11", 150000)
+	first, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-11", "ORD-RF-11-R1", "inv-rf-11", 50000, 1))
+	if err != nil || first.ObjectID == "" || first.RefundKey != first.ObjectID || first.Amount != 50000 || first.Total != 0 {
+		t.Fatalf("refund: %+v, %v", first, err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		if again, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-11", "ORD-RF-11-R1", "inv-rf-11", 50000, attempt)); err != nil || again != first {
+			t.Errorf("again at attempt %d: %+v, %v; want %+v", attempt, again, err, first)
+		}
+	}
+	if list := x.refunds("inv-rf-11"); len(list) != 1 || list[0]["id"] != first.ObjectID {
+		t.Errorf("refunds %v, want only %s", list, first.ObjectID)
+	}
+}
+
+// A 500 before Xendit acted is not a refusal; the repeat finds no refund
+// and makes the one.
+func TestXenditRefunderFailNext(t *testing.T) {
+	t.Parallel()
+	g, x := xenditEmulator(t)
+	f := xenditRefunder(t, x.base)
+	paid(g, xendit.Name, "inv-rf-12", 150000)
+	g.Faults().FailNext(1)
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-12", "ORD-RF-12-R1", "inv-rf-12", 50000, 1))
+	unknown(t, "FailNext", err)
+	a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-12", "ORD-RF-12-R1", "inv-rf-12", 50000, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := x.refunds("inv-rf-12"); len(list) != 1 || list[0]["id"] != a.ObjectID {
+		t.Errorf("refunds %v, want only %s", list, a.ObjectID)
+	}
+}
+
+// Xendit refunds and does not answer: not a refusal. The repeat finds
+// that refund by its reference_id before it would create: one refund.
+func TestXenditRefunderTimeOutAfterActing(t *testing.T) {
+	t.Parallel()
+	g, x := xenditEmulator(t)
+	f := xenditRefunder(t, x.base)
+	paid(g, xendit.Name, "inv-rf-13", 150000)
+	err := refundLate(t, g, f, refundOfCharge("ORD-RF-13", "ORD-RF-13-R1", "inv-rf-13", 50000, 1))
+	unknown(t, "no answer", err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("no answer: %v, want the deadline", err)
+	}
+	made := x.refunds("inv-rf-13")
+	if len(made) != 1 {
+		t.Fatalf("%d refunds, want 1", len(made))
+	}
+	a, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-13", "ORD-RF-13-R1", "inv-rf-13", 50000, 2))
+	if err != nil || a.ObjectID != made[0]["id"] || a.Amount != 50000 {
+		t.Errorf("the repeat: %+v, %v; want %v", a, err, made[0]["id"])
+	}
+	if n := len(x.refunds("inv-rf-13")); n != 1 {
+		t.Errorf("%d refunds, want 1", n)
+	}
+}
+
+// Above what is left is Xendit's 400 MAXIMUM_REFUND_AMOUNT_REACHED:
+// refused. An unknown invoice (404 DATA_NOT_FOUND) is not — Sekali's
+// setting may be wrong — and nothing is refunded.
+func TestXenditRefunderRefusals(t *testing.T) {
+	t.Parallel()
+	g, x := xenditEmulator(t)
+	f := xenditRefunder(t, x.base)
+	paid(g, xendit.Name, "inv-rf-14", 1000)
+	_, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-14", "ORD-RF-14-R1", "inv-rf-14", 1001, 1))
+	refused(t, "above the payment", err, 400)
+	_, err = f.Refund(t.Context(), refundOfCharge("ORD-RF-15", "ORD-RF-15-R1", "inv-none", 1000, 1))
+	unknown(t, "an unknown invoice", err)
+	if n := len(x.refunds("inv-rf-14")); n != 0 {
+		t.Errorf("%d refunds, want 0", n)
+	}
+}
