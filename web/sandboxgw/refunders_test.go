@@ -1,18 +1,32 @@
 package sandboxgw_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stripe/stripe-go/v82"
+	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	stripegw "github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/gateways/xendit"
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/refunds"
+	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/sandboxgw"
 )
@@ -373,4 +387,258 @@ func TestXenditRefunderRefusals(t *testing.T) {
 	if n := len(x.refunds("inv-rf-14")); n != 0 {
 		t.Errorf("%d refunds, want 0", n)
 	}
+}
+
+// End to end: Sekali's refunds service asks the gateway's emulation
+// through the gateway's refunder, and the emulation tells Sekali of the
+// refund as the gateway does; the answer and the notification, in
+// whichever order they come, are one refund of the order.
+
+// shop is Sekali's side: an order of one unit, its payments pipeline
+// behind /callbacks/{provider}, its refunds.
+type shop struct {
+	t        *testing.T
+	db       *gorm.DB
+	log      *slog.Logger
+	pay      *payments.Service
+	orderID  string
+	callback string        // where the gateway delivers: Sekali's base URL
+	ready    chan struct{} // closed once pay is set
+	gate     chan struct{} // closed when notifications may be received
+	release  func()        // closes gate
+}
+
+// orderTotal is the shop's order: one unit.
+const orderTotal = 150000
+
+// newShop has an order, and a callback endpoint that receives nothing
+// until open.
+func newShop(t *testing.T) *shop {
+	t.Helper()
+	s := &shop{t: t, db: testenv.NewDB(t), log: testenv.Logger(t), ready: make(chan struct{}), gate: make(chan struct{})}
+	s.release = sync.OnceFunc(func() { close(s.gate) })
+	testenv.MustCreateProduct(t, s.db, "E2E", orderTotal, 10)
+	o, err := orders.NewService(s.db, s.log, time.Now, time.Hour, jobs.Tasks{}).Create(t.Context(),
+		orders.CreateRequest{CustomerEmail: "budi@example.id", Items: []orders.ItemRequest{{SKU: "E2E", Qty: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.orderID = o.ID
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-s.ready
+		<-s.gate
+		out := s.pay.Receive(r.Context(), payments.Delivery{Provider: strings.TrimPrefix(r.URL.Path, "/callbacks/"),
+			Header: r.Header, Body: r.Body, ContentType: r.Header.Get("Content-Type")})
+		w.WriteHeader(out.Status())
+		json.NewEncoder(w).Encode(map[string]string{"result": out.Word()})
+	}))
+	t.Cleanup(srv.Close)
+	s.callback = srv.URL
+	return s
+}
+
+// open builds the payments pipeline of provider (once the emulation's
+// address is known: a Midtrans provider confirms with its status API).
+// Unless hold, notifications are received from now on; else from
+// release. At the end, held notifications are released and the
+// deliveries of g in flight end before the pipeline closes.
+func (s *shop) open(g *sandboxgw.Gateway, provider payments.Provider, hold bool) {
+	s.pay = payments.NewService(s.db, s.log, time.Now, metrics.New(), jobs.Tasks{}, provider)
+	s.t.Cleanup(s.pay.Close)
+	s.t.Cleanup(func() { s.release(); g.Close() })
+	close(s.ready)
+	if !hold {
+		s.release()
+	}
+}
+
+// notify delivers f in sender's format, as the gateway would, and
+// expects it processed.
+func (s *shop) notify(sender payments.Sender, f payments.Fact) {
+	s.t.Helper()
+	header, body, err := payments.Notification(sender, f, time.Now())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := s.pay.Receive(s.t.Context(), payments.Delivery{Provider: sender.Provider(), Header: header,
+		Body: bytes.NewReader(body), ContentType: "application/json"})
+	if out.Result != models.ResultProcessed {
+		s.t.Fatalf("%s %s: %s (%s)", sender.Provider(), f.Status, out.Word(), out.Detail)
+	}
+}
+
+// refundHalf asks for half the order back through refunder, and sends
+// the request: done.
+func (s *shop) refundHalf(refunder outbound.Refunder) *models.GatewayRequest {
+	s.t.Helper()
+	svc := refunds.NewService(s.db, s.log, time.Now, s.pay, jobs.Tasks{}, refunder)
+	var r *models.GatewayRequest
+	err := store.Transaction(s.t.Context(), s.db, func(tx *gorm.DB) error {
+		var err error
+		r, err = svc.RequestTx(tx, refunds.Request{OrderID: s.orderID, Amount: "75000", Reason: "damaged in transit", Admin: "admin@example.com"})
+		return err
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	done, err := svc.Send(s.t.Context(), r.ID)
+	if err != nil || done.Phase != models.GatewayDone {
+		s.t.Fatalf("send: %+v, %v", done, err)
+	}
+	return done
+}
+
+// expectHalfRefunded checks the order: partially refunded, by one
+// refunds row of half, under key.
+func (s *shop) expectHalfRefunded(key string) {
+	s.t.Helper()
+	var o models.Order
+	var p models.Payment
+	var rows []models.Refund
+	if err := s.db.Take(&o, "id = ?", s.orderID).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.db.Take(&p, "order_id = ?", s.orderID).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.db.Where("order_id = ?", s.orderID).Find(&rows).Error; err != nil {
+		s.t.Fatal(err)
+	}
+	if o.Status != models.OrderPartiallyRefunded || p.RefundedAmount != orderTotal/2 || len(rows) != 1 ||
+		rows[0].Amount != orderTotal/2 || rows[0].RefundKey != key {
+		s.t.Errorf("order %s, refunded %d, refunds %+v; want partially_refunded by one refund of %d, %s",
+			o.Status, p.RefundedAmount, rows, orderTotal/2, key)
+	}
+}
+
+// delivered waits until the gateway's refund notification of order was
+// answered, and expects it answered 200 with result.
+func delivered(t *testing.T, g *sandboxgw.Gateway, orderID, result string) {
+	t.Helper()
+	var d sandboxgw.Delivery
+	testenv.Eventually(t, "the gateway's refund notification answered", func() bool {
+		for _, d = range g.Deliveries(orderID) {
+			if d.Event == string(models.EventRefunded) && d.Status != 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if d.Status != http.StatusOK || d.Result != result {
+		t.Errorf("the refund notification: %d %s, want 200 %s", d.Status, d.Result, result)
+	}
+}
+
+// answersLate answers the refund only after wait: the gateway's
+// notification comes first.
+type answersLate struct {
+	outbound.Refunder
+	wait func()
+}
+
+func (r answersLate) Refund(ctx context.Context, req outbound.RefundRequest) (outbound.Refunded, error) {
+	a, err := r.Refunder.Refund(ctx, req)
+	r.wait()
+	return a, err
+}
+
+// Stripe states only totals: the answer's total and charge.refunded's
+// amount_refunded converge on one refunds row, {pi}:refunded:{total},
+// whichever comes first.
+func TestStripeRefundEndToEnd(t *testing.T) {
+	t.Parallel()
+	for _, notificationFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "answer first", true: "notification first"}[notificationFirst], func(t *testing.T) {
+			t.Parallel()
+			sender, err := stripegw.NewSender(stripeWebhookSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			provider, err := stripegw.NewProvider(stripeWebhookSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newShop(t)
+			g := sandboxgw.New(nil, testenv.SandboxKey, s.callback, s.log)
+			g.Speak(sender)
+			g.SpeakStripeAPI(stripeKey)
+			g.Retries = nil
+			base := serve(t, g)
+			t.Cleanup(g.Close)
+			s.open(g, provider, !notificationFirst)
+			payment := payments.Fact{EventID: "evt_paid_" + s.orderID, OrderID: s.orderID, TransactionID: "pi_e2e_" + s.orderID,
+				Status: models.EventPaid, Amount: orderTotal, Currency: "IDR"}
+			s.notify(sender, payment)
+			g.Reported(stripegw.Name, payment)
+			var refunder outbound.Refunder = stripeRefunder(t, base)
+			if notificationFirst {
+				refunder = answersLate{refunder, func() { delivered(t, g, s.orderID, models.ResultProcessed) }}
+			}
+			if r := s.refundHalf(refunder); !strings.HasPrefix(r.ProviderObjectID, "re_") {
+				t.Errorf("refund %+v", r)
+			}
+			if !notificationFirst {
+				s.release()
+				delivered(t, g, s.orderID, models.ResultStale)
+			}
+			s.expectHalfRefunded(payment.TransactionID + ":refunded:75000")
+		})
+	}
+}
+
+// Midtrans names the refund by its refund_key, in the answer and in the
+// notification, which Sekali confirms with the emulated status API.
+func TestMidtransRefundEndToEnd(t *testing.T) {
+	t.Parallel()
+	sender, err := midtrans.NewSender(midtransKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newShop(t)
+	g := sandboxgw.New(nil, testenv.SandboxKey, s.callback, s.log)
+	g.Speak(sender)
+	g.Retries = nil
+	m := midtransAPI{t: t, base: serve(t, g), key: midtransKey, sender: sender}
+	t.Cleanup(g.Close)
+	provider, err := midtrans.NewProvider(midtransKey, m.base+midtrans.SandboxAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.open(g, provider, true)
+	tx := "tx-e2e-" + s.orderID
+	m.transaction(s.orderID, tx, models.EventPaid, orderTotal)
+	s.notify(sender, payments.Fact{OrderID: s.orderID, TransactionID: tx, Status: models.EventPaid, Amount: orderTotal, Currency: "IDR"})
+	if r := s.refundHalf(midtransRefunder(t, m.base)); r.ProviderObjectID != s.orderID+"-R1" {
+		t.Errorf("refund %+v", r)
+	}
+	s.release()
+	delivered(t, g, s.orderID, models.ResultStale)
+	s.expectHalfRefunded(s.orderID + "-R1")
+}
+
+// Xendit sends no refund webhook Sekali reads: the answer alone records
+// the refund, by its id.
+func TestXenditRefundEndToEnd(t *testing.T) {
+	t.Parallel()
+	const token = "xnd-callback-token-e2e-0123"
+	sender, err := xendit.NewSender(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider, err := xendit.NewProvider(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newShop(t)
+	g, x := xenditEmulator(t)
+	s.open(g, provider, false)
+	payment := payments.Fact{EventID: "evt-paid-" + s.orderID, OrderID: s.orderID, TransactionID: "inv-e2e-" + s.orderID,
+		Status: models.EventPaid, Amount: orderTotal, Currency: "IDR"}
+	s.notify(sender, payment)
+	g.Reported(xendit.Name, payment)
+	r := s.refundHalf(xenditRefunder(t, x.base))
+	if list := x.refunds(payment.TransactionID); len(list) != 1 || list[0]["id"] != r.ProviderObjectID {
+		t.Errorf("refunds at Xendit %v, want only %s", list, r.ProviderObjectID)
+	}
+	s.expectHalfRefunded(r.ProviderObjectID)
 }
