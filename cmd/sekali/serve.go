@@ -133,7 +133,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		defer gateway.Close()
 	}
-	refunders, err := gatewayRefunders(cfg, gateway)
+	refunders, err := gatewayRefunders(cfg, sandboxURL, gateway)
 	if err != nil {
 		return err
 	}
@@ -336,11 +336,39 @@ func pageOpener(cfg config.Config, sandboxURL string) (outbound.PageOpener, erro
 
 // gatewayRefunders are the refunders of the gateways Sekali can ask for
 // refunds: the sandbox's own charges, when it runs, and each gateway
-// whose secret key is set.
-func gatewayRefunders(cfg config.Config, sandboxGW *sandboxgw.Gateway) ([]outbound.Refunder, error) {
+// whose secret key is set, at the API its status client asks —
+// STRIPE_API_URL, XENDIT_API_URL, and MIDTRANS_API_URL, which defaults,
+// as gateways.Configure has it, to the sandbox gateway's emulation where
+// that runs (sandboxURL).
+func gatewayRefunders(cfg config.Config, sandboxURL string, sandboxGW *sandboxgw.Gateway) ([]outbound.Refunder, error) {
 	var rs []outbound.Refunder
 	if sandboxGW != nil {
 		rs = append(rs, sandboxGW)
+	}
+	if cfg.StripeSecretKey != "" {
+		r, err := stripe.NewRefunder(cfg.StripeSecretKey, cfg.StripeAPIURL)
+		if err != nil {
+			return nil, fmt.Errorf("STRIPE_SECRET_KEY: %w", err)
+		}
+		rs = append(rs, r)
+	}
+	if cfg.MidtransServerKey != "" {
+		apiURL := cfg.MidtransAPIURL
+		if apiURL == "" && cfg.SandboxGateway && sandboxURL != "" {
+			apiURL = strings.TrimSuffix(sandboxURL, "/") + midtrans.SandboxAPIPath
+		}
+		r, err := midtrans.NewRefunder(cfg.MidtransServerKey, apiURL)
+		if err != nil {
+			return nil, fmt.Errorf("MIDTRANS_SERVER_KEY: %w", err)
+		}
+		rs = append(rs, r)
+	}
+	if cfg.XenditSecretKey != "" {
+		r, err := xendit.NewRefunder(cfg.XenditSecretKey, cfg.XenditAPIURL)
+		if err != nil {
+			return nil, fmt.Errorf("XENDIT_SECRET_KEY: %w", err)
+		}
+		rs = append(rs, r)
 	}
 	return rs, nil
 }
