@@ -177,25 +177,38 @@ func TestBrowserPayOnEachGatewaysPage(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := newBrowser(t, a)
-			b.open("/")
-			b.do("fill in the mug's order form",
-				chromedp.SendKeys(chromedp.CSS(`#product-DEMO-MUG input[name="email"]`), "ayu@example.com"))
-			b.follow("Place order", chromedp.Click(chromedp.CSS(`#product-DEMO-MUG button[type="submit"]`)))
-			id := strings.TrimPrefix(strings.SplitN(b.location(), "?", 2)[0], "/orders/")
-			b.follow("click Pay now", chromedp.Click(chromedp.CSS(`form button.button`)))
-			// The gateway's page is on its own origin: the emulated API's
-			// (127.0.0.1), not the shop's (localhost).
-			if loc := b.location(); !strings.Contains(loc, "/sandbox/pay/"+id) || strings.HasPrefix(loc, "/") {
-				t.Fatalf("Pay now went to %s, want the gateway's page of %s on the gateway's origin", loc, id)
-			}
-			b.follow("pay on the gateway's page", chromedp.Click(chromedp.CSS(`.gateway-buttons button:not(.secondary)`)))
-			b.markPage()
-			b.waitFor("the order paid",
-				`document.querySelector("#order-status .badge") && document.querySelector("#order-status .badge").innerText === "paid"`,
-				`document.querySelector("#order-status").innerText`)
+			id := b.buyAndPayOnGatewaysPage(gw)
 			if n := a.count(t, "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND provider = ? AND phase = 'done' AND attempts = 1", id, gw); n != 1 {
 				t.Errorf("done %s requests of the order: %d, want 1", gw, n)
 			}
 		})
 	}
+}
+
+// buyAndPayOnGatewaysPage buys one demo mug in the shop (catalog.Seed),
+// presses Pay now, pays on the hosted page of gw — the app's
+// PAYMENT_GATEWAY (gatewayEnv) — and waits on the shop's order page for
+// the order to be paid. It returns the order's id.
+func (b *browser) buyAndPayOnGatewaysPage(gw string) string {
+	t := b.t
+	t.Helper()
+	b.open("/")
+	b.do("fill in the mug's order form",
+		chromedp.SendKeys(chromedp.CSS(`#product-DEMO-MUG input[name="email"]`), "ayu@example.com"))
+	b.follow("Place order", chromedp.Click(chromedp.CSS(`#product-DEMO-MUG button[type="submit"]`)))
+	id := strings.TrimPrefix(strings.SplitN(b.location(), "?", 2)[0], "/orders/")
+	b.follow("click Pay now", chromedp.Click(chromedp.CSS(`form button.button`)))
+	// A gateway's page is on its own origin: the emulated API's
+	// (127.0.0.1), not the shop's (localhost). The sandbox's is the
+	// shop's own.
+	loc := b.location()
+	if onShop := strings.HasPrefix(loc, "/"); !strings.Contains(loc, "/sandbox/pay/"+id) || onShop != (gw == "sandbox") {
+		t.Fatalf("Pay now went to %s, want %s's page of %s", loc, gw, id)
+	}
+	b.follow("pay on the gateway's page", chromedp.Click(chromedp.CSS(`.gateway-buttons button:not(.secondary)`)))
+	b.markPage()
+	b.waitFor("the order paid",
+		`document.querySelector("#order-status .badge") && document.querySelector("#order-status .badge").innerText === "paid"`,
+		`document.querySelector("#order-status").innerText`)
+	return id
 }
