@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sekali/sekali/app/catalog"
+)
+
+// TestBrowserRefundHalfThenTheRest: on each gateway, a customer buys a
+// mug and pays on the gateway's hosted page; an admin then refunds half
+// of it from the order's page — the form, the page that asks first, the
+// button — and sees the order turn partially_refunded once the gateway
+// has answered, then refunds the rest and sees it refunded. The page
+// shows the amounts, both refunds done and the calls in the order's
+// story; the database has one refund call and one refund per press, and
+// the charge refunded in full.
+func TestBrowserRefundHalfThenTheRest(t *testing.T) {
+	t.Parallel()
+	for _, gw := range []string{"sandbox", "stripe", "midtrans", "xendit"} {
+		t.Run(gw, func(t *testing.T) {
+			t.Parallel()
+			if gw != "sandbox" {
+				t.Skipf("the charge paid on %s's page is not yet that gateway's", gw)
+			}
+			_, env := gatewayEnv(t, gw)
+			a := startApp(t, env)
+			if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+				t.Fatal(err)
+			}
+			b := newBrowser(t, a)
+			id := b.buyAndPayOnGatewaysPage(gw) // one mug: Rp 75.000
+			ensureAdmin(t, a)
+			if st := b.logIn(testAdminEmail, testAdminPassword); st != http.StatusOK || b.location() != "/admin" {
+				t.Fatalf("log in: status %d at %s; want 200 at /admin", st, b.location())
+			}
+			orderPage := "/admin/orders/" + id
+			if st := b.open(orderPage); st != http.StatusOK {
+				t.Fatalf("GET %s: %d", orderPage, st)
+			}
+			if left := b.text("#refund-form p.muted"); left != "Up to Rp 75.000 is left to refund through "+gw+". The next page asks before anything is sent." {
+				t.Fatalf("the refund form says %q", left)
+			}
+
+			// Half, with a reason.
+			b.refund(id, gw, "37500", "one mug arrived chipped", "Rp 37.500", "Rp 37.500", gw == "sandbox")
+			b.waitForRefunds("partially_refunded", "Rp 37.500 refunded", 1)
+			if left := b.text("#refund-form p.muted"); left != "Up to Rp 37.500 is left to refund through "+gw+". The next page asks before anything is sent." {
+				t.Fatalf("after half is refunded, the refund form says %q", left)
+			}
+			if gw == "sandbox" {
+				b.screenshot("order-partially-refunded")
+			}
+
+			// The rest.
+			b.refund(id, gw, "37500", "the customer sent the other back", "Rp 37.500", "Rp 0", false)
+			b.waitForRefunds("refunded", "Rp 75.000 refunded", 2)
+			rows := browserEval[[]refundRowView](b, "read the refunds", refundRowsJS)
+			if len(rows) != 2 {
+				t.Fatalf("refunds on the page: %+v, want 2", rows)
+			}
+			for i, want := range []refundRowView{
+				{Amount: "Rp 37.500", Reason: "one mug arrived chipped", By: testAdminEmail, Phase: "done"},
+				{Amount: "Rp 37.500", Reason: "the customer sent the other back", By: testAdminEmail, Phase: "done"},
+			} {
+				if got := rows[i]; got.Amount != want.Amount || got.Reason != want.Reason || got.By != want.By || got.Phase != want.Phase ||
+					!strings.HasPrefix(got.Refund, gw+":") || len(got.Refund) <= len(gw+": ") {
+					t.Errorf("refund %d on the page: %+v, want %+v and the gateway's refund", i+1, got, want)
+				}
+			}
+			if n := browserEval[int](b, "count refund forms", `document.querySelectorAll("#refund-form form").length`); n != 0 {
+				t.Errorf("a refunded order still shows %d refund form(s)", n)
+			}
+
+			// The story tells both calls — who asked, why, the key — and
+			// both changes of status.
+			story := browserEval[[]string](b, "read the story", timelineItemsJS)
+			for _, want := range []string{
+				"refund of 37500 IDR asked of " + gw + ": done\nby " + testAdminEmail + ": one mug arrived chipped; key " + id + "-R1, 1 attempt(s), object ",
+				"refund of 37500 IDR asked of " + gw + ": done\nby " + testAdminEmail + ": the customer sent the other back; key " + id + "-R2, 1 attempt(s), object ",
+				"status paid → partially_refunded", "status partially_refunded → refunded",
+			} {
+				if !slices.ContainsFunc(story, func(s string) bool { return strings.HasPrefix(s, want) }) {
+					t.Errorf("the story has no %q: %q", want, story)
+				}
+			}
+
+			for _, check := range []struct {
+				what  string
+				query string
+				want  int64
+			}{
+				{"refund calls", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund'", 2},
+				{"refund calls done, once each, half each", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund' AND phase = 'done' AND attempts = 1 AND amount = 37500", 2},
+				{"refunds", "SELECT count(*) FROM refunds WHERE order_id = ?", 2},
+				{"what the refunds add up to", "SELECT coalesce(sum(amount), 0) FROM refunds WHERE order_id = ?", 75000},
+				{"the payment's refunded amount", "SELECT refunded_amount FROM payments WHERE order_id = ? AND amount = 75000", 75000},
+				{"refunds in the action log", "SELECT count(*) FROM admin_actions WHERE action = 'refund order' AND target = ? AND result = 'ok'", 2},
+			} {
+				if n := a.count(t, check.query, id); n != check.want {
+					t.Errorf("%s: %d, want %d", check.what, n, check.want)
+				}
+			}
+			a.verify(t)
+		})
+	}
+}
+
+// refund asks for a refund of amount (major units) of order id, paid
+// through gw, with the order page's form and the page that asks first —
+// which must name the refund (amountText) and what is left to refund
+// after it (leftText) — and lands back on the order's refunds. With
+// screenshot, it keeps the page that asks first as refund-confirm.
+func (b *browser) refund(id, gw, amount, reason, amountText, leftText string, screenshot bool) {
+	t := b.t
+	t.Helper()
+	orderPage := "/admin/orders/" + id
+	if loc := b.location(); loc != orderPage && loc != orderPage+"#refunds" {
+		b.open(orderPage)
+	}
+	// The order's page refreshes itself every 5 s: what is typed in
+	// the form stays through a refresh.
+	b.do("fill in the refund form",
+		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="amount"]`), amount),
+		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="reason"]`), reason))
+	b.markRegion("order")
+	b.waitFor("the order's page to refresh itself", regionReplacedJS("order"), `document.querySelector("#order").innerText`)
+	if got := browserEval[[]string](b, "read the refund form",
+		`[...document.querySelectorAll("#refund-form input[type=text]")].map(i => i.value)`); len(got) != 2 || got[0] != amount || got[1] != reason {
+		t.Fatalf("after the page refreshed itself, the refund form holds %q; want what was typed: %q, %q", got, amount, reason)
+	}
+
+	st := b.follow("press Refund…", chromedp.Click(chromedp.CSS(`#refund-form button[type="submit"]`)))
+	if loc := b.location(); st != http.StatusOK || !strings.HasPrefix(loc, orderPage+"/refund?") {
+		t.Fatalf("Refund…: status %d at %s; want the page that asks first", st, loc)
+	}
+	if h := b.text("h1"); h != "Refund "+amountText+" of order "+id+"?" {
+		t.Fatalf("the page that asks first: h1 %q", h)
+	}
+	fields := browserEval[map[string]string](b, "read what the refund does", `Object.fromEntries([...document.querySelectorAll("main dl.fields dt")]
+		.map(dt => [dt.textContent.trim(), dt.nextElementSibling.textContent.trim()]))`)
+	if fields["Refund"] != amountText || fields["Left to refund after it"] != leftText || fields["Reason"] != reason || !strings.HasSuffix(fields["Paid"], "through "+gw) {
+		t.Fatalf("the page that asks first says %q; want a refund of %s, %s left, the reason and the gateway", fields, amountText, leftText)
+	}
+	if screenshot {
+		b.screenshot("refund-confirm")
+	}
+
+	st = b.follow("press Refund "+amountText, chromedp.Click(chromedp.CSS(`form[method="post"][action$="/refund"] button.danger`)))
+	if loc := b.location(); st != http.StatusOK || loc != orderPage+"#refunds" {
+		t.Fatalf("the refund button: status %d at %s; want the order's refunds", st, loc)
+	}
+	if f := b.text(".flash"); !strings.HasPrefix(f, "Refund of "+amountText+" asked of "+gw+".") {
+		t.Fatalf("flash after the refund: %q", f)
+	}
+}
+
+// waitForRefunds waits on the order's page for the order to be status,
+// its total and its payment to show refunded (as "Rp 37.500 refunded")
+// and n refunds listed, all done.
+func (b *browser) waitForRefunds(status, refunded string, n int) {
+	b.t.Helper()
+	b.markPage()
+	b.waitFor("the order "+status+", "+refunded,
+		`document.querySelector("#order .stat .badge").innerText === `+jsString(status)+` &&
+		 `+totalSubJS+` === `+jsString(refunded)+` && `+paymentsJS+`.includes(`+jsString(refunded)+`) &&
+		 (rows => rows.length === `+strconv.Itoa(n)+` && rows.every(r => r.phase === "done"))(`+refundRowsJS+`)`,
+		`[document.querySelector("#order .stat .badge").innerText, `+totalSubJS+`, `+paymentsJS+`, `+refundRowsJS+`]`)
+	b.assertNotReloaded()
+}
+
+// totalSubJS is the line under the order page's total.
+const totalSubJS = `(s => s ? s.innerText.trim() : null)([...document.querySelectorAll("#order .stat")]
+	.find(s => s.querySelector(".label").innerText.trim().toLowerCase() === "total").querySelector(".sub"))`
+
+// paymentsJS is the text of the order page's payments table.
+const paymentsJS = `[...document.querySelectorAll("#order h2")].find(h => h.innerText === "Payments").nextElementSibling.innerText`
+
+// refundRowsJS reads the order page's refunds table.
+const refundRowsJS = `[...document.querySelectorAll("#refund-list tbody tr")].map(tr => ({
+	amount: tr.cells[1].innerText.trim(), reason: tr.cells[2].innerText.trim(), by: tr.cells[3].innerText.trim(),
+	phase: tr.cells[4].innerText.trim(), refund: tr.cells[5].innerText.trim()}))`
+
+// refundRowView is what refundRowsJS reads of one row.
+type refundRowView struct {
+	Amount string `json:"amount"`
+	Reason string `json:"reason"`
+	By     string `json:"by"`
+	Phase  string `json:"phase"`
+	Refund string `json:"refund"`
+}
+
+// timelineItemsJS is the text of each event of an order's story, what
+// happened and its detail on their own lines.
+const timelineItemsJS = `[...document.querySelectorAll("ol.timeline li")].map(li =>
+	[...li.querySelectorAll(".what, .small")].map(e => e.textContent.trim()).join("\n"))`
+
+// markRegion marks the live region id, so that regionReplacedJS tells
+// when it was replaced by its next refresh.
+func (b *browser) markRegion(id string) {
+	b.t.Helper()
+	if !browserEval[bool](b, "mark #"+id, `(e => !!e && (e.__sekaliOld = true))(document.getElementById(`+jsString(id)+`))`) {
+		b.t.Fatalf("the page has no #%s", id)
+	}
+}
+
+// regionReplacedJS is true once the live region id marked by markRegion
+// was replaced by a newer copy.
+func regionReplacedJS(id string) string {
+	return `(e => !!e && !e.__sekaliOld)(document.getElementById(` + jsString(id) + `))`
+}
