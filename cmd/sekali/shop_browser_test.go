@@ -177,7 +177,7 @@ func TestBrowserPayOnEachGatewaysPage(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := newBrowser(t, a)
-			id := b.buyAndPayOnGatewaysPage(gw)
+			id := b.buyAndPayOnGatewaysPage(gw, "")
 			if n := a.count(t, "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND provider = ? AND phase = 'done' AND attempts = 1", id, gw); n != 1 {
 				t.Errorf("done %s requests of the order: %d, want 1", gw, n)
 			}
@@ -189,7 +189,13 @@ func TestBrowserPayOnEachGatewaysPage(t *testing.T) {
 // presses Pay now, pays on the hosted page of gw — the app's
 // PAYMENT_GATEWAY (gatewayEnv) — and waits on the shop's order page for
 // the order to be paid. It returns the order's id.
-func (b *browser) buyAndPayOnGatewaysPage(gw string) string {
+//
+// With format "", it presses the page's Pay button, as a customer does:
+// the sandbox gateway reports that payment in the sandbox's format. With
+// a format (a gateway whose notifications the app reads), the page's QA
+// panel sends one paid notification in that format instead, so that the
+// payment is that gateway's charge.
+func (b *browser) buyAndPayOnGatewaysPage(gw, format string) string {
 	t := b.t
 	t.Helper()
 	b.open("/")
@@ -205,7 +211,21 @@ func (b *browser) buyAndPayOnGatewaysPage(gw string) string {
 	if onShop := strings.HasPrefix(loc, "/"); !strings.Contains(loc, "/sandbox/pay/"+id) || onShop != (gw == "sandbox") {
 		t.Fatalf("Pay now went to %s, want %s's page of %s", loc, gw, id)
 	}
-	b.follow("pay on the gateway's page", chromedp.Click(chromedp.CSS(`.gateway-buttons button:not(.secondary)`)))
+	if format == "" {
+		b.follow("pay on the gateway's page", chromedp.Click(chromedp.CSS(`.gateway-buttons button:not(.secondary)`)))
+	} else {
+		orderPage := browserEval[string](b, "read the link back to the order", `document.querySelector(".gateway-card a").href`)
+		b.do("ask the QA panel for one payment in "+format+"'s format",
+			chromedp.SetValue(chromedp.CSS(`form.filters select[name="outcome"]`), "paid"),
+			chromedp.SetValue(chromedp.CSS(`form.filters input[name="copies"]`), "1"),
+			chromedp.SetValue(chromedp.CSS(`form.filters select[name="mode"]`), "sequential"),
+			chromedp.SetValue(chromedp.CSS(`form.filters select[name="provider"]`), format))
+		b.follow("send the payment", chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))
+		b.waitFor("the payment delivered in "+format+"'s format and processed",
+			`[...document.querySelectorAll("#deliveries tbody tr")].some(tr => tr.innerText.includes(`+jsString(format)+`) && tr.innerText.includes("processed"))`,
+			`document.querySelector("#deliveries").innerText`)
+		b.open(orderPage)
+	}
 	b.markPage()
 	b.waitFor("the order paid",
 		`document.querySelector("#order-status .badge") && document.querySelector("#order-status .badge").innerText === "paid"`,
