@@ -31,6 +31,7 @@ import (
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/app/testenv"
@@ -125,7 +126,10 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
 		Checkout:    outbound.NewPages(db, gateway, log, time.Now),
-		Calls:       outbound.NewLedger(db, time.Now),
+		// Refunds of the sandbox's charges. No worker runs here: a refund
+		// stays planned, its refund:send job written to the outbox.
+		Refunds: refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, gateway),
+		Calls:   outbound.NewLedger(db, time.Now),
 	})
 	handler = srv
 	hs.Start()

@@ -1,0 +1,303 @@
+package web_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
+)
+
+// The refunds here are of an order in US dollars, so that the amount
+// asked in major units ("12.50") and the record's minor units (1250)
+// differ. No worker runs in the console: a refund asked stays planned.
+
+// usdPrice is the price of one unit of a refunds test's product: 25.00 USD.
+const usdPrice = 2500
+
+// paidUSDOrder is an order of two units of a new product at 25.00 USD,
+// paid through the sandbox: 50.00 USD.
+func (c *console) paidUSDOrder(t *testing.T, sku string) *models.Order {
+	t.Helper()
+	if created, err := catalog.Create(c.db, &models.Product{SKU: sku, Name: sku, Price: usdPrice, Currency: "USD", Stock: 20}); err != nil || !created {
+		t.Fatalf("create %s: %v, %v", sku, created, err)
+	}
+	o := c.newOrder(sku, 2)
+	body := `{"order_id":"` + o.ID + `","transaction_id":"tx-` + o.ID + `","payment_status":"paid","paid_amount":` +
+		strconv.FormatInt(o.TotalAmount, 10) + `,"currency":"USD"}`
+	if st := c.deliver("evt_paid_"+o.ID, []byte(body)); st != http.StatusOK {
+		t.Fatalf("pay %s: %d", o.ID, st)
+	}
+	return o
+}
+
+// refundAPI is POST /api/admin/orders/{id}/refunds with the admin token,
+// under key (none when "").
+func (c *console) refundAPI(id, key, body string) page {
+	h := http.Header{"Authorization": {"Bearer " + apiToken}, "Accept": {"application/json"}, "Content-Type": {"application/json"}}
+	if key != "" {
+		h.Set("Idempotency-Key", key)
+	}
+	return c.do(http.DefaultClient, "POST", "/api/admin/orders/"+url.PathEscape(id)+"/refunds", strings.NewReader(body), h)
+}
+
+// refundRecord is a refund record as the admin API answers it.
+type refundRecord struct {
+	ID             int64  `json:"id"`
+	OrderID        string `json:"order_id"`
+	Kind           string `json:"kind"`
+	Provider       string `json:"provider"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Phase          string `json:"phase"`
+	Reason         string `json:"reason"`
+	RequestedBy    string `json:"requested_by"`
+}
+
+// problemCode is the code of a problem+json answer.
+func problemCode(t *testing.T, p page) string {
+	t.Helper()
+	var v struct{ Code string }
+	if err := json.Unmarshal([]byte(p.Body), &v); err != nil {
+		t.Fatalf("%d %q is not a problem: %v", p.StatusCode, p.Body, err)
+	}
+	return v.Code
+}
+
+// count runs a count query on the console's database.
+func (c *console) count(query string, args ...any) int64 {
+	c.t.Helper()
+	var n int64
+	if err := c.db.Raw(query, args...).Scan(&n).Error; err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// refundRows are the refund records of order id.
+func (c *console) refundRows(id string) []models.GatewayRequest {
+	c.t.Helper()
+	var rows []models.GatewayRequest
+	if err := c.db.Order("id").Find(&rows, "order_id = ? AND kind = ?", id, models.GatewayRefund).Error; err != nil {
+		c.t.Fatal(err)
+	}
+	return rows
+}
+
+// refundJobs counts the refund:send rows written to the outbox.
+func (c *console) refundJobs() int64 {
+	c.t.Helper()
+	return c.count("SELECT count(*) FROM outbox_messages WHERE task_type = ?", jobs.TaskRefundSend)
+}
+
+// The admin API asks for a refund under an Idempotency-Key: 202 with the
+// record (minor units, planned, the reason, asked by "api"); the same
+// request again is the same record, replayed; the key with another body,
+// or no key, is refused; more than is left, an unpaid order and an
+// unknown one are refused and write nothing. The order's JSON then lists
+// the refund and what is left.
+func TestRefundAPI(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	o := c.paidUSDOrder(t, "RF-API")
+	key := "refund-api-" + o.ID
+	const body = `{"amount":"12.50","reason":"one cup arrived broken"}`
+
+	first := c.refundAPI(o.ID, key, body)
+	var rec refundRecord
+	if first.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(first.Body), &rec) != nil {
+		t.Fatalf("refund: %d %s; want 202 with the record", first.StatusCode, first.Body)
+	}
+	want := refundRecord{ID: rec.ID, OrderID: o.ID, Kind: "refund", Provider: "sandbox", IdempotencyKey: o.ID + "-R1",
+		Amount: 1250, Currency: "USD", Phase: "planned", Reason: "one cup arrived broken", RequestedBy: "api"}
+	if rec != want || rec.ID == 0 {
+		t.Errorf("refund record %+v, want %+v", rec, want)
+	}
+	if h := first.Header.Get("Idempotent-Replayed"); h != "" {
+		t.Errorf("the first answer says Idempotent-Replayed: %q", h)
+	}
+
+	again := c.refundAPI(o.ID, key, body)
+	var replayed refundRecord
+	if again.StatusCode != http.StatusAccepted || again.Header.Get("Idempotent-Replayed") != "true" ||
+		json.Unmarshal([]byte(again.Body), &replayed) != nil || replayed != rec {
+		t.Errorf("the same request again: %d, Idempotent-Replayed %q, %s; want 202, true and the same record",
+			again.StatusCode, again.Header.Get("Idempotent-Replayed"), again.Body)
+	}
+	if p := c.refundAPI(o.ID, key, `{"amount":"10.00","reason":"one cup arrived broken"}`); p.StatusCode != http.StatusUnprocessableEntity ||
+		problemCode(t, p) != models.EIdempotencyReused {
+		t.Errorf("the key with another body: %d %s; want 422 %s", p.StatusCode, p.Body, models.EIdempotencyReused)
+	}
+	if p := c.refundAPI(o.ID, "", body); p.StatusCode != http.StatusBadRequest || problemCode(t, p) != models.EIdempotencyMissing {
+		t.Errorf("no key: %d %s; want 400 %s", p.StatusCode, p.Body, models.EIdempotencyMissing)
+	}
+	if rows := c.refundRows(o.ID); len(rows) != 1 || c.refundJobs() != 1 {
+		t.Fatalf("after one refund asked four times: %d records, %d refund:send rows; want 1 and 1", len(rows), c.refundJobs())
+	}
+
+	// 37.50 is left: 40.00 is refused, and nothing is written.
+	requests, outbox := c.count("SELECT count(*) FROM gateway_requests"), c.count("SELECT count(*) FROM outbox_messages")
+	over := c.refundAPI(o.ID, "refund-api-over-"+o.ID, `{"amount":"40.00","reason":"all of it and more"}`)
+	if over.StatusCode != http.StatusUnprocessableEntity || problemCode(t, over) != models.EInvalid || !strings.Contains(over.Body, "37.50 USD") {
+		t.Errorf("more than is left: %d %s; want 422 saying 37.50 USD is left", over.StatusCode, over.Body)
+	}
+	if n, m := c.count("SELECT count(*) FROM gateway_requests"), c.count("SELECT count(*) FROM outbox_messages"); n != requests || m != outbox {
+		t.Errorf("a refused refund wrote %d gateway request(s) and %d outbox row(s)", n-requests, m-outbox)
+	}
+
+	// An order not paid yet has nothing to refund; an unknown one is 404.
+	pending := c.newOrder("RF-API", 1)
+	if p := c.refundAPI(pending.ID, "refund-api-pending-"+pending.ID, body); p.StatusCode != http.StatusConflict ||
+		problemCode(t, p) != models.EInvalidTransition {
+		t.Errorf("a pending order: %d %s; want 409 %s", p.StatusCode, p.Body, models.EInvalidTransition)
+	}
+	for _, id := range []string{"ORD-01M8SH00000000000000000000", "not-an-order"} {
+		if p := c.refundAPI(id, "refund-api-unknown-"+id, body); p.StatusCode != http.StatusNotFound {
+			t.Errorf("order %s: %d %s; want 404", id, p.StatusCode, p.Body)
+		}
+	}
+	if n := c.count("SELECT count(*) FROM gateway_requests WHERE kind = 'refund'"); n != 1 {
+		t.Errorf("%d refund records in all, want 1", n)
+	}
+	if n := c.count("SELECT count(*) FROM admin_actions WHERE action = 'refund order' AND admin_email = 'api' AND result = 'ok'"); n != 1 {
+		t.Errorf("%d refunds in the action log, want 1 (a replay is not an action)", n)
+	}
+
+	// The order's JSON lists the refund, in minor units, and what is left.
+	var order struct {
+		Refunds []struct {
+			Phase    string `json:"phase"`
+			Amount   int64  `json:"amount"`
+			Currency string `json:"currency"`
+			Reason   string `json:"reason"`
+		} `json:"refunds"`
+		RefundLeft int64 `json:"refund_left"`
+	}
+	p := c.api("/api/admin/orders/" + o.ID)
+	if err := json.Unmarshal([]byte(p.Body), &order); err != nil || p.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/admin/orders/%s: %d %v %s", o.ID, p.StatusCode, err, p.Body)
+	}
+	if len(order.Refunds) != 1 || order.Refunds[0].Phase != "planned" || order.Refunds[0].Amount != 1250 ||
+		order.Refunds[0].Currency != "USD" || order.Refunds[0].Reason != "one cup arrived broken" || order.RefundLeft != 3750 {
+		t.Errorf("the order's JSON: refunds %+v, refund_left %d; want the planned refund of 1250 USD and 3750 left", order.Refunds, order.RefundLeft)
+	}
+}
+
+// The console's refund form leads to a page that asks first (a wrong
+// amount shows the form again, 422); only its button, with confirm=yes,
+// refunds — once, however often the same form is sent — and the admin's
+// action is logged.
+func TestRefundConsoleForm(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-FORM")
+	base := "/admin/orders/" + o.ID + "/refund"
+
+	ask := c.get(base + "?" + url.Values{"amount": {"10"}, "reason": {"the lid was chipped"}}.Encode())
+	if ask.StatusCode != http.StatusOK {
+		t.Fatalf("the confirm page: %d\n%s", ask.StatusCode, ask.Body)
+	}
+	doc := ask.Doc(t)
+	if h := strings.Join(strings.Fields(doc.Find("h1").Text()), " "); h != "Refund 10.00 USD of order "+o.ID+"?" {
+		t.Errorf("the confirm page's h1: %q", h)
+	}
+	form := doc.Find(`form[method="post"]`)
+	key, _ := form.Find(`input[name="idempotency_key"]`).Attr("value")
+	fields := url.Values{}
+	form.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) {
+		name, _ := s.Attr("name")
+		value, _ := s.Attr("value")
+		fields.Set(name, value)
+	})
+	if key == "" || fields.Get("confirm") != "yes" || fields.Get("amount") != "10" || fields.Get("reason") != "the lid was chipped" {
+		t.Fatalf("the confirm page's form sends %v; want a key, confirm=yes, the amount and the reason", fields)
+	}
+
+	for _, bad := range []url.Values{
+		{"amount": {"ten"}, "reason": {"the lid was chipped"}},
+		{"amount": {"50.01"}, "reason": {"the lid was chipped"}},
+		{"amount": {"0"}, "reason": {"the lid was chipped"}},
+		{"amount": {"10"}, "reason": {""}},
+	} {
+		p := c.get(base + "?" + bad.Encode())
+		d := p.Doc(t)
+		if p.StatusCode != http.StatusUnprocessableEntity || d.Find(`form[method="get"] input[name="amount"]`).Length() != 1 ||
+			d.Find(".field-error").Length() != 1 {
+			t.Errorf("%v: %d; want 422 with the form and what is wrong", bad, p.StatusCode)
+		}
+	}
+
+	// Without confirm=yes the POST refunds nothing: it goes to the page
+	// that asks.
+	p := c.post(base, url.Values{"amount": {"10"}, "reason": {"the lid was chipped"}, "idempotency_key": {key}})
+	toAsk := base + "?" + url.Values{"amount": {"10"}, "reason": {"the lid was chipped"}}.Encode()
+	if loc := p.Header.Get("Location"); p.StatusCode != http.StatusSeeOther || loc != toAsk {
+		t.Errorf("POST without confirm: %d to %q; want 303 to the page that asks", p.StatusCode, loc)
+	}
+	if rows := c.refundRows(o.ID); len(rows) != 0 {
+		t.Fatalf("a POST without confirm=yes wrote %d refund(s)", len(rows))
+	}
+
+	// The button, pressed twice: one refund.
+	for i := range 2 {
+		p := c.post(base, fields)
+		if p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin/orders/"+o.ID+"#refunds" {
+			t.Fatalf("press %d: %d to %q; want 303 to the order's refunds", i+1, p.StatusCode, p.Header.Get("Location"))
+		}
+		if i == 0 {
+			if f := c.get("/admin/orders/" + o.ID).Doc(t).Find(".flash").Text(); !strings.HasPrefix(f, "Refund of 10.00 USD asked of sandbox.") {
+				t.Errorf("the flash after the refund: %q", f)
+			}
+		}
+	}
+	rows := c.refundRows(o.ID)
+	if len(rows) != 1 || rows[0].Amount != 1000 || rows[0].Currency != "USD" || rows[0].RequestedBy != adminEmail ||
+		rows[0].Reason != "the lid was chipped" || rows[0].Phase != models.GatewayPlanned || c.refundJobs() != 1 {
+		t.Fatalf("after two presses: %+v and %d refund:send row(s); want one planned refund of 1000 USD asked by %s", rows, c.refundJobs(), adminEmail)
+	}
+	if n := c.count("SELECT count(*) FROM admin_actions WHERE action = 'refund order' AND admin_email = ? AND target = ? AND result = 'ok'", adminEmail, o.ID); n != 1 {
+		t.Errorf("%d refunds of %s in the action log, want 1", n, o.ID)
+	}
+	if row := c.get("/admin/orders/" + o.ID).Doc(t).Find("#refund-list tbody tr"); row.Length() != 1 || !strings.Contains(row.Text(), "10.00 USD") ||
+		!strings.Contains(row.Text(), "the lid was chipped") {
+		t.Errorf("the order page's refunds: %d row(s) %q", row.Length(), row.Text())
+	}
+}
+
+// Two admins refund the whole order at the same moment, each with a key
+// of their own: one refund is accepted, the other finds nothing left.
+func TestRefundTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	o := c.paidUSDOrder(t, "RF-RACE")
+	statuses := make([]int, 2)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Go(func() {
+			<-start
+			p := c.refundAPI(o.ID, "refund-race-"+strconv.Itoa(i)+"-"+o.ID, `{"amount":"50.00","reason":"returned"}`)
+			statuses[i] = p.StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	slices.Sort(statuses)
+	if !slices.Equal(statuses, []int{http.StatusAccepted, http.StatusUnprocessableEntity}) {
+		t.Errorf("two refunds of everything at once: %v; want one 202 and one 422", statuses)
+	}
+	if rows := c.refundRows(o.ID); len(rows) != 1 || rows[0].Amount != 5000 || c.refundJobs() != 1 {
+		t.Errorf("%+v and %d refund:send row(s); want one refund of 5000 and its job", rows, c.refundJobs())
+	}
+}
