@@ -70,6 +70,7 @@ func TestBrowserRefundHalfThenTheRest(t *testing.T) {
 			}
 			if gw == "sandbox" {
 				b.screenshot("order-partially-refunded")
+				b.onAPhone("the order's refunds", "#refunds, #refund-form, #refund-list")
 			}
 
 			// The rest.
@@ -164,6 +165,7 @@ func (b *browser) refund(id, gw, amount, reason, amountText, leftText string, sc
 	}
 	if screenshot {
 		b.screenshot("refund-confirm")
+		b.onAPhone("the page that asks first", "main")
 	}
 
 	st = b.follow("press Refund "+amountText, chromedp.Click(chromedp.CSS(`form[method="post"][action$="/refund"] button.danger`)))
@@ -228,4 +230,26 @@ func (b *browser) markRegion(id string) {
 // was replaced by a newer copy.
 func regionReplacedJS(id string) string {
 	return `(e => !!e && !e.__sekaliOld)(document.getElementById(` + jsString(id) + `))`
+}
+
+// onAPhone checks the current page on a 390 px screen: it does not
+// scroll sideways, and the elements matching css are in sight (a table
+// may scroll inside its own frame). Then the window is as it was.
+func (b *browser) onAPhone(what, css string) {
+	b.t.Helper()
+	b.do("turn the window into a phone's", chromedp.EmulateViewport(390, 844))
+	defer b.do("turn the window back", chromedp.EmulateReset())
+	got := browserEval[struct {
+		Width float64  `json:"width"`
+		Out   []string `json:"out"`
+	}](b, "measure "+what, `(() => ({
+		width: document.documentElement.scrollWidth,
+		out: [...document.querySelectorAll(`+jsString(css)+`)].filter(e => {
+			const r = e.getBoundingClientRect();
+			return r.width === 0 || r.left < 0 || r.right > window.innerWidth;
+		}).map(e => e.tagName + (e.id ? "#" + e.id : "")),
+	}))()`)
+	if got.Width > 390 || len(got.Out) != 0 {
+		b.t.Errorf("%s on a 390 px screen: %.0f px wide, out of sight: %q", what, got.Width, got.Out)
+	}
 }
