@@ -199,10 +199,24 @@ func (g *Gateway) PayURL(orderID, token string) string { return payPath(orderID,
 
 // payPath is the payment page of an order, with its access token when
 // one is known.
-func payPath(orderID, token string) string {
-	p := "/sandbox/pay/" + url.PathEscape(orderID)
+func payPath(orderID, token string) string { return payPathVia(orderID, token, "") }
+
+// payPathVia is the payment page of an order as the emulated page of
+// gateway via (a Checkout Session's, a Snap transaction's, an invoice's):
+// its Pay reports the payment in that gateway's format, where the gateway
+// speaks it, so the order is paid through that gateway — and refunded
+// through it.
+func payPathVia(orderID, token, via string) string {
+	q := url.Values{}
 	if token != "" {
-		p += "?t=" + url.QueryEscape(token)
+		q.Set("t", token)
+	}
+	if via != "" {
+		q.Set("via", via)
+	}
+	p := "/sandbox/pay/" + url.PathEscape(orderID)
+	if len(q) > 0 {
+		p += "?" + q.Encode()
 	}
 	return p
 }

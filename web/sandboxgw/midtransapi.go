@@ -154,7 +154,7 @@ func (g *Gateway) createSnap(c echo.Context) apiAnswer {
 		return snapError(http.StatusBadRequest, "transaction_details.order_id has already been taken")
 	}
 	return jsonAnswer(http.StatusCreated, map[string]string{"token": token,
-		"redirect_url": c.Scheme() + "://" + c.Request().Host + payPath(outbound.OrderOfKey(order), tokenOf(req.Callbacks.Finish))})
+		"redirect_url": c.Scheme() + "://" + c.Request().Host + payPathVia(outbound.OrderOfKey(order), tokenOf(req.Callbacks.Finish), midtrans.Name)})
 }
 
 // midtransTransaction is the latest notification the gateway knows of a

@@ -133,7 +133,7 @@ func TestMidtransSnapOrderIDOnce(t *testing.T) {
 	_, m := midtransEmulator(t)
 	status, first := m.post("/snap/v1/transactions", snapBody("ORD-MT-1", 150000))
 	token, _ := first["token"].(string)
-	if status != http.StatusCreated || len(token) != 36 || first["redirect_url"] != m.base+"/sandbox/pay/ORD-MT-1" {
+	if status != http.StatusCreated || len(token) != 36 || first["redirect_url"] != m.base+"/sandbox/pay/ORD-MT-1?via=midtrans" {
 		t.Fatalf("create: %d %v", status, first)
 	}
 	status, again := m.post("/snap/v1/transactions", snapBody("ORD-MT-1", 150000))

@@ -47,7 +47,7 @@ func TestStripeOpenerSameKeyOneSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(first.ObjectID, "cs_") || first.RedirectURL != base+"/sandbox/pay/ORD-OP-1?t=tok" {
+	if !strings.HasPrefix(first.ObjectID, "cs_") || first.RedirectURL != base+"/sandbox/pay/ORD-OP-1?t=tok&via=stripe" {
 		t.Errorf("page %+v", first)
 	}
 	again, err := o.OpenPage(t.Context(), pageOf("ORD-OP-1", "page:ORD-OP-1"))
@@ -166,7 +166,7 @@ func TestMidtransOpenerKeyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.ObjectID == "" || first.RedirectURL != m.base+"/sandbox/pay/ORD-OP-4-1?t=tok" {
+	if first.ObjectID == "" || first.RedirectURL != m.base+"/sandbox/pay/ORD-OP-4-1?t=tok&via=midtrans" {
 		t.Errorf("page %+v", first)
 	}
 	taken := func(err error) bool {
@@ -210,7 +210,7 @@ func TestXenditOpenerSameKeyOneInvoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.ObjectID == "" || first.RedirectURL != x.base+"/sandbox/pay/ORD-OP-6?t=tok" {
+	if first.ObjectID == "" || first.RedirectURL != x.base+"/sandbox/pay/ORD-OP-6?t=tok&via=xendit" {
 		t.Errorf("page %+v", first)
 	}
 	again, err := o.OpenPage(t.Context(), pageOf("ORD-OP-6", "ORD-OP-6"))

@@ -5,11 +5,13 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -23,12 +25,19 @@ func (g *Gateway) page(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
+	// The emulated page of a gateway (?via=stripe) pays in that gateway's
+	// format when the gateway speaks it; else in the sandbox's.
+	via := sandbox.Name
+	if v := c.QueryParam("via"); slices.Contains(g.Formats(), v) {
+		via = v
+	}
 	v := PayView{
 		OrderID: o.ID, Token: token, Status: string(o.Status), Amount: o.TotalAmount, Currency: o.Currency,
-		Deliveries: g.Deliveries(o.ID), Self: g.PayURL(o.ID, token), Formats: g.Formats(),
+		Deliveries: g.Deliveries(o.ID), Self: payPathVia(o.ID, token, via), Formats: g.Formats(), Via: via,
 		OrderURL: "/orders/" + url.PathEscape(o.ID) + "?t=" + url.QueryEscape(token),
 		Plan:     DefaultPlan,
 	}
+	v.Plan.Provider = via
 	// The QA panel shows the plan it last sent (its redirect names it), so
 	// that sending it again is one click.
 	q := c.QueryParams()
@@ -91,7 +100,8 @@ type PayView struct {
 	Formats    []string // the gateways whose format the QA panel can send
 	Self       string
 	OrderURL   string
-	Plan       Plan // what the QA panel's fields show
+	Via        string // the format the customer's buttons pay in: the gateway whose page this is, or the sandbox
+	Plan       Plan   // what the QA panel's fields show
 }
 
 // DefaultPlan is what the QA panel offers first: ten copies of the

@@ -325,7 +325,7 @@ func (s *stripeAPI) createSession(c echo.Context, form url.Values) (apiAnswer, b
 		}
 		expires = n
 	}
-	payURL := c.Scheme() + "://" + c.Request().Host + payPath(order, tokenOf(form.Get("success_url")))
+	payURL := c.Scheme() + "://" + c.Request().Host + payPathVia(order, tokenOf(form.Get("success_url")), "stripe")
 	cs := &stripeSession{
 		ID: newID("cs_test_"), Object: "checkout.session", AmountSubtotal: total, AmountTotal: total,
 		CancelURL: optional(form, "cancel_url"), ClientReferenceID: optional(form, "client_reference_id"),

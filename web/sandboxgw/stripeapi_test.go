@@ -135,7 +135,7 @@ func TestStripeCheckoutSessionIdempotency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(first.ID, "cs_") || first.Object != "checkout.session" || first.URL != base+"/sandbox/pay/ORD-ST-1" ||
+	if !strings.HasPrefix(first.ID, "cs_") || first.Object != "checkout.session" || first.URL != base+"/sandbox/pay/ORD-ST-1?via=stripe" ||
 		first.PaymentIntent != nil || first.AmountTotal != 150000 || first.Currency != "idr" || first.Metadata["order_id"] != "ORD-ST-1" ||
 		first.ClientReferenceID != "ORD-ST-1" || first.Status != stripe.CheckoutSessionStatusOpen ||
 		first.PaymentStatus != stripe.CheckoutSessionPaymentStatusUnpaid || first.Mode != stripe.CheckoutSessionModePayment ||

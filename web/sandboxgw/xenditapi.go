@@ -207,7 +207,7 @@ func (x *xenditAPI) createInvoice(c echo.Context) apiAnswer {
 		ID: newID("inv_"), ExternalID: req.ExternalID, UserID: "sandbox", Status: "PENDING", MerchantName: "Sekali sandbox",
 		Amount: req.Amount, PayerEmail: req.PayerEmail, Description: req.Description,
 		ExpiryDate: now.Add(duration).Format(xenditTime), expires: now.Add(duration),
-		InvoiceURL: c.Scheme() + "://" + c.Request().Host + payPath(req.ExternalID, tokenOf(req.SuccessRedirectURL)),
+		InvoiceURL: c.Scheme() + "://" + c.Request().Host + payPathVia(req.ExternalID, tokenOf(req.SuccessRedirectURL), "xendit"),
 		Created:    now.Format(xenditTime), Updated: now.Format(xenditTime), Currency: currency,
 		SuccessRedirectURL: req.SuccessRedirectURL, FailureRedirectURL: req.FailureRedirectURL, Items: req.Items,
 	}

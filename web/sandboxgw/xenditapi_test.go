@@ -92,7 +92,7 @@ func TestXenditInvoices(t *testing.T) {
 	status, first := x.do(http.MethodPost, "/v2/invoices", invoiceOf("ORD-XE-1", 150000))
 	id, _ := first["id"].(string)
 	if status != http.StatusOK || id == "" || first["external_id"] != "ORD-XE-1" || first["status"] != "PENDING" ||
-		first["amount"] != 150000.0 || first["currency"] != "IDR" || first["invoice_url"] != x.base+"/sandbox/pay/ORD-XE-1?t=tok" ||
+		first["amount"] != 150000.0 || first["currency"] != "IDR" || first["invoice_url"] != x.base+"/sandbox/pay/ORD-XE-1?t=tok&via=xendit" ||
 		first["expiry_date"] == "" || first["created"] == "" {
 		t.Fatalf("create: %d %v", status, first)
 	}
