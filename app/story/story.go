@@ -79,6 +79,7 @@ type Reader struct {
 type Tasks interface {
 	Expire(orderID string, expiresAt time.Time) models.OutboxMessage
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
+	Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage
 }
 
 // paidTaskIDs are the ids of the tasks a payment of orderID causes.
@@ -114,7 +115,16 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 	if err != nil {
 		return nil, fmt.Errorf("story.Order: %w", store.Classify(err))
 	}
+	// The calls to gateways first: each refund asked has its own job.
+	if err := db.Where("order_id = ?", id).Order("id").Find(&s.GatewayRequests).Error; err != nil {
+		return nil, fmt.Errorf("story.Order: gateway requests: %w", store.Classify(err))
+	}
 	keys := r.taskIDs(id)
+	for _, g := range s.GatewayRequests {
+		if g.Kind == models.GatewayRefund {
+			keys = append(keys, r.tasks.Refund(g.ID, id, time.Time{}).TaskID)
+		}
+	}
 	emailKeys := []string{mail.Key(mail.OrderPaid, id)}
 	steps := []struct {
 		what string
@@ -126,7 +136,6 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 		{"outbox", db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox)},
 		{"jobs", db.Where("idempotency_key IN ?", keys).Order("id").Find(&s.Jobs)},
 		{"emails", db.Where("key IN ?", emailKeys).Order("id").Find(&s.Emails)},
-		{"gateway requests", db.Where("order_id = ?", id).Order("id").Find(&s.GatewayRequests)},
 	}
 	for _, st := range steps {
 		if st.q.Error != nil {

@@ -512,3 +512,47 @@ func TestOrderStoryShowsGatewayRequests(t *testing.T) {
 		t.Errorf("event %+v, want ok with the key, the attempts and the object", e)
 	}
 }
+
+// A refund asked of the gateway is in the story with its own job: the
+// refund:send task in the outbox and its job row are the order's too,
+// and the timeline says how much, of whom, by whom and why.
+func TestOrderStoryShowsARefundAndItsJob(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "RFS", price, 3)
+	o := w.order("RFS", 1)
+	w.mustDeliver("evt_rfs", o.ID, "tx-rfs", models.EventPaid, price, models.OrderPaid)
+	var p models.Payment
+	if err := w.db.Take(&p, "order_id = ?", o.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	r := models.GatewayRequest{Kind: models.GatewayRefund, OrderID: o.ID, Provider: "sandbox", PaymentID: &p.ID,
+		IdempotencyKey: o.ID + "-R1", Amount: 5000, Currency: o.Currency, Phase: models.GatewaySent, Attempts: 1,
+		Reason: "a broken cup", RequestedBy: "admin@example.com"}
+	if err := w.db.Create(&r).Error; err != nil {
+		t.Fatal(err)
+	}
+	task := jobs.Tasks{}.Refund(r.ID, o.ID, time.Now())
+	if err := w.db.Create(&task).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.db.Create(&models.JobExecution{IdempotencyKey: task.TaskID, QueueName: task.Queue, ExternalJobID: task.TaskID, BusinessKey: o.ID,
+		Status: models.JobFailed, Attempts: 1, StartedAt: time.Now()}).Error; err != nil {
+		t.Fatal(err)
+	}
+	s := w.read(o.ID)
+	var outbox, job bool
+	for _, m := range s.Outbox {
+		outbox = outbox || m.TaskID == task.TaskID
+	}
+	for _, j := range s.Jobs {
+		job = job || j.IdempotencyKey == task.TaskID
+	}
+	if !outbox || !job {
+		t.Errorf("the refund's task in the outbox: %v, its job: %v; want both in the order's story", outbox, job)
+	}
+	e := event(t, s.Timeline, "refund of 5000 IDR asked of sandbox: sent")
+	if e.Tone != "warn" || !strings.Contains(e.Detail, "by admin@example.com: a broken cup") {
+		t.Errorf("event %+v, want the admin and the reason", e)
+	}
+}
