@@ -134,7 +134,10 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 		return seeOther(c, "/admin/orders/"+url.PathEscape(o.ID))
 	}
 	amount := f.Left
-	err = refunds.Request{OrderID: o.ID, Amount: f.Amount, Reason: f.Reason}.Validate()
+	if err := refunds.CheckReason(f.Reason); err != nil {
+		f.ReasonError = models.ErrorMessage(err)
+	}
+	err = refunds.CheckAmount(f.Amount)
 	if err == nil && f.Amount != "" {
 		var ok bool
 		amount, ok = payments.MinorFromDecimal(f.Amount, f.Currency)
@@ -147,6 +150,8 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 	}
 	if err != nil {
 		f.Error = models.ErrorMessage(err)
+	}
+	if f.Error != "" || f.ReasonError != "" {
 		return s.page(c, http.StatusUnprocessableEntity, "Refund order "+o.ID, "orders", views.RefundAskPage(orderRow(*o), f))
 	}
 	v := views.RefundConfirm{Order: orderRow(*o), Provider: f.Provider, Amount: amount, Currency: f.Currency, Left: f.Left,

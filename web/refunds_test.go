@@ -224,17 +224,21 @@ func TestRefundConsoleForm(t *testing.T) {
 		t.Fatalf("the confirm page's form sends %v; want a key, confirm=yes, the amount and the reason", fields)
 	}
 
-	for _, bad := range []url.Values{
-		{"amount": {"ten"}, "reason": {"the lid was chipped"}},
-		{"amount": {"50.01"}, "reason": {"the lid was chipped"}},
-		{"amount": {"0"}, "reason": {"the lid was chipped"}},
-		{"amount": {"10"}, "reason": {""}},
+	// Each error stands under the field it is about.
+	for _, bad := range []struct {
+		form  url.Values
+		field string
+	}{
+		{url.Values{"amount": {"ten"}, "reason": {"the lid was chipped"}}, "amount"},
+		{url.Values{"amount": {"50.01"}, "reason": {"the lid was chipped"}}, "amount"},
+		{url.Values{"amount": {"0"}, "reason": {"the lid was chipped"}}, "amount"},
+		{url.Values{"amount": {"10"}, "reason": {" "}}, "reason"},
 	} {
-		p := c.get(base + "?" + bad.Encode())
+		p := c.get(base + "?" + bad.form.Encode())
 		d := p.Doc(t)
 		if p.StatusCode != http.StatusUnprocessableEntity || d.Find(`form[method="get"] input[name="amount"]`).Length() != 1 ||
-			d.Find(".field-error").Length() != 1 {
-			t.Errorf("%v: %d; want 422 with the form and what is wrong", bad, p.StatusCode)
+			d.Find(".field-error").Length() != 1 || d.Find(`label:has(input[name="`+bad.field+`"]) .field-error`).Length() != 1 {
+			t.Errorf("%v: %d; want 422 with the form and what is wrong under %s", bad.form, p.StatusCode, bad.field)
 		}
 	}
 

@@ -82,12 +82,27 @@ var decimal = regexp.MustCompile(`^[0-9]{1,19}(\.[0-9]{1,6})?$`)
 
 // Validate checks what does not need the database.
 func (r Request) Validate() error {
-	switch {
-	case r.Amount != "" && !decimal.MatchString(r.Amount):
+	if err := CheckAmount(r.Amount); err != nil {
+		return err
+	}
+	return CheckReason(r.Reason)
+}
+
+// CheckAmount checks that an amount looks like one ("" is all that is
+// left).
+func CheckAmount(amount string) error {
+	if amount != "" && !decimal.MatchString(amount) {
 		return models.Errorf(models.EInvalid, "amount must be a positive number in major units, such as 75000 or 12.50")
-	case !models.CleanText(r.Reason) || len(r.Reason) > MaxReason:
+	}
+	return nil
+}
+
+// CheckReason checks that a refund says why, within MaxReason bytes.
+func CheckReason(reason string) error {
+	switch {
+	case !models.CleanText(reason) || len(reason) > MaxReason:
 		return models.Errorf(models.EInvalid, "reason must be at most %d bytes of text", MaxReason)
-	case strings.TrimSpace(r.Reason) == "":
+	case strings.TrimSpace(reason) == "":
 		return models.Errorf(models.EInvalid, "say why the order is refunded (reason)")
 	}
 	return nil

@@ -1227,7 +1227,7 @@ func refundForm(f RefundForm) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = formField("Reason", "reason", "text", f.Reason, "", "kept with the refund and in the action log").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = formField("Reason", "reason", "text", f.Reason, f.ReasonError, "kept with the refund and in the action log").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -352,11 +352,12 @@ type RefundForm struct {
 	Why      string
 	// Owed: the order is refund_required — paid, with no stock — and
 	// gets a one-click "Refund in full" (Key is that form's key).
-	Owed   bool
-	Key    string
-	Amount string
-	Reason string
-	Error  string
+	Owed        bool
+	Key         string
+	Amount      string
+	Reason      string
+	Error       string // of the amount
+	ReasonError string
 }
 
 // RefundConfirm is the page that asks before a refund is sent.
