@@ -305,3 +305,47 @@ func TestRefundTwiceAtOnce(t *testing.T) {
 		t.Errorf("%+v and %d refund:send row(s); want one refund of 5000 and its job", rows, c.refundJobs())
 	}
 }
+
+// The gateway calls page lists a refund not over with "Send again now";
+// pressing it sends the refund through the job's own Send — the sandbox
+// refunds it, the answer is applied, the row is done — and it is logged.
+// Pressed again, it finds the refund over and sends nothing.
+func TestRefundSendAgainNow(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-AGAIN")
+	if p := c.refundAPI(o.ID, "refund-again-"+o.ID, `{"amount":"20.00","reason":"a cracked lid"}`); p.StatusCode != http.StatusAccepted {
+		t.Fatalf("refund: %d", p.StatusCode)
+	}
+	rows := c.refundRows(o.ID)
+	if len(rows) != 1 || rows[0].Phase != models.GatewayPlanned {
+		t.Fatalf("refunds %+v, want one planned", rows)
+	}
+	retry := "/admin/gateway-requests/" + strconv.FormatInt(rows[0].ID, 10) + "/retry"
+	list := c.get("/admin/gateway-requests?phase=open").Doc(t)
+	if list.Find(`form[action="` + retry + `"] button`).Length() != 1 {
+		t.Fatalf("the open calls list offers no \"Send again now\" for the refund")
+	}
+	if p := c.post(retry, nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send again: %d", p.StatusCode)
+	}
+	rows = c.refundRows(o.ID)
+	var order models.Order
+	c.db.Take(&order, "id = ?", o.ID)
+	if rows[0].Phase != models.GatewayDone || rows[0].Attempts != 1 || order.Status != models.OrderPartiallyRefunded {
+		t.Fatalf("after sending again: %+v, order %s; want done after one call, partially_refunded", rows[0], order.Status)
+	}
+	if n := c.count("SELECT count(*) FROM admin_actions WHERE action = 'send refund again' AND result = 'ok'"); n != 1 {
+		t.Errorf("%d 'send refund again' actions logged, want 1", n)
+	}
+	if p := c.post(retry, nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send again once done: %d", p.StatusCode)
+	}
+	if rows = c.refundRows(o.ID); rows[0].Attempts != 1 {
+		t.Errorf("a done refund sent again: %d attempts, want 1", rows[0].Attempts)
+	}
+	if list := c.get("/admin/gateway-requests?phase=open").Doc(t); list.Find(`form[action="`+retry+`"]`).Length() != 0 {
+		t.Error("a done refund still offers \"Send again now\"")
+	}
+}
