@@ -37,15 +37,18 @@ func TestChaos(t *testing.T) {
 	opts.Verbose = testing.Verbose()
 	opts.Scenarios = []string{"duplicate-storm"}
 	opts.Events, opts.Copies, opts.Concurrency = 10, 5, 6 // modest: make test runs every package at once on 2 cores
+	opts.PayRate, opts.Presses = 1, 3
 	if os.Getenv("SEKALI_TEST_LOG") != "" {
 		opts.LogLevel = "debug"
 	}
 	const storm = 8 * time.Second
 	opts.Plans = []plan{
+		// The gateway's faults here, where the wait for Asynq's lease
+		// hides the leases of the calls they leave unanswered (20 s).
 		{Storm: storm, Faults: []fault{
 			{At: 1500 * time.Millisecond, Kind: freezeWorker, Target: 1},
 			{At: 2 * time.Second, Kind: killWorker, Target: 0, MidJob: true},
-		}},
+		}, Gateway: []gatewayFault{{At: time.Second, N: 2}, {At: 3 * time.Second, Hang: true, N: 2}}},
 		// Longer, and early: the loss may be put off by up to 7.5 s
 		// (clearOfMinuteTurn) and must still come while callbacks pay
 		// orders, so that the paused workers leave tasks in the queue.
@@ -75,7 +78,23 @@ func TestChaos(t *testing.T) {
 			t.Errorf("round %d: %d paid orders, %d invoices, %d emails; want one of each per paid order", r.N, r.Paid, r.Invoices, r.Emails)
 		}
 	}
+	var presses int64
+	var pages, stripePaid, taken, refused int
+	var refunded int64
+	for _, r := range res.Rounds {
+		presses, pages, stripePaid = presses+r.Presses, pages+r.Pages, stripePaid+r.StripePaid
+		taken, refused, refunded = taken+r.RefundsTaken, refused+r.RefundsRefused, refunded+r.RefundsDone
+	}
+	if presses == 0 || pages == 0 || stripePaid == 0 {
+		t.Errorf("%d Pay presses, %d pages opened, %d orders paid through Stripe: the customers did not happen", presses, pages, stripePaid)
+	}
+	if res.NoRefunds == "" && (taken == 0 || refused == 0 || refunded == 0) {
+		t.Errorf("refunds: %d taken, %d refused, %d done; want some of each", taken, refused, refunded)
+	}
 	r1, r2, r3 := res.Rounds[0], res.Rounds[1], res.Rounds[2]
+	if r1.GatewayFaults.total() == 0 {
+		t.Errorf("round 1: no call to the gateway met a fault (%s)", r1.GatewayFaults)
+	}
 	if r1.Kills != [3]int{0, 1, 0} {
 		t.Errorf("round 1: kills web/worker/relay %v, want one worker", r1.Kills)
 	}

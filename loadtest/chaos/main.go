@@ -61,6 +61,11 @@ type options struct {
 	Copies      int
 	Concurrency int
 
+	// The customers who press Pay (and are refunded), per second of the
+	// storm, and the presses of each at once.
+	PayRate int
+	Presses int
+
 	// Plans fixes each round's faults (the test's rounds); when nil every
 	// round gets a random plan drawn from Seed.
 	Plans []plan
@@ -74,7 +79,7 @@ func defaultOptions() options {
 	return options{
 		Bin: "bin/sekali", Rounds: 20, RoundDuration: 15 * time.Second,
 		DrainTimeout: 150 * time.Second, Scenarios: []string{"duplicate-storm", "race"},
-		Events: 25, Copies: 10, Concurrency: 16, LogLevel: "error", AdminURL: adminURL(),
+		Events: 25, Copies: 10, Concurrency: 16, PayRate: 2, Presses: 4, LogLevel: "error", AdminURL: adminURL(),
 	}
 }
 
@@ -93,6 +98,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Events, "events", o.Events, "events (orders) per scenario run, per web process")
 	fs.IntVar(&o.Copies, "copies", o.Copies, "deliveries of each event")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "requests in flight at once, per web process")
+	fs.IntVar(&o.PayRate, "pay-rate", o.PayRate, "customers a second who press Pay, pay through the emulated Stripe and are refunded; 0 for none")
+	fs.IntVar(&o.Presses, "presses", o.Presses, "presses of Pay at once per order, on both web processes")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "LOG_LEVEL of the sekali processes")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./loadtest/chaos [flags]\n\nRuns Sekali as seven processes under duplicate storms while killing\nprocesses, restarting Redis without its data and cutting PostgreSQL; the\nintegrity audit judges every round. Needs PostgreSQL (SEKALI_TEST_DATABASE_URL)\nand redis-server.\n\nflags:")
@@ -105,8 +112,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
-	if o.Rounds < 1 || o.Events < 1 || o.Copies < 1 || o.Concurrency < 1 || o.RoundDuration < 5*time.Second {
-		err := fmt.Errorf("-rounds, -events, -copies and -concurrency must be at least 1, -round-duration at least 5s")
+	if o.Rounds < 1 || o.Events < 1 || o.Copies < 1 || o.Concurrency < 1 || o.Presses < 1 || o.PayRate < 0 || o.RoundDuration < 5*time.Second {
+		err := fmt.Errorf("-rounds, -events, -copies, -concurrency and -presses must be at least 1, -pay-rate at least 0, -round-duration at least 5s")
 		fmt.Fprintln(stderr, err)
 		return o, err
 	}

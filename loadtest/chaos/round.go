@@ -68,8 +68,9 @@ type fault struct {
 
 // plan is one round: how long its storm lasts and what breaks during it.
 type plan struct {
-	Storm  time.Duration
-	Faults []fault
+	Storm   time.Duration
+	Faults  []fault
+	Gateway []gatewayFault // the gateway's fault switches, flipped during the storm
 }
 
 // randomPlan draws one to three faults at random moments of the storm.
@@ -96,6 +97,10 @@ func randomPlan(rng *rand.Rand, storm time.Duration) plan {
 		p.Faults = append(p.Faults, f)
 	}
 	sort.Slice(p.Faults, func(i, j int) bool { return p.Faults[i].At < p.Faults[j].At })
+	for range 1 + rng.IntN(3) {
+		p.Gateway = append(p.Gateway, gatewayFault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Hang: rng.IntN(2) == 0, N: 1 + rng.IntN(3)})
+	}
+	sort.Slice(p.Gateway, func(i, j int) bool { return p.Gateway[i].At < p.Gateway[j].At })
 	return p
 }
 
@@ -116,14 +121,32 @@ type roundResult struct {
 	Emails       int64
 	Rerun        int64 // jobs claimed more than once (a kill, a lost lock or task)
 	Redispatched int64 // outbox rows handed to the queue again after Redis lost them
-	Violations   int
-	Timeline     []string
-	Verify       string // verify's output
+
+	// The calls to the gateway.
+	Orders         int       // customers' orders
+	Presses        int64     // presses of Pay
+	Pages          int       // orders whose Pay answered with a page
+	StripePaid     int       // orders paid by the gateway's notification
+	RefundsTaken   int       // refund requests answered 202
+	RefundsRefused int       // answered 422: another took what was left
+	RefundsDone    int64     // refund rows done (the gateway answered it refunded)
+	GatewayFaults  faultsMet // calls that met a fault
+	Sessions       int       // Checkout Sessions at the gateway, after the round
+	GatewayRefunds int       // refunds at the gateway, after the round
+	Unrecorded     int       // create_payment rows left sent: the order was paid before its page was recorded
+	Gateway        []string  // the comparison's and the refund answers' problems: violations too
+
+	Violations int
+	Timeline   []string
+	Verify     string // verify's output
 }
 
 type result struct {
 	Seed   uint64
 	Rounds []roundResult
+	// NoRefunds is why Sekali could not ask the gateway for refunds, if
+	// it said it could not: the run asked for none after that.
+	NoRefunds string
 }
 
 func (r *result) violations() int {
@@ -167,11 +190,12 @@ func run(ctx context.Context, opts options) (res *result, err error) {
 			return res, fmt.Errorf("round %d: %w", n, err)
 		}
 		if r.Violations > 0 {
-			w.say("round %d: %d violation(s); verify said:\n%s", n, r.Violations, r.Verify)
+			w.say("round %d: %d violation(s); verify said:\n%s\nthe gateway against the database:\n  %s", n, r.Violations, r.Verify, strings.Join(r.Gateway, "\n  "))
 			break // the audit checks the whole database: later rounds would report them again
 		}
 	}
 	printTable(opts.Out, res)
+	res.NoRefunds = w.refundsOff()
 	for _, p := range w.procs {
 		if exits := p.unplannedExits(); len(exits) > 0 {
 			w.say("%s exited on its own %d time(s) (restarted each time): %s", p.name, len(exits), strings.Join(exits, "; "))
@@ -193,6 +217,9 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	for _, f := range p.Faults {
 		desc = append(desc, fmt.Sprintf("%s@%.1fs", f.describe(), f.At.Seconds()))
 	}
+	for _, f := range p.Gateway {
+		desc = append(desc, fmt.Sprintf("%s@%.1fs", f.describe(), f.At.Seconds()))
+	}
 	w.say("round %d: %s storm; faults: %s", n, p.Storm, strings.Join(desc, ", "))
 
 	// The storm: one replayer per web process, each with its own event ids.
@@ -206,6 +233,14 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 			deliveries.Add(w.storm(ctx, target, deadline, i))
 		}()
 	}
+
+	// The customers who press Pay, pay and are refunded, on both.
+	shop := w.newShop()
+	storms.Add(1)
+	go func() {
+		defer storms.Done()
+		shop.run(ctx, deadline)
+	}()
 
 	// The faults, each at its moment.
 	var mu sync.Mutex
@@ -305,6 +340,18 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 			}
 		}()
 	}
+	for _, f := range p.Gateway {
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			time.Sleep(time.Until(start.Add(f.At))) // fault timing: sleeping to the chosen moment is the point
+			if ctx.Err() != nil {
+				return
+			}
+			w.stripe.arm(f)
+			event("%s: the next %d call(s) to the gateway", f.describe(), f.N)
+		}()
+	}
 	storms.Wait()
 	faults.Wait()
 	r.Deliveries = deliveries.Load()
@@ -312,7 +359,9 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		return r, err
 	}
 
-	// Heal: the proxy open, Redis up, every process running and ready.
+	// Heal: the gateway's faults off, the proxy open, Redis up, every
+	// process running and ready.
+	w.stripe.disarm()
 	w.enableProxy()
 	if !w.redis.running() {
 		if err := w.redis.start(ctx); err != nil {
@@ -401,6 +450,14 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 			time.Since(f.since).Round(time.Second), cmp.Or(why, "75s passed"), f.taken, len(f.jobs))
 	}
 
+	// What the storm's end cut short — pages not opened, payments not
+	// delivered, refunds not answered — is finished, as customers and
+	// admins would.
+	shop.settle(ctx, time.Now().Add(w.opts.DrainTimeout))
+	r.Orders, r.Pages, r.StripePaid = shop.counts()
+	r.Presses = shop.presses.Load()
+	event("customers settled: %d orders, Pay pressed %d times, %d pages opened, %d orders paid", r.Orders, r.Presses, r.Pages, r.StripePaid)
+
 	// The verdict.
 	out, violations, err := w.verify(ctx)
 	r.Verify, r.Violations = out, violations
@@ -412,6 +469,22 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		took = m[1]
 	}
 	event("verify: %d violation(s), in %s (drain and checks)", violations, took)
+
+	// The gateway against the database, once every refund has its answer
+	// (a lost one waits out its lease, then the job's next try).
+	waiting := w.settledRows(ctx, time.Now().Add(w.opts.DrainTimeout))
+	cmp, err := w.compare(ctx, waiting)
+	if err != nil {
+		return r, err
+	}
+	problems, taken, refused := shop.judgeRefunds()
+	r.Gateway = append(cmp.Problems, problems...)
+	r.RefundsTaken, r.RefundsRefused = taken, refused
+	r.Sessions, r.GatewayRefunds, r.Unrecorded = cmp.Sessions, cmp.Refunds, cmp.Unrecorded
+	r.GatewayFaults = w.stripe.takeMet()
+	r.Violations += len(r.Gateway)
+	event("gateway: %d Checkout Sessions, %d refunds; %d create_payment row(s) left sent, their order paid before the page was recorded; %d problem(s)",
+		cmp.Sessions, cmp.Refunds, cmp.Unrecorded, len(r.Gateway))
 	after, err := w.effects(ctx)
 	if err != nil {
 		return r, err
@@ -436,10 +509,12 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 			fenced, f.taken, f.p.name)
 	}
 	r.Paid, r.Invoices, r.Emails = after[0]-before[0], after[1]-before[1], after[2]-before[2]
-	r.Rerun, r.Redispatched = after[3]-before[3], after[4]-before[4]
-	w.say("round %d done in %s: %d deliveries, %d paid, %d invoices, %d emails; %d jobs ran more than once, %d tasks dispatched again; %d violation(s)",
-		n, time.Since(start).Round(100*time.Millisecond), r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched, r.Violations)
-	if w.opts.Verbose || violations > 0 {
+	r.Rerun, r.Redispatched, r.RefundsDone = after[3]-before[3], after[4]-before[4], after[5]-before[5]
+	w.say("round %d done in %s: %d deliveries, %d paid, %d invoices, %d emails; %d jobs ran more than once, %d tasks dispatched again; "+
+		"%d Pay presses, %d pages, %d paid through Stripe; refunds %d taken, %d refused, %d done; gateway faults met %s; %d violation(s)",
+		n, time.Since(start).Round(100*time.Millisecond), r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched,
+		r.Presses, r.Pages, r.StripePaid, r.RefundsTaken, r.RefundsRefused, r.RefundsDone, r.GatewayFaults, r.Violations)
+	if w.opts.Verbose || r.Violations > 0 {
 		for _, line := range r.Timeline {
 			w.say("  %s", line)
 		}
@@ -602,17 +677,19 @@ func (w *world) freezeMidJob(ctx context.Context, p *proc, timeout time.Duration
 	return keys
 }
 
-// effects counts paid orders, invoices and sent emails; and the jobs
-// claimed more than once, and the outbox rows dispatched more than once
-// without a relay error (the reconciler's work: a relay that failed to
-// enqueue records last_error).
-func (w *world) effects(ctx context.Context) ([5]int64, error) {
-	var e [5]int64
-	err := w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE status = 'paid'),
+// effects counts paid orders (refunded since, or not), invoices and sent
+// emails; the jobs claimed more than once, and the outbox rows
+// dispatched more than once without a relay error (the reconciler's
+// work: a relay that failed to enqueue records last_error); and the
+// refunds done.
+func (w *world) effects(ctx context.Context) ([6]int64, error) {
+	var e [6]int64
+	err := w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE status IN ('paid', 'partially_refunded', 'refunded')),
 	       (SELECT count(*) FROM invoices),
 	       (SELECT count(*) FROM outbound_emails WHERE status = 'sent'),
 	       (SELECT count(*) FROM job_executions WHERE attempts > 1),
-	       (SELECT count(*) FROM outbox_messages WHERE attempts > 1 AND last_error = '')`).Scan(&e[0], &e[1], &e[2], &e[3], &e[4])
+	       (SELECT count(*) FROM outbox_messages WHERE attempts > 1 AND last_error = ''),
+	       (SELECT count(*) FROM gateway_requests WHERE kind = 'refund' AND phase = 'done')`).Scan(&e[0], &e[1], &e[2], &e[3], &e[4], &e[5])
 	return e, err
 }
 
@@ -643,29 +720,44 @@ func printTable(out io.Writer, res *result) {
 	var buf bytes.Buffer // one write: the test log takes it as one entry
 	defer func() { out.Write(buf.Bytes()) }()
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tkills web/worker/relay\tRedis losses\tdatabase cuts\tjobs frozen past lease/taken over/fenced\tdeliveries\tpaid orders\tinvoices\temails\tjobs run again\ttasks re-dispatched\tviolations\t")
+	fmt.Fprintln(tw, "round\tkills web/worker/relay\tRedis losses\tdatabase cuts\tjobs frozen past lease/taken over/fenced\tdeliveries\tpaid orders\tinvoices\temails\tjobs run again\ttasks re-dispatched\t"+
+		"Pay presses/pages\trefunds taken/refused/done\tgateway faults 500/no answer\tviolations\t")
+	row := func(name string, r roundResult, frozen int) {
+		fmt.Fprintf(tw, "%s\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%d/%d\t%d\t\n", name, r.Kills[0], r.Kills[1], r.Kills[2],
+			r.RedisLosses, r.DBCuts, frozen, r.TakenOver, r.Fenced, r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched,
+			r.Presses, r.Pages, r.RefundsTaken, r.RefundsRefused, r.RefundsDone,
+			r.GatewayFaults[pageCall][failedCall]+r.GatewayFaults[refundCall][failedCall], r.GatewayFaults[pageCall][heldCall]+r.GatewayFaults[refundCall][heldCall],
+			r.Violations)
+	}
 	var t roundResult
-	var frozen, taken, fenced int
+	var frozen int
 	for _, r := range res.Rounds {
-		fmt.Fprintf(tw, "%d\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.N, r.Kills[0], r.Kills[1], r.Kills[2],
-			r.RedisLosses, r.DBCuts, len(r.Frozen), r.TakenOver, r.Fenced, r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched, r.Violations)
-		frozen, taken, fenced = frozen+len(r.Frozen), taken+r.TakenOver, fenced+r.Fenced
+		row(fmt.Sprint(r.N), r, len(r.Frozen))
+		frozen += len(r.Frozen)
 		for i := range t.Kills {
 			t.Kills[i] += r.Kills[i]
 		}
 		t.RedisLosses += r.RedisLosses
 		t.DBCuts += r.DBCuts
+		t.TakenOver += r.TakenOver
+		t.Fenced += r.Fenced
 		t.Deliveries += r.Deliveries
 		t.Paid += r.Paid
 		t.Invoices += r.Invoices
 		t.Emails += r.Emails
 		t.Rerun += r.Rerun
 		t.Redispatched += r.Redispatched
+		t.Presses += r.Presses
+		t.Pages += r.Pages
+		t.RefundsTaken += r.RefundsTaken
+		t.RefundsRefused += r.RefundsRefused
+		t.RefundsDone += r.RefundsDone
+		t.GatewayFaults.add(r.GatewayFaults)
 		t.Violations += r.Violations
 	}
-	fmt.Fprintf(tw, "total\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", t.Kills[0], t.Kills[1], t.Kills[2],
-		t.RedisLosses, t.DBCuts, frozen, taken, fenced, t.Deliveries, t.Paid, t.Invoices, t.Emails, t.Rerun, t.Redispatched, t.Violations)
+	row("total", t, frozen)
 	tw.Flush()
+	fmt.Fprintf(&buf, "gateway faults met: %s\n", t.GatewayFaults)
 }
 
 // frozenWorker is a worker stopped in the middle of jobs, to be resumed

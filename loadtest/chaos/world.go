@@ -62,6 +62,11 @@ type world struct {
 	redis   *redisServer
 
 	token, secret string
+	stripe        *stripeGateway // the gateway the processes call
+	client        *http.Client   // the customers' and admins' requests
+	sku           string         // the product the customers order
+	offMu         sync.Mutex
+	noRefunds     string // why Sekali cannot ask for refunds, once it said so
 	procs         []*proc
 	webs          []*proc
 	workers       []*proc
@@ -153,6 +158,12 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 		return w, err
 	}
 
+	// The gateway the processes call, here: it outlives every kill.
+	if w.stripe, err = startStripe(); err != nil {
+		return w, fmt.Errorf("the emulated Stripe API: %w", err)
+	}
+	w.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+
 	// The processes.
 	base := []string{
 		"DATABASE_URL=" + w.proxyURL, "REDIS_URL=" + w.redis.url(),
@@ -160,6 +171,7 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 		"JOB_LOCK_TTL=5s", "RECONCILE_AFTER=" + reconcileAfter.String(), "ORDER_MAX_UNITS=1000", "OPEN_ORDERS_PER_CLIENT=0",
 		"REQUEST_TIMEOUT=5s", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=" + opts.LogLevel,
 	}
+	base = append(base, w.stripe.env()...)
 	for _, r := range roles {
 		for i := range r.count {
 			name := r.name
@@ -197,8 +209,11 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 	if err := w.ready(ctx, 90*time.Second); err != nil {
 		return w, err
 	}
-	w.say("world ready: database %s, redis %s, proxy %s → %s, 7 processes, logs in %s",
-		w.dbName, w.redis.addr, w.proxy.Listen, upstream, w.logDir)
+	if err := w.createProduct(ctx); err != nil {
+		return w, err
+	}
+	w.say("world ready: database %s, redis %s, proxy %s → %s, Stripe API %s, 7 processes, logs in %s",
+		w.dbName, w.redis.addr, w.proxy.Listen, upstream, w.stripe.apiURL(), w.logDir)
 	return w, nil
 }
 
@@ -211,6 +226,9 @@ func (w *world) tearDown(failed bool) {
 		go func() { defer wg.Done(); p.stop() }()
 	}
 	wg.Wait()
+	if w.stripe != nil {
+		w.stripe.close()
+	}
 	if w.redis != nil {
 		w.redis.kill()
 	}

@@ -1,0 +1,392 @@
+package main
+
+// The gateway the processes call. Sekali calls a gateway too: it opens a
+// Stripe Checkout Session when a customer presses Pay, and asks for the
+// refunds an admin asks for, and each call must happen once in effect
+// whatever fails. The run hosts the sandbox gateway's emulation of
+// Stripe's API in this process — never killed, so what the gateway made
+// outlives every fault — points every process at it
+// (PAYMENT_GATEWAY=stripe), makes its calls fail at random moments (a 500
+// before acting; or acting and never answering, until the caller gives
+// up) and, after each round, compares what the gateway made with what
+// Sekali recorded (compare).
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	stripego "github.com/stripe/stripe-go/v82"
+
+	stripegw "github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+// The calls the gateway counts faults of, and the faults.
+const (
+	pageCall   = 0 // POST /v1/checkout/sessions
+	refundCall = 1 // POST /v1/refunds
+
+	failedCall = 0 // answered 500 before acting (Faults.FailNext)
+	heldCall   = 1 // acted, and never answered (Faults.TimeOutAfterActing)
+)
+
+// faultsMet counts the calls that met a fault, by call and fault.
+type faultsMet [2][2]int
+
+func (m faultsMet) String() string {
+	return fmt.Sprintf("Checkout Sessions %d×500, %d×no answer; refunds %d×500, %d×no answer",
+		m[pageCall][failedCall], m[pageCall][heldCall], m[refundCall][failedCall], m[refundCall][heldCall])
+}
+
+func (m faultsMet) total() int { return m[0][0] + m[0][1] + m[1][0] + m[1][1] }
+
+func (m *faultsMet) add(o faultsMet) {
+	for c := range m {
+		for f := range m[c] {
+			m[c][f] += o[c][f]
+		}
+	}
+}
+
+// stripeGateway is the emulated Stripe every process calls.
+type stripeGateway struct {
+	g    *sandboxgw.Gateway
+	srv  *httptest.Server
+	key  string           // STRIPE_SECRET_KEY
+	hook string           // STRIPE_WEBHOOK_SECRET: the payments' notifications are signed with it
+	api  *stripego.Client // the run's own reads of what the gateway made
+	send payments.Sender  // writes and signs Stripe's notifications
+
+	mu  sync.Mutex
+	met faultsMet // since the last takeMet
+}
+
+// startStripe serves the emulated Stripe API on a free port.
+func startStripe() (*stripeGateway, error) {
+	s := &stripeGateway{key: "sk_test_chaos_" + randomHex(12), hook: "whsec_" + randomHex(16)}
+	// No orders service: only its Stripe API is asked, never its pages.
+	s.g = sandboxgw.New(nil, []byte(randomHex(16)), "http://127.0.0.1:1", slog.New(slog.DiscardHandler))
+	s.g.SpeakStripeAPI(s.key)
+	e := echo.New()
+	s.g.Mount(e)
+	s.srv = httptest.NewServer(s.counting(e))
+	var err error
+	if s.api, err = stripegw.NewAPIClient(s.key, s.apiURL()); err != nil {
+		return s, err
+	}
+	s.send, err = stripegw.NewSender(s.hook)
+	return s, err
+}
+
+// apiURL is STRIPE_API_URL.
+func (s *stripeGateway) apiURL() string { return s.srv.URL + sandboxgw.StripeAPIPath }
+
+// env points a process at the gateway.
+func (s *stripeGateway) env() []string {
+	return []string{"PAYMENT_GATEWAY=stripe", "STRIPE_SECRET_KEY=" + s.key, "STRIPE_API_URL=" + s.apiURL(), "STRIPE_WEBHOOK_SECRET=" + s.hook}
+}
+
+func (s *stripeGateway) close() {
+	s.srv.CloseClientConnections() // calls held unanswered end here
+	s.srv.Close()
+	s.g.Close()
+}
+
+// arm sets a fault switch.
+func (s *stripeGateway) arm(f gatewayFault) {
+	if f.Hang {
+		s.g.Faults().TimeOutAfterActing(f.N)
+	} else {
+		s.g.Faults().FailNext(f.N)
+	}
+}
+
+// disarm turns both switches off: the faults of a round end with it.
+func (s *stripeGateway) disarm() {
+	s.g.Faults().FailNext(0)
+	s.g.Faults().TimeOutAfterActing(0)
+}
+
+// takeMet returns the faults calls met since the last call.
+func (s *stripeGateway) takeMet() faultsMet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.met
+	s.met = faultsMet{}
+	return m
+}
+
+// counting counts the calls that meet a fault: a 500 (the gateway's own
+// errors are other statuses), or a call held until its caller gave up,
+// which ends in http.ErrAbortHandler.
+func (s *stripeGateway) counting(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		call := -1
+		switch {
+		case r.Method != http.MethodPost:
+		case strings.HasSuffix(r.URL.Path, "/v1/checkout/sessions"):
+			call = pageCall
+		case strings.HasSuffix(r.URL.Path, "/v1/refunds"):
+			call = refundCall
+		}
+		if call < 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					s.count(call, heldCall)
+				}
+				panic(v)
+			}
+		}()
+		next.ServeHTTP(sw, r)
+		if sw.status == http.StatusInternalServerError {
+			s.count(call, failedCall)
+		}
+	})
+}
+
+func (s *stripeGateway) count(call, fault int) {
+	s.mu.Lock()
+	s.met[call][fault]++
+	s.mu.Unlock()
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// gatewayFault flips one of the gateway's fault switches during a round.
+type gatewayFault struct {
+	At   time.Duration // after the storm's start
+	Hang bool          // TimeOutAfterActing; else FailNext
+	N    int           // the calls it applies to, whichever they are
+}
+
+func (f gatewayFault) describe() string {
+	if f.Hang {
+		return fmt.Sprintf("gateway acts, no answer ×%d", f.N)
+	}
+	return fmt.Sprintf("gateway 500 ×%d", f.N)
+}
+
+// gatewayRow is a gateway_requests row of Stripe's.
+type gatewayRow struct {
+	kind, orderID, key, phase, object, orderStatus string
+	amount                                         int64
+	currency                                       string
+}
+
+// settledRows waits (until deadline) until no refund asked of Stripe is
+// planned or sent: each has its answer, and no create_payment row of a
+// pending order waits either (a press after the lease records it). It
+// returns the rows still waiting at the end.
+func (w *world) settledRows(ctx context.Context, deadline time.Time) []gatewayRow {
+	var waiting []gatewayRow
+	pollUntil(ctx, time.Until(deadline), func() bool {
+		rows, err := w.gatewayRows(ctx, "phase IN ('planned', 'sent')")
+		if err != nil {
+			return false
+		}
+		waiting = waiting[:0]
+		for _, r := range rows {
+			if r.kind == string(models.GatewayRefund) || r.orderStatus == string(models.OrderPending) {
+				waiting = append(waiting, r)
+			}
+		}
+		return len(waiting) == 0
+	})
+	return waiting
+}
+
+// gatewayRows reads Stripe's gateway_requests rows that match where.
+func (w *world) gatewayRows(ctx context.Context, where string) ([]gatewayRow, error) {
+	rows, err := w.db.Query(ctx, `SELECT g.kind, g.order_id, g.idempotency_key, g.phase, g.provider_object_id, o.status, g.amount, g.currency
+		FROM gateway_requests g JOIN orders o ON o.id = g.order_id WHERE g.provider = 'stripe' AND `+where+` ORDER BY g.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []gatewayRow
+	for rows.Next() {
+		var r gatewayRow
+		if err := rows.Scan(&r.kind, &r.orderID, &r.key, &r.phase, &r.object, &r.orderStatus, &r.amount, &r.currency); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// comparison is what compare found.
+type comparison struct {
+	Sessions, Refunds int      // at the gateway
+	Unrecorded        int      // create_payment rows left sent: the order was paid before its page was recorded
+	Problems          []string // each a violation
+}
+
+// compare holds what the gateway made against what Sekali recorded:
+//
+//   - every create_payment row done names the one Checkout Session the
+//     gateway has of its order, of its amount; a failed one has none,
+//     one still sent (its order paid before the page was recorded) at
+//     most one; no session without a row;
+//   - every refund row done names the one refund the gateway has under
+//     its key (metadata refund_key, which the Idempotency-Key goes
+//     with), of its amount; a failed one has none; no refund at the
+//     gateway without a done or sent row; no refund row still waiting;
+//   - no payment refunded at the gateway above what it took.
+func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, error) {
+	var c comparison
+	problem := func(format string, args ...any) { c.Problems = append(c.Problems, fmt.Sprintf(format, args...)) }
+	rows, err := w.gatewayRows(ctx, "true")
+	if err != nil {
+		return c, err
+	}
+	sessions := map[string][]*stripego.CheckoutSession{} // by order
+	for cs, err := range w.stripe.api.V1CheckoutSessions.List(ctx, &stripego.CheckoutSessionListParams{ListParams: stripego.ListParams{Limit: stripego.Int64(100)}}) {
+		if err != nil {
+			return c, fmt.Errorf("list the gateway's Checkout Sessions: %w", err)
+		}
+		sessions[cs.Metadata["order_id"]] = append(sessions[cs.Metadata["order_id"]], cs)
+		c.Sessions++
+	}
+	refunds := map[string][]*stripego.Refund{} // by refund_key
+	var all []*stripego.Refund
+	for re, err := range w.stripe.api.V1Refunds.List(ctx, &stripego.RefundListParams{ListParams: stripego.ListParams{Limit: stripego.Int64(100)}}) {
+		if err != nil {
+			return c, fmt.Errorf("list the gateway's refunds: %w", err)
+		}
+		refunds[re.Metadata["refund_key"]] = append(refunds[re.Metadata["refund_key"]], re)
+		all = append(all, re)
+		c.Refunds++
+	}
+	ids := func(n int, id func(i int) string) string {
+		var s []string
+		for i := range n {
+			s = append(s, id(i))
+		}
+		return strings.Join(s, ", ")
+	}
+
+	pages, asked := map[string]bool{}, map[string]bool{}
+	for _, r := range rows {
+		want, ok := stripegw.Amount(r.amount, r.currency)
+		if !ok {
+			problem("%s %s of order %s asks %d %s, which is no Stripe amount", r.kind, r.key, r.orderID, r.amount, r.currency)
+			continue
+		}
+		switch models.GatewayRequestKind(r.kind) {
+		case models.GatewayCreatePayment:
+			pages[r.orderID] = true
+			got := sessions[r.orderID]
+			list := ids(len(got), func(i int) string { return got[i].ID })
+			switch {
+			case r.phase == string(models.GatewayDone) && len(got) != 1:
+				problem("create_payment of order %s is done (%s) but the gateway has %d Checkout Sessions of it: %s", r.orderID, r.object, len(got), list)
+			case r.phase == string(models.GatewayDone) && (got[0].ID != r.object || got[0].AmountTotal != want):
+				problem("create_payment of order %s is done as %s of %d, the gateway's session is %s of %d", r.orderID, r.object, want, got[0].ID, got[0].AmountTotal)
+			case r.phase == string(models.GatewayFailed) && len(got) > 0:
+				problem("create_payment of order %s failed but the gateway has its session(s) %s", r.orderID, list)
+			case len(got) > 1:
+				problem("create_payment of order %s is %s and the gateway has %d Checkout Sessions of it: %s", r.orderID, r.phase, len(got), list)
+			case r.phase == string(models.GatewaySent) || r.phase == string(models.GatewayPlanned):
+				c.Unrecorded++
+			}
+		case models.GatewayRefund:
+			asked[r.key] = r.phase == string(models.GatewayDone) || r.phase == string(models.GatewaySent)
+			got := refunds[r.key]
+			list := ids(len(got), func(i int) string { return got[i].ID })
+			switch {
+			case r.phase == string(models.GatewayDone) && len(got) != 1:
+				problem("refund %s of order %s is done (%s) but the gateway has %d refunds under its key: %s", r.key, r.orderID, r.object, len(got), list)
+			case r.phase == string(models.GatewayDone) && (got[0].ID != r.object || got[0].Amount != want):
+				problem("refund %s of order %s is done as %s of %d, the gateway's refund is %s of %d", r.key, r.orderID, r.object, want, got[0].ID, got[0].Amount)
+			case r.phase == string(models.GatewayFailed) && len(got) > 0:
+				problem("refund %s of order %s failed but the gateway made %s", r.key, r.orderID, list)
+			case len(got) > 1:
+				problem("refund %s of order %s is %s and the gateway made %d refunds under its key: %s", r.key, r.orderID, r.phase, len(got), list)
+			}
+		}
+	}
+	for _, r := range waiting {
+		if r.kind == string(models.GatewayRefund) {
+			problem("refund %s of order %s is still %s after the settling time", r.key, r.orderID, r.phase)
+		} else {
+			problem("create_payment of pending order %s is still %s after the settling time", r.orderID, r.phase)
+		}
+	}
+	for _, order := range sortedKeys(sessions) {
+		if !pages[order] {
+			problem("the gateway has %d Checkout Session(s) of order %q, of which Sekali asked none", len(sessions[order]), order)
+		}
+	}
+	for _, key := range sortedKeys(refunds) {
+		if !asked[key] {
+			problem("the gateway made refund(s) %s under key %q, which no done or sent refund of Sekali's has",
+				ids(len(refunds[key]), func(i int) string { return refunds[key][i].ID }), key)
+		}
+	}
+
+	// No payment refunded above what it took.
+	took := map[string]int64{}
+	prs, err := w.db.Query(ctx, "SELECT provider_reference, amount, currency FROM payments WHERE provider = 'stripe'")
+	if err != nil {
+		return c, err
+	}
+	for prs.Next() {
+		var ref, currency string
+		var amount int64
+		if err := prs.Scan(&ref, &amount, &currency); err != nil {
+			prs.Close()
+			return c, err
+		}
+		took[ref], _ = stripegw.Amount(amount, currency)
+	}
+	prs.Close()
+	if err := prs.Err(); err != nil {
+		return c, err
+	}
+	refunded := map[string]int64{}
+	for _, re := range all {
+		pi := ""
+		if re.PaymentIntent != nil {
+			pi = re.PaymentIntent.ID
+		}
+		refunded[pi] += re.Amount
+	}
+	for _, pi := range sortedKeys(refunded) {
+		if amount, ok := took[pi]; !ok || refunded[pi] > amount {
+			problem("payment %q is refunded %d at the gateway; it took %d", pi, refunded[pi], amount)
+		}
+	}
+	return c, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
