@@ -23,9 +23,14 @@ import (
 //  3. PostgreSQL cut for 3 s, a web process killed during the cut (it
 //     fails to start again until the cut ends) and a relay killed after.
 //
-// Each round ends with `sekali verify` after a drain; the test wants no
-// violation, every fault counted, and as many invoices and emails as
-// orders were paid.
+// Meanwhile a customer a second presses Pay at the emulated Stripe the
+// run hosts, pays, and is refunded; in round 1 the gateway fails two
+// calls with a 500 and leaves two unanswered after acting.
+//
+// Each round ends with `sekali verify` after a drain, and the gateway
+// held against the database; the test wants no violation, every fault
+// counted, as many invoices and emails as orders were paid, pages opened
+// and orders paid through the gateway, refunds taken, refused and done.
 //
 // What bounds its duration (about 1.5 min): round 1 waits for Asynq's
 // fixed lease on the killed worker's tasks (62 s after the kill, see

@@ -309,8 +309,8 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 				problem("create_payment of order %s failed but the gateway has its session(s) %s", r.orderID, list)
 			case len(got) > 1:
 				problem("create_payment of order %s is %s and the gateway has %d Checkout Sessions of it: %s", r.orderID, r.phase, len(got), list)
-			case r.phase == string(models.GatewaySent) || r.phase == string(models.GatewayPlanned):
-				c.Unrecorded++
+			case (r.phase == string(models.GatewaySent) || r.phase == string(models.GatewayPlanned)) && r.orderStatus != string(models.OrderPending):
+				c.Unrecorded++ // no press can record it now; the one session it may have is its order's
 			}
 		case models.GatewayRefund:
 			asked[r.key] = r.phase == string(models.GatewayDone) || r.phase == string(models.GatewaySent)

@@ -1,16 +1,24 @@
 // Command chaos runs Sekali as a small cluster — two web, two worker, two
 // relay processes and a scheduler, each a real `sekali serve` — on a world
 // of its own (a fresh database behind an in-process TCP proxy, a private
-// redis-server), drives duplicate storms at the two web processes, and
-// meanwhile breaks things at random moments: it SIGKILLs processes and
-// restarts them, restarts Redis without its data, and cuts PostgreSQL
-// for a few seconds. After each round it heals everything, lets the work
-// drain and asks `sekali verify` whether every effect happened exactly
-// once. `make chaos` runs it.
+// redis-server, and the gateway the processes call: the sandbox
+// gateway's emulation of Stripe's API, served by this program), drives
+// duplicate storms at the two web processes while customers press Pay
+// (a Checkout Session at the gateway), pay, and are refunded by admins
+// (refunds the workers ask the gateway for), and meanwhile breaks things
+// at random moments: it SIGKILLs processes and restarts them, restarts
+// Redis without its data, cuts PostgreSQL for a few seconds, and makes
+// the gateway answer 500 before acting, or act and never answer. After
+// each round it heals everything, finishes what customers and admins
+// began, lets the work drain and asks `sekali verify` whether every
+// effect happened exactly once, then holds what the gateway made against
+// what Sekali recorded: one session per page recorded, one refund per
+// refund recorded, of their amounts, nothing the gateway made unrecorded,
+// no payment refunded above what it took. `make chaos` runs it.
 //
 // The replayer's own verdicts mean nothing under faults (a delivery cut
 // by a kill is an error, not a bug) and are ignored: only the integrity
-// audit judges.
+// audit and the comparison with the gateway judge.
 package main
 
 import (
@@ -102,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Presses, "presses", o.Presses, "presses of Pay at once per order, on both web processes")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "LOG_LEVEL of the sekali processes")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run ./loadtest/chaos [flags]\n\nRuns Sekali as seven processes under duplicate storms while killing\nprocesses, restarting Redis without its data and cutting PostgreSQL; the\nintegrity audit judges every round. Needs PostgreSQL (SEKALI_TEST_DATABASE_URL)\nand redis-server.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: go run ./loadtest/chaos [flags]\n\nRuns Sekali as seven processes under duplicate storms, Pay presses and\nrefunds while killing processes, restarting Redis without its data, cutting\nPostgreSQL and failing the calls to an emulated Stripe; the integrity audit\nand a comparison of the gateway with the database judge every round. Needs\nPostgreSQL (SEKALI_TEST_DATABASE_URL) and redis-server.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
