@@ -71,25 +71,45 @@ type stripeGateway struct {
 	met faultsMet // since the last takeMet
 }
 
-// startStripe serves the emulated Stripe API on a free port.
-func startStripe() (*stripeGateway, error) {
-	s := &stripeGateway{key: "sk_test_chaos_" + randomHex(12), hook: "whsec_" + randomHex(16)}
+// notifyRetries is when the gateway tries a notification again that
+// was not answered 2xx: longer than the sandbox's own schedule, so that a
+// refund's notification outlives a kill or a cut of the web process it
+// goes to (Stripe tries for days).
+var notifyRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+
+// newStripe takes a free port for the emulated Stripe API; serve starts
+// it once the web processes' addresses are known.
+func newStripe() *stripeGateway {
+	return &stripeGateway{key: "sk_test_chaos_" + randomHex(12), hook: "whsec_" + randomHex(16), srv: httptest.NewUnstartedServer(nil)}
+}
+
+// serve starts the gateway. Its own notifications — Stripe's
+// charge.refunded after each refund it makes — go to callbackURL, a web
+// process.
+func (s *stripeGateway) serve(callbackURL string) error {
+	var err error
+	if s.send, err = stripegw.NewSender(s.hook); err != nil {
+		return err
+	}
+	if s.api, err = stripegw.NewAPIClient(s.key, s.apiURL()); err != nil {
+		return err
+	}
 	// No orders service: only its Stripe API is asked, never its pages.
-	s.g = sandboxgw.New(nil, []byte(randomHex(16)), "http://127.0.0.1:1", slog.New(slog.DiscardHandler))
+	s.g = sandboxgw.New(nil, []byte(randomHex(16)), callbackURL, slog.New(slog.DiscardHandler))
+	s.g.Speak(s.send)
 	s.g.SpeakStripeAPI(s.key)
+	s.g.Retries = notifyRetries
 	e := echo.New()
 	s.g.Mount(e)
-	s.srv = httptest.NewServer(s.counting(e))
-	var err error
-	if s.api, err = stripegw.NewAPIClient(s.key, s.apiURL()); err != nil {
-		return s, err
-	}
-	s.send, err = stripegw.NewSender(s.hook)
-	return s, err
+	s.srv.Config.Handler = s.counting(e)
+	s.srv.Start()
+	return nil
 }
 
 // apiURL is STRIPE_API_URL.
-func (s *stripeGateway) apiURL() string { return s.srv.URL + sandboxgw.StripeAPIPath }
+func (s *stripeGateway) apiURL() string {
+	return "http://" + s.srv.Listener.Addr().String() + sandboxgw.StripeAPIPath
+}
 
 // env points a process at the gateway.
 func (s *stripeGateway) env() []string {
@@ -97,9 +117,11 @@ func (s *stripeGateway) env() []string {
 }
 
 func (s *stripeGateway) close() {
+	if s.g != nil {
+		s.g.Close() // no more notifications
+	}
 	s.srv.CloseClientConnections() // calls held unanswered end here
 	s.srv.Close()
-	s.g.Close()
 }
 
 // arm sets a fault switch.
@@ -191,9 +213,9 @@ func (f gatewayFault) describe() string {
 
 // gatewayRow is a gateway_requests row of Stripe's.
 type gatewayRow struct {
-	kind, orderID, key, phase, object, orderStatus string
-	amount                                         int64
-	currency                                       string
+	kind, orderID, key, phase, object, orderStatus, lastError string
+	amount                                                    int64
+	currency                                                  string
 }
 
 // settledRows waits (until deadline) until no refund asked of Stripe is
@@ -220,7 +242,7 @@ func (w *world) settledRows(ctx context.Context, deadline time.Time) []gatewayRo
 
 // gatewayRows reads Stripe's gateway_requests rows that match where.
 func (w *world) gatewayRows(ctx context.Context, where string) ([]gatewayRow, error) {
-	rows, err := w.db.Query(ctx, `SELECT g.kind, g.order_id, g.idempotency_key, g.phase, g.provider_object_id, o.status, g.amount, g.currency
+	rows, err := w.db.Query(ctx, `SELECT g.kind, g.order_id, g.idempotency_key, g.phase, g.provider_object_id, o.status, g.last_error, g.amount, g.currency
 		FROM gateway_requests g JOIN orders o ON o.id = g.order_id WHERE g.provider = 'stripe' AND `+where+` ORDER BY g.id`)
 	if err != nil {
 		return nil, err
@@ -229,7 +251,7 @@ func (w *world) gatewayRows(ctx context.Context, where string) ([]gatewayRow, er
 	var out []gatewayRow
 	for rows.Next() {
 		var r gatewayRow
-		if err := rows.Scan(&r.kind, &r.orderID, &r.key, &r.phase, &r.object, &r.orderStatus, &r.amount, &r.currency); err != nil {
+		if err := rows.Scan(&r.kind, &r.orderID, &r.key, &r.phase, &r.object, &r.orderStatus, &r.lastError, &r.amount, &r.currency); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -305,8 +327,8 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 				problem("create_payment of order %s is done (%s) but the gateway has %d Checkout Sessions of it: %s", r.orderID, r.object, len(got), list)
 			case r.phase == string(models.GatewayDone) && (got[0].ID != r.object || got[0].AmountTotal != want):
 				problem("create_payment of order %s is done as %s of %d, the gateway's session is %s of %d", r.orderID, r.object, want, got[0].ID, got[0].AmountTotal)
-			case r.phase == string(models.GatewayFailed) && len(got) > 0:
-				problem("create_payment of order %s failed but the gateway has its session(s) %s", r.orderID, list)
+			case r.phase == string(models.GatewayFailed):
+				problem("create_payment of order %s failed (%s); the gateway has %d session(s) of it %s", r.orderID, r.lastError, len(got), list)
 			case len(got) > 1:
 				problem("create_payment of order %s is %s and the gateway has %d Checkout Sessions of it: %s", r.orderID, r.phase, len(got), list)
 			case (r.phase == string(models.GatewaySent) || r.phase == string(models.GatewayPlanned)) && r.orderStatus != string(models.OrderPending):
@@ -321,8 +343,8 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 				problem("refund %s of order %s is done (%s) but the gateway has %d refunds under its key: %s", r.key, r.orderID, r.object, len(got), list)
 			case r.phase == string(models.GatewayDone) && (got[0].ID != r.object || got[0].Amount != want):
 				problem("refund %s of order %s is done as %s of %d, the gateway's refund is %s of %d", r.key, r.orderID, r.object, want, got[0].ID, got[0].Amount)
-			case r.phase == string(models.GatewayFailed) && len(got) > 0:
-				problem("refund %s of order %s failed but the gateway made %s", r.key, r.orderID, list)
+			case r.phase == string(models.GatewayFailed):
+				problem("refund %s of order %s failed (%s); the gateway made %d under its key %s", r.key, r.orderID, r.lastError, len(got), list)
 			case len(got) > 1:
 				problem("refund %s of order %s is %s and the gateway made %d refunds under its key: %s", r.key, r.orderID, r.phase, len(got), list)
 			}

@@ -159,9 +159,7 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 	}
 
 	// The gateway the processes call, here: it outlives every kill.
-	if w.stripe, err = startStripe(); err != nil {
-		return w, fmt.Errorf("the emulated Stripe API: %w", err)
-	}
+	w.stripe = newStripe()
 	w.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 
 	// The processes.
@@ -200,6 +198,9 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 			}
 			w.procs = append(w.procs, p)
 		}
+	}
+	if err := w.stripe.serve(w.webURLs[0]); err != nil {
+		return w, fmt.Errorf("the emulated Stripe API: %w", err)
 	}
 	for _, p := range w.procs {
 		if err := p.run(); err != nil {
