@@ -128,7 +128,7 @@ type roundResult struct {
 	Pages          int       // orders whose Pay answered with a page
 	StripePaid     int       // orders paid by the gateway's notification
 	RefundsTaken   int       // refund requests answered 202
-	RefundsRefused int       // answered 422: another took what was left
+	RefundsRefused int       // answered 422 (or 409, the order refunded by then): another took what was left
 	RefundsDone    int64     // refund rows done (the gateway answered it refunded)
 	GatewayFaults  faultsMet // calls that met a fault
 	Sessions       int       // Checkout Sessions at the gateway, after the round

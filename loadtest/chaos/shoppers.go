@@ -400,8 +400,9 @@ func (w *world) askRefund(ctx context.Context, target, orderID string, a *refund
 
 // judgeRefunds checks the answers: each key answered alike by all its
 // copies, and in each group exactly one ask taken (202), the others
-// refused (422). Groups still unanswered after the settling time are
-// problems too. It returns the problems, and the asks taken and refused.
+// refused (422, or refundedInFull). Groups still unanswered after the
+// settling time are problems too. It returns the problems, and the asks
+// taken and refused.
 func (s *shop) judgeRefunds() (problems []string, taken, refused int) {
 	s.mu.Lock()
 	all := append([]*shopper(nil), s.shoppers...)
@@ -426,11 +427,11 @@ func (s *shop) judgeRefunds() (problems []string, taken, refused int) {
 							a.key, o.id, first.status, first.id, ans.status, ans.id))
 					}
 				}
-				switch first.status {
-				case http.StatusAccepted:
+				switch {
+				case first.status == http.StatusAccepted:
 					won = append(won, a.key)
 					taken++
-				case http.StatusUnprocessableEntity:
+				case first.status == http.StatusUnprocessableEntity, refundedInFull(first):
 					refused++
 				default:
 					problems = append(problems, fmt.Sprintf("refund key %s of order %s answered %d %s: %s", a.key, o.id, first.status, first.code, first.detail))
@@ -447,6 +448,15 @@ func (s *shop) judgeRefunds() (problems []string, taken, refused int) {
 		o.mu.Unlock()
 	}
 	return problems, taken, refused
+}
+
+// refundedInFull is the other refusal of an ask that lost its race:
+// once the refund that took all that was left is answered by the
+// gateway, the order is refunded, and an ask then is refused as a
+// transition the order cannot make (409), no longer as more than what
+// is left (422).
+func refundedInFull(a refundAnswer) bool {
+	return a.status == http.StatusConflict && a.code == models.EInvalidTransition && strings.Contains(a.detail, " is refunded:")
 }
 
 // refundsTaken reports whether a group should have had a winner: it was
