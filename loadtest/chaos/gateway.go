@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -67,8 +68,16 @@ type stripeGateway struct {
 	api  *stripego.Client // the run's own reads of what the gateway made
 	send payments.Sender  // writes and signs Stripe's notifications
 
-	mu  sync.Mutex
-	met faultsMet // since the last takeMet
+	mu      sync.Mutex
+	met     faultsMet      // since the last takeMet
+	pending []pendingFault // to arm at the next call of a kind
+}
+
+// pendingFault waits for the next call of its kind; armed reports it
+// armed.
+type pendingFault struct {
+	f     gatewayFault
+	armed func()
 }
 
 // notifyRetries is when the gateway tries a notification again that
@@ -133,8 +142,38 @@ func (s *stripeGateway) arm(f gatewayFault) {
 	}
 }
 
-// disarm turns both switches off: the faults of a round end with it.
+// armAtCall arms f when the next call of its kind (f.On) comes, just
+// before the gateway takes it.
+func (s *stripeGateway) armAtCall(f gatewayFault, armed func()) {
+	s.mu.Lock()
+	s.pending = append(s.pending, pendingFault{f, armed})
+	s.mu.Unlock()
+}
+
+// calling arms the faults that wait for a call of this kind.
+func (s *stripeGateway) calling(call int) {
+	s.mu.Lock()
+	var now []pendingFault
+	s.pending = slices.DeleteFunc(s.pending, func(p pendingFault) bool {
+		if p.f.On == callNames[call] {
+			now = append(now, p)
+			return true
+		}
+		return false
+	})
+	s.mu.Unlock()
+	for _, p := range now {
+		s.arm(p.f)
+		p.armed()
+	}
+}
+
+// disarm turns both switches off, and forgets the faults waiting for a
+// call: the faults of a round end with it.
 func (s *stripeGateway) disarm() {
+	s.mu.Lock()
+	s.pending = nil
+	s.mu.Unlock()
 	s.g.Faults().FailNext(0)
 	s.g.Faults().TimeOutAfterActing(0)
 }
@@ -165,6 +204,7 @@ func (s *stripeGateway) counting(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		s.calling(call)
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
@@ -202,13 +242,24 @@ type gatewayFault struct {
 	At   time.Duration // after the storm's start
 	Hang bool          // TimeOutAfterActing; else FailNext
 	N    int           // the calls it applies to, whichever they are
+	// On, when it names a kind of call (callNames), waits from At for
+	// the next call of that kind and flips the switch as it comes, so
+	// that it is the first call the fault applies to; "" flips it at At.
+	On string
 }
 
+// callNames name the calls, by pageCall and refundCall.
+var callNames = [2]string{"session", "refund"}
+
 func (f gatewayFault) describe() string {
+	what := fmt.Sprintf("gateway 500 ×%d", f.N)
 	if f.Hang {
-		return fmt.Sprintf("gateway acts, no answer ×%d", f.N)
+		what = fmt.Sprintf("gateway acts, no answer ×%d", f.N)
 	}
-	return fmt.Sprintf("gateway 500 ×%d", f.N)
+	if f.On != "" {
+		what += " from a " + f.On
+	}
+	return what
 }
 
 // gatewayRow is a gateway_requests row of Stripe's.

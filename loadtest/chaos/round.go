@@ -98,7 +98,8 @@ func randomPlan(rng *rand.Rand, storm time.Duration) plan {
 	}
 	sort.Slice(p.Faults, func(i, j int) bool { return p.Faults[i].At < p.Faults[j].At })
 	for range 1 + rng.IntN(3) {
-		p.Gateway = append(p.Gateway, gatewayFault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Hang: rng.IntN(2) == 0, N: 1 + rng.IntN(3)})
+		p.Gateway = append(p.Gateway, gatewayFault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Hang: rng.IntN(2) == 0,
+			N: 1 + rng.IntN(3), On: []string{"", callNames[pageCall], callNames[refundCall]}[rng.IntN(3)]})
 	}
 	sort.Slice(p.Gateway, func(i, j int) bool { return p.Gateway[i].At < p.Gateway[j].At })
 	return p
@@ -346,6 +347,10 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 			defer faults.Done()
 			time.Sleep(time.Until(start.Add(f.At))) // fault timing: sleeping to the chosen moment is the point
 			if ctx.Err() != nil {
+				return
+			}
+			if f.On != "" {
+				w.stripe.armAtCall(f, func() { event("%s: the next %d call(s) to the gateway, as one comes", f.describe(), f.N) })
 				return
 			}
 			w.stripe.arm(f)
