@@ -49,8 +49,6 @@ func (m faultsMet) String() string {
 		m[pageCall][failedCall], m[pageCall][heldCall], m[refundCall][failedCall], m[refundCall][heldCall])
 }
 
-func (m faultsMet) total() int { return m[0][0] + m[0][1] + m[1][0] + m[1][1] }
-
 func (m *faultsMet) add(o faultsMet) {
 	for c := range m {
 		for f := range m[c] {

@@ -9,8 +9,8 @@ package main
 // gateway retries — and an admin refunds two orders in three: two
 // refunds of all that is left asked at once under different keys (one
 // must be taken, the other refused: 422), one of them sent twice; or
-// half first, sent twice, then the rest, again twice at once under
-// different keys. What the storm's end cuts short is finished when the
+// half first, sent twice, then, once the gateway has answered it, the
+// rest, again twice at once under different keys. What the storm's end cuts short is finished when the
 // round settles, and then judged.
 
 import (
@@ -124,9 +124,36 @@ func (w *world) follow(ctx context.Context, s *shop, o *shopper) {
 	}
 	groups := o.refunds
 	o.mu.Unlock()
-	for _, g := range groups {
+	for i, g := range groups {
+		if i > 0 && !w.refundsAnswered(ctx, o) {
+			return
+		}
 		if !w.askRefunds(ctx, o, g) {
 			return // the next group waits until this one is answered
+		}
+	}
+}
+
+// refundsAnswered waits until the gateway has answered every refund
+// asked of o (none is planned or sent), as an admin who refunds the rest
+// once the first refund shows done; false when ctx ends first.
+//
+// Asked sooner, the rest may be refused: a refund the gateway made and
+// notified (charge.refunded, applied to the payment) while its answer is
+// lost is counted twice — refunded, and still asked — until its answer
+// comes, and Sekali answers that nothing is left (422).
+func (w *world) refundsAnswered(ctx context.Context, o *shopper) bool {
+	for {
+		var open int
+		err := w.db.QueryRow(ctx, "SELECT count(*) FROM gateway_requests WHERE order_id = $1 AND kind = 'refund' AND phase IN ('planned', 'sent')",
+			o.id).Scan(&open)
+		if err == nil && open == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond): // polling a condition
 		}
 	}
 }
@@ -441,8 +468,14 @@ func (s *shop) judgeRefunds() (problems []string, taken, refused int) {
 			case !answered:
 				problems = append(problems, fmt.Sprintf("refunds of order %s (group %d) have no definite answer after the settling time", o.id, gi+1))
 			case len(won) != 1:
-				problems = append(problems, fmt.Sprintf("refunds of order %s asked at once (group %d): %d taken (%s), want exactly one",
-					o.id, gi+1, len(won), strings.Join(won, ", ")))
+				var said []string
+				for _, a := range g {
+					if len(a.answers) > 0 {
+						said = append(said, fmt.Sprintf("%s: %d %s", a.key, a.answers[0].status, a.answers[0].detail))
+					}
+				}
+				problems = append(problems, fmt.Sprintf("refunds of order %s asked at once (group %d): %d taken, want exactly one (%s)",
+					o.id, gi+1, len(won), strings.Join(said, "; ")))
 			}
 		}
 		o.mu.Unlock()
