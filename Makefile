@@ -68,7 +68,7 @@ bench: build ## the goals of docs/performance.md as ratios to /healthz and the b
 CHAOS_ROUNDS ?= 20
 
 .PHONY: chaos
-chaos: build ## under duplicate storms, kill processes, empty Redis and cut PostgreSQL; the audit judges each round (CHAOS_ROUNDS=20, CHAOS_FLAGS=-seed=N -v)
+chaos: build ## under duplicate storms, Pay presses and refunds, kill processes, empty Redis, cut PostgreSQL and fail the calls to an emulated Stripe; the audit and the gateway judge each round (CHAOS_ROUNDS=20, CHAOS_FLAGS=-seed=N -v)
 	$(GO) run ./loadtest/chaos -bin $(BIN) -rounds $(CHAOS_ROUNDS) $(CHAOS_FLAGS)
 
 .PHONY: test-clean

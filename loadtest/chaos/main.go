@@ -99,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "rounds to run")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the fault schedule; 0: from the clock (it is printed at the start)")
 	fs.DurationVar(&o.RoundDuration, "round-duration", o.RoundDuration, "length of each round's storm; faults fall inside it")
-	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long verify may wait for the work of each round to finish")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "how long verify may wait for the work of each round to finish; also how long the customers' and admins' unfinished work and the gateway's rows may take to settle")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the database and the process logs")
 	fs.BoolVar(&o.Verbose, "v", false, "print every fault, storm and process event")
 	scenarios := fs.String("scenarios", strings.Join(o.Scenarios, ","), "loadtest scenarios each web process is stormed with, in turn")
