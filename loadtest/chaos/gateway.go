@@ -23,11 +23,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/labstack/echo/v4"
 	stripego "github.com/stripe/stripe-go/v82"
 
 	stripegw "github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/sandboxgw"
 )
@@ -274,6 +276,7 @@ type gatewayRow struct {
 func (w *world) settledRows(ctx context.Context, deadline time.Time) []gatewayRow {
 	var waiting []gatewayRow
 	pollUntil(ctx, time.Until(deadline), func() bool {
+		w.hurryRefunds(ctx)
 		rows, err := w.gatewayRows(ctx, "phase IN ('planned', 'sent')")
 		if err != nil {
 			return false
@@ -460,4 +463,33 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// hurryRefunds brings forward, once a second at most, the next try of
+// the refund jobs Asynq holds for a retry, when a refund's lease has
+// passed: a job that failed while PostgreSQL was cut, or while the
+// gateway did not answer, waits for its retry (1 s, 2 s, 4 s, … after
+// each failure, jobs.RetryDelay) and then for the refund's 20 s lease,
+// and would try again in its own time, up to a minute later. Like the
+// restarts after a round, this only brings forward what happens by
+// itself; before the lease has passed a try would only be refused (busy)
+// and push the next one further away, so none is made then.
+func (w *world) hurryRefunds(ctx context.Context) {
+	w.hurryMu.Lock()
+	defer w.hurryMu.Unlock()
+	if time.Since(w.hurried) < time.Second {
+		return
+	}
+	w.hurried = time.Now()
+	var free int
+	err := w.db.QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE kind = 'refund' AND phase IN ('planned', 'sent')
+		AND (locked_until IS NULL OR locked_until < now())`).Scan(&free)
+	if err != nil || free == 0 {
+		return
+	}
+	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: w.redis.addr})
+	defer insp.Close()
+	if n, err := insp.RunAllRetryTasks(jobs.QueueCritical); err == nil && n > 0 {
+		w.debug("%d refund task(s) waiting for a retry run now: their refund's lease has passed", n)
+	}
 }

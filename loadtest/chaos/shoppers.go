@@ -150,6 +150,7 @@ func (w *world) refundsAnswered(ctx context.Context, o *shopper) bool {
 		if err == nil && open == 0 {
 			return true
 		}
+		w.hurryRefunds(ctx)
 		select {
 		case <-ctx.Done():
 			return false

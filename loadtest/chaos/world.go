@@ -67,6 +67,8 @@ type world struct {
 	sku           string         // the product the customers order
 	offMu         sync.Mutex
 	noRefunds     string // why Sekali cannot ask for refunds, once it said so
+	hurryMu       sync.Mutex
+	hurried       time.Time // when hurryRefunds last looked
 	procs         []*proc
 	webs          []*proc
 	workers       []*proc
