@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	stripego "github.com/stripe/stripe-go/v82"
 
@@ -466,14 +467,14 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // hurryRefunds brings forward, once a second at most, the next try of
-// the refund jobs Asynq holds for a retry, when a refund's lease has
-// passed: a job that failed while PostgreSQL was cut, or while the
+// each refund job that Asynq holds for a retry while its refund's lease
+// has passed: a job that failed while PostgreSQL was cut, or while the
 // gateway did not answer, waits for its retry (1 s, 2 s, 4 s, … after
-// each failure, jobs.RetryDelay) and then for the refund's 20 s lease,
-// and would try again in its own time, up to a minute later. Like the
+// each failure, jobs.RetryDelay) and for the refund's 20 s lease, and
+// would try again in its own time, up to a minute later. Like the
 // restarts after a round, this only brings forward what happens by
-// itself; before the lease has passed a try would only be refused (busy)
-// and push the next one further away, so none is made then.
+// itself; a refund whose lease holds is left alone, as a try would only
+// be refused (busy) and push the next one further away.
 func (w *world) hurryRefunds(ctx context.Context) {
 	w.hurryMu.Lock()
 	defer w.hurryMu.Unlock()
@@ -481,15 +482,25 @@ func (w *world) hurryRefunds(ctx context.Context) {
 		return
 	}
 	w.hurried = time.Now()
-	var free int
-	err := w.db.QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE kind = 'refund' AND phase IN ('planned', 'sent')
-		AND (locked_until IS NULL OR locked_until < now())`).Scan(&free)
-	if err != nil || free == 0 {
+	rows, err := w.db.Query(ctx, `SELECT id FROM gateway_requests WHERE kind = 'refund' AND phase IN ('planned', 'sent')
+		AND (locked_until IS NULL OR locked_until < now())`)
+	if err != nil {
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(ids) == 0 {
 		return
 	}
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: w.redis.addr})
 	defer insp.Close()
-	if n, err := insp.RunAllRetryTasks(jobs.QueueCritical); err == nil && n > 0 {
-		w.debug("%d refund task(s) waiting for a retry run now: their refund's lease has passed", n)
+	n := 0
+	for _, id := range ids {
+		args := jobs.RefundArgs{RequestID: id}
+		if insp.RunTask(jobs.QueueCritical, args.Kind().ID(args.Key())) == nil { // an error: not waiting for a retry (pending, running)
+			n++
+		}
+	}
+	if n > 0 {
+		w.debug("%d refund job(s) waiting for a retry run now: their refund's lease has passed", n)
 	}
 }
