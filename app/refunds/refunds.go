@@ -158,7 +158,13 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 		}
 	}
 	if left <= 0 || amount > left {
-		return nil, models.Errorf(models.EInvalid, "at most %s is left to refund of order %s", money(max(left, 0), charge.Currency), o.ID)
+		msg := fmt.Sprintf("at most %s is left to refund of order %s", money(max(left, 0), charge.Currency), o.ID)
+		if a.open > 0 {
+			// What an unanswered refund asks is held back until the
+			// gateway answers it, even if its notification came first.
+			msg += fmt.Sprintf("; %s is asked by refunds the gateway has not answered yet, and counts once they are", money(a.open, charge.Currency))
+		}
+		return nil, models.Errorf(models.EInvalid, "%s", msg)
 	}
 	req := models.GatewayRequest{
 		Kind: models.GatewayRefund, OrderID: o.ID, Provider: charge.Provider, PaymentID: &charge.ID,
@@ -186,6 +192,7 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 type assessment struct {
 	charge *models.Payment
 	left   int64 // minor units: the charge less what is refunded and what open refunds ask
+	open   int64 // minor units that open (planned, sent) refunds ask
 	asked  int64 // how many refunds were asked of the order before
 }
 
@@ -205,7 +212,7 @@ func (s *Service) assess(tx *gorm.DB, o *models.Order) (assessment, error) {
 	if err != nil {
 		return assessment{}, err
 	}
-	return assessment{charge: charge, left: charge.Amount - charge.RefundedAmount - asked.Open, asked: asked.Count}, nil
+	return assessment{charge: charge, left: charge.Amount - charge.RefundedAmount - asked.Open, open: asked.Open, asked: asked.Count}, nil
 }
 
 // Refundable is what is left to refund of an order, and through whom;
