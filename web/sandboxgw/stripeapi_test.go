@@ -257,11 +257,14 @@ func TestStripeTimeOutAfterActing(t *testing.T) {
 		_, err := sc.V1CheckoutSessions.Create(ctx, sessionParams("ORD-ST-5", 5000, "checkout:ORD-ST-5"))
 		done <- err
 	}()
-	var created []*stripe.CheckoutSession
-	testenv.Eventually(t, "the gateway created the session", func() bool {
-		created = sessions(t, sc)
-		return len(created) == 1
-	})
+	// Held, not the session in the list: the session is listed while the
+	// call is still saving its answer under the key, and a retry then
+	// would meet the key in progress.
+	testenv.Eventually(t, "the gateway created the session and holds its answer", func() bool { return g.Faults().Held() == 1 })
+	created := sessions(t, sc)
+	if len(created) != 1 {
+		t.Fatalf("%d sessions while the answer is held, want 1", len(created))
+	}
 	giveUp()
 	if err := <-done; err == nil {
 		t.Fatal("the call answered, want no answer")
