@@ -324,7 +324,7 @@ func TestRefundSendAgainNow(t *testing.T) {
 	}
 	retry := "/admin/gateway-requests/" + strconv.FormatInt(rows[0].ID, 10) + "/retry"
 	list := c.get("/admin/gateway-requests?phase=open").Doc(t)
-	if list.Find(`form[action="` + retry + `"] button`).Length() != 1 {
+	if list.Find(`form[action="`+retry+`"] button`).Length() != 1 {
 		t.Fatalf("the open calls list offers no \"Send again now\" for the refund")
 	}
 	if p := c.post(retry, nil); p.StatusCode != http.StatusSeeOther {
