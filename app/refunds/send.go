@@ -127,13 +127,3 @@ func (s *Service) get(ctx context.Context, id int64) (*models.GatewayRequest, er
 	}
 	return &r, nil
 }
-
-// ForOrder lists the refunds asked of an order, oldest first.
-func (s *Service) ForOrder(ctx context.Context, orderID string) ([]models.GatewayRequest, error) {
-	var rows []models.GatewayRequest
-	err := s.db.WithContext(ctx).Where("order_id = ? AND kind = ?", orderID, models.GatewayRefund).Order("id").Find(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("refunds.ForOrder: %w", store.Classify(err))
-	}
-	return rows, nil
-}

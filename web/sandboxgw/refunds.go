@@ -21,17 +21,15 @@ import (
 // TimeOutAfterActing refunds and then answers only when the caller gives
 // up.
 
-// sandboxRefunds are the refunds made, by refund_id; the charge's
-// refunded total, by transaction id.
+// sandboxRefunds are the refunds made, by refund_id.
 type sandboxRefunds struct {
-	mu       sync.Mutex
-	once     sync.Once
-	byKey    *kept[outbound.Refunded]
-	refunded *kept[int64]
+	mu    sync.Mutex
+	once  sync.Once
+	byKey *kept[outbound.Refunded]
 }
 
 func (s *sandboxRefunds) init() {
-	s.once.Do(func() { s.byKey, s.refunded = newKept[outbound.Refunded](keptMidtrans), newKept[int64](keptMidtrans) })
+	s.once.Do(func() { s.byKey = newKept[outbound.Refunded](keptMidtrans) })
 }
 
 // Refund implements outbound.Refunder for the sandbox's charges.
@@ -50,8 +48,6 @@ func (g *Gateway) Refund(ctx context.Context, r outbound.RefundRequest) (outboun
 	if !seen {
 		a = outbound.Refunded{ObjectID: newID("sbx-rf-"), RefundKey: r.Key, Amount: r.Amount}
 		s.byKey.put(r.Key, a)
-		total, _ := s.refunded.get(r.Charge)
-		s.refunded.put(r.Charge, total+r.Amount)
 	}
 	s.mu.Unlock()
 	if !seen {
@@ -70,18 +66,4 @@ func (g *Gateway) Refund(ctx context.Context, r outbound.RefundRequest) (outboun
 		return outbound.Refunded{}, fmt.Errorf("sandbox gateway: no answer: %w", ctx.Err())
 	}
 	return a, nil
-}
-
-// Refunds is how many refunds the sandbox made of its charges, and
-// their total, by transaction id: what a test compares Sekali's records
-// with.
-func (g *Gateway) Refunds() (count int, total map[string]int64) {
-	s := &g.refunds
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	total = map[string]int64{}
-	s.byKey.newest(func(string, outbound.Refunded) bool { count++; return true })
-	s.refunded.newest(func(tx string, v int64) bool { total[tx] = v; return true })
-	return count, total
 }
