@@ -69,16 +69,10 @@ type stripeGateway struct {
 	api  *stripego.Client // the run's own reads of what the gateway made
 	send payments.Sender  // writes and signs Stripe's notifications
 
-	mu      sync.Mutex
-	met     faultsMet      // since the last takeMet
-	pending []pendingFault // to arm at the next call of a kind
-}
-
-// pendingFault waits for the next call of its kind; armed reports it
-// armed.
-type pendingFault struct {
-	f     gatewayFault
-	armed func()
+	mu   sync.Mutex
+	met  faultsMet    // since the last endRound
+	due  faultsMet    // faults waiting for calls of their kind, by call and fault
+	met1 [2][2]func() // reports the first call that meets a due fault
 }
 
 // notifyRetries is when the gateway tries a notification again that
@@ -143,54 +137,66 @@ func (s *stripeGateway) arm(f gatewayFault) {
 	}
 }
 
-// armAtCall arms f when the next call of its kind (f.On) comes, just
-// before the gateway takes it.
-func (s *stripeGateway) armAtCall(f gatewayFault, armed func()) {
-	s.mu.Lock()
-	s.pending = append(s.pending, pendingFault{f, armed})
-	s.mu.Unlock()
-}
-
-// calling arms the faults that wait for a call of this kind.
-func (s *stripeGateway) calling(call int) {
-	s.mu.Lock()
-	var now []pendingFault
-	s.pending = slices.DeleteFunc(s.pending, func(p pendingFault) bool {
-		if p.f.On == callNames[call] {
-			now = append(now, p)
-			return true
-		}
-		return false
-	})
-	s.mu.Unlock()
-	for _, p := range now {
-		s.arm(p.f)
-		p.armed()
+// armAtCall keeps f for the next f.N calls of its kind (f.On), which
+// the counting middleware fails itself — exactly those calls, whatever
+// others come at the same moment. They wait past the storm, until the
+// round ends: a refund asked late in the storm is sent after it. met
+// reports the first call that meets it.
+func (s *stripeGateway) armAtCall(f gatewayFault, met func()) {
+	call := slices.Index(callNames[:], f.On)
+	fault := failedCall
+	if f.Hang {
+		fault = heldCall
 	}
+	s.mu.Lock()
+	s.due[call][fault] += f.N
+	s.met1[call][fault] = met
+	s.mu.Unlock()
 }
 
-// disarm turns both switches off, and forgets the faults waiting for a
-// call: the faults of a round end with it.
-func (s *stripeGateway) disarm() {
+// takeDue says which due fault, if any, this call of its kind meets.
+func (s *stripeGateway) takeDue(call int) (fault int, ok bool) {
 	s.mu.Lock()
-	s.pending = nil
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	for fault := range s.due[call] {
+		if s.due[call][fault] > 0 {
+			s.due[call][fault]--
+			s.met[call][fault]++
+			if met := s.met1[call][fault]; met != nil {
+				s.met1[call][fault] = nil
+				defer met()
+			}
+			return fault, true
+		}
+	}
+	return 0, false
+}
+
+// disarm turns the gateway's own switches off at the storm's end; the
+// faults due to calls of a kind wait until endRound.
+func (s *stripeGateway) disarm() {
 	s.g.Faults().FailNext(0)
 	s.g.Faults().TimeOutAfterActing(0)
 }
 
-// takeMet returns the faults calls met since the last call.
-func (s *stripeGateway) takeMet() faultsMet {
+// endRound returns the faults calls met in the round and forgets the
+// ones no call met.
+func (s *stripeGateway) endRound() faultsMet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.met
-	s.met = faultsMet{}
+	s.met, s.due, s.met1 = faultsMet{}, faultsMet{}, [2][2]func(){}
 	return m
 }
 
-// counting counts the calls that meet a fault: a 500 (the gateway's own
-// errors are other statuses), or a call held until its caller gave up,
-// which ends in http.ErrAbortHandler.
+// stripeFailed is Stripe's answer to a call that failed on its side.
+const stripeFailed = `{"error":{"type":"api_error","message":"An unknown error occurred"}}`
+
+// counting counts the calls that meet a fault, and fails the calls of a
+// kind that faults are due to (armAtCall). The gateway's own switches
+// fail whichever calls come next; a call met them when it is answered
+// 500 (the gateway's own errors are other statuses), or held until its
+// caller gave up, which ends in http.ErrAbortHandler.
 func (s *stripeGateway) counting(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		call := -1
@@ -205,7 +211,17 @@ func (s *stripeGateway) counting(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s.calling(call)
+		if fault, ok := s.takeDue(call); ok {
+			if fault == failedCall { // before acting
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = w.Write([]byte(stripeFailed))
+				return
+			}
+			next.ServeHTTP(httptest.NewRecorder(), r) // the gateway acts…
+			<-r.Context().Done()                      // …and answers nothing until the caller gives up
+			panic(http.ErrAbortHandler)
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
@@ -243,9 +259,10 @@ type gatewayFault struct {
 	At   time.Duration // after the storm's start
 	Hang bool          // TimeOutAfterActing; else FailNext
 	N    int           // the calls it applies to, whichever they are
-	// On, when it names a kind of call (callNames), waits from At for
-	// the next call of that kind and flips the switch as it comes, so
-	// that it is the first call the fault applies to; "" flips it at At.
+	// On, when it names a kind of call (callNames), makes the fault due
+	// from At to the next N calls of that kind, and to no other call
+	// (armAtCall); "" flips the gateway's own switch at At, for
+	// whichever calls come next.
 	On string
 }
 

@@ -350,7 +350,8 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 				return
 			}
 			if f.On != "" {
-				w.stripe.armAtCall(f, func() { event("%s: the next %d call(s) to the gateway, as one comes", f.describe(), f.N) })
+				w.stripe.armAtCall(f, func() { event("%s: the first met", f.describe()) })
+				event("%s: due to the next %d %s call(s)", f.describe(), f.N, f.On)
 				return
 			}
 			w.stripe.arm(f)
@@ -486,7 +487,7 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	r.Gateway = append(cmp.Problems, problems...)
 	r.RefundsTaken, r.RefundsRefused = taken, refused
 	r.Sessions, r.GatewayRefunds, r.Unrecorded = cmp.Sessions, cmp.Refunds, cmp.Unrecorded
-	r.GatewayFaults = w.stripe.takeMet()
+	r.GatewayFaults = w.stripe.endRound()
 	r.Violations += len(r.Gateway)
 	event("gateway: %d Checkout Sessions, %d refunds; %d create_payment row(s) left sent, their order paid before the page was recorded; %d problem(s)",
 		cmp.Sessions, cmp.Refunds, cmp.Unrecorded, len(r.Gateway))
