@@ -2,13 +2,16 @@ package web_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +62,28 @@ type console struct {
 	orders   *orders.Service
 	payments *payments.Service
 	client   *http.Client
+	pages    *recordingOpener // what Pay asked the gateway for
+}
+
+// recordingOpener is the sandbox gateway's page opener, keeping the
+// return URL of each page asked for.
+type recordingOpener struct {
+	outbound.PageOpener
+	mu         sync.Mutex
+	returnURLs []string
+}
+
+func (r *recordingOpener) OpenPage(ctx context.Context, req outbound.PageRequest) (outbound.Page, error) {
+	r.mu.Lock()
+	r.returnURLs = append(r.returnURLs, req.ReturnURL)
+	r.mu.Unlock()
+	return r.PageOpener.OpenPage(ctx, req)
+}
+
+func (r *recordingOpener) asked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.returnURLs)
 }
 
 // midtransKey is the console's Midtrans server key: Midtrans is
@@ -113,6 +138,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	}
 	gateway.Speak(midtransFormat) // the QA panel can send Midtrans's format too
 	t.Cleanup(gateway.Close)
+	pages := &recordingOpener{PageOpener: gateway}
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:      orderService,
 		Payments:    paymentService,
@@ -125,7 +151,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Stats:       stats.NewReader(db, time.Now),
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
-		Checkout:    outbound.NewPages(db, gateway, log, time.Now),
+		Checkout:    outbound.NewPages(db, pages, log, time.Now),
 		// Refunds of the sandbox's charges. No worker runs here: a refund
 		// stays planned, its refund:send job written to the outbox.
 		Refunds: refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, gateway),
@@ -135,7 +161,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	hs.Start()
 	t.Cleanup(hs.Close)
 	ensureAdmin(t, db)
-	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService}
+	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService, pages: pages}
 	c.client = c.newClient()
 	return c
 }
@@ -194,6 +220,7 @@ func (c *console) do(client *http.Client, method, path string, body io.Reader, h
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	req.Host = cmp.Or(header.Get("Host"), req.Host) // the client sends req.Host, never a Host header
 	resp, err := client.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)

@@ -69,7 +69,7 @@ func (s *Server) orderPayment(c echo.Context) error {
 	}
 	redirect := page.RedirectURL
 	if strings.HasPrefix(redirect, "/") { // the sandbox's own page: this server's
-		redirect = c.Scheme() + "://" + c.Request().Host + redirect
+		redirect = s.publicBase(c) + redirect
 	}
 	return c.JSON(http.StatusOK, paymentPageJSON{Provider: s.deps.Checkout.Provider(), RedirectURL: redirect})
 }
@@ -86,7 +86,7 @@ func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) 
 	if err != nil {
 		return outbound.Page{}, err
 	}
-	returnURL := c.Scheme() + "://" + c.Request().Host + "/orders/" + url.PathEscape(o.ID)
+	returnURL := s.publicBase(c) + "/orders/" + url.PathEscape(o.ID)
 	if token != "" {
 		returnURL += "?t=" + url.QueryEscape(token)
 	}
@@ -103,6 +103,16 @@ func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) 
 		page.RedirectURL = u.String()
 	}
 	return page, nil
+}
+
+// publicBase is the shop's address for links that leave the request:
+// PUBLIC_URL, or without it the request's scheme and Host (development,
+// where the host is whatever the browser used).
+func (s *Server) publicBase(c echo.Context) string {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL
+	}
+	return c.Scheme() + "://" + c.Request().Host
 }
 
 // pageItems are o's items as a gateway's page shows them, with the

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 )
@@ -116,6 +118,41 @@ func TestPaymentAPI(t *testing.T) {
 	}
 	if rows := c.gatewayRequests(id); len(rows) != 1 {
 		t.Errorf("%d gateway requests, want 1", len(rows))
+	}
+}
+
+// The page's return URL — where the gateway sends the customer back — is
+// built from PUBLIC_URL when it is set, whatever host the request came
+// through (a repeat under another host name must send the gateway the
+// same request); without it, from the request's own host.
+func TestPayReturnURLFromPublicURL(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, publicURL string
+		base            string // the return URL's scheme://host
+	}{
+		{"PUBLIC_URL", "https://shop.example.com", "https://shop.example.com"},
+		{"the request's host", "", "http://shop-b.internal"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newConsole(t, func(cfg *config.Config) { cfg.PublicURL = tt.publicURL })
+			testenv.MustCreateProduct(t, c.db, "PAYURL", 50000, 5)
+			id, token := c.newShopOrder(t, "PAYURL")
+			p := c.do(http.DefaultClient, "POST", "/api/orders/"+id+"/payment", nil,
+				http.Header{"Authorization": {"Bearer " + token}, "Host": {"shop-b.internal"}})
+			var got map[string]string
+			if err := json.Unmarshal([]byte(p.Body), &got); err != nil || p.StatusCode != http.StatusOK {
+				t.Fatalf("payment: %d %s", p.StatusCode, p.Body)
+			}
+			base := tt.base
+			if want := base + "/orders/" + id + "?t=" + url.QueryEscape(token); !slices.Equal(c.pages.asked(), []string{want}) {
+				t.Errorf("return URLs asked for %q, want [%q]", c.pages.asked(), want)
+			}
+			if want := base + "/sandbox/pay/" + id + "?t=" + url.QueryEscape(token); got["redirect_url"] != want {
+				t.Errorf("redirect_url %q, want %q", got["redirect_url"], want)
+			}
+		})
 	}
 }
 

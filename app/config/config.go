@@ -121,6 +121,12 @@ type Config struct {
 	// MidtransSnapURL is Midtrans's Snap API (MIDTRANS_SNAP_URL): default
 	// from the server key (sandbox for SB-…).
 	MidtransSnapURL string
+	// PublicURL (PUBLIC_URL) is the shop's address as customers reach it,
+	// e.g. https://shop.example.com: the return URL Sekali gives a
+	// gateway's hosted page is built from it, so that every press of Pay
+	// sends the gateway the same request whichever host name or proxy it
+	// came through. Empty: the request's own scheme and Host (development).
+	PublicURL string
 	// SandboxGateway mounts the pretend payment gateway at /sandbox
 	// (SANDBOX_GATEWAY=on): for development and QA, never production.
 	SandboxGateway bool
@@ -189,6 +195,7 @@ func Load(getenv func(string) string) (Config, error) {
 		PollWithin:          r.duration("POLL_WITHIN", DefaultPollWithin),
 		PaymentGateway:      r.oneOf("PAYMENT_GATEWAY", "sandbox", paymentGateways...),
 		MidtransSnapURL:     r.optionalURL("MIDTRANS_SNAP_URL", "http", "https"),
+		PublicURL:           r.publicURL("PUBLIC_URL"),
 		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
 		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
 		TrustedProxies:      r.networks("TRUSTED_PROXIES"),
@@ -274,6 +281,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("stripe_api_url", c.StripeAPIURL),
 		slog.String("payment_gateway", c.PaymentGateway),
 		slog.String("midtrans_snap_url", c.MidtransSnapURL),
+		slog.String("public_url", c.PublicURL),
 		slog.String("poll_within", c.PollWithin.String()),
 		slog.String("order_ttl", c.OrderTTL.String()),
 		slog.Int("order_max_units", c.OrderMaxUnits),
@@ -511,6 +519,17 @@ func (r *reader) optionalURL(name string, schemes ...string) string {
 		return ""
 	}
 	return r.url(name, "", schemes...)
+}
+
+// publicURL reads an optional http(s)://host[/path] address, without a
+// query or fragment, and drops a trailing slash.
+func (r *reader) publicURL(name string) string {
+	v := r.optionalURL(name, "https", "http")
+	if u, err := url.Parse(v); err == nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
+		r.fail(name, "an address without user, query or fragment, e.g. https://shop.example.com")
+		return ""
+	}
+	return strings.TrimRight(v, "/")
 }
 
 func (r *reader) addr(name, def string) string {

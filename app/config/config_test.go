@@ -20,6 +20,7 @@ var allVars = []string{
 	"ORDER_TTL", "REQUEST_TIMEOUT", "ADMIN_EMAIL", "ADMIN_PASSWORD", "ADMIN_API_TOKEN",
 	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
 	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER", "OPEN_ORDERS_PER_CLIENT", "TRUSTED_PROXIES",
+	"PUBLIC_URL",
 }
 
 func env(m map[string]string) func(string) string {
@@ -57,6 +58,7 @@ func TestLoadDefaults(t *testing.T) {
 			{"AdminEmail", c.AdminEmail, "admin@example.com"},
 			{"AdminPassword", c.AdminPassword, ""},
 			{"AdminAPIToken", c.AdminAPIToken, ""},
+			{"PublicURL", c.PublicURL, ""},
 			{"SMTPURL", c.SMTPURL, ""},
 			{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
 			{"len(SandboxKeys)", len(c.SandboxKeys), 0}, // no sandbox without a secret of its own
@@ -107,6 +109,7 @@ func TestLoadOverrides(t *testing.T) {
 		"DB_PGBOUNCER":           "true",
 		"OPEN_ORDERS_PER_CLIENT": "0",
 		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.0.2.7",
+		"PUBLIC_URL":             "https://shop.example.com/",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -138,6 +141,7 @@ func TestLoadOverrides(t *testing.T) {
 		{"DBPgBouncer", c.DBPgBouncer, true},
 		{"OpenOrdersPerClient", c.OpenOrdersPerClient, 0},
 		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.0.2.7/32]"},
+		{"PublicURL", c.PublicURL, "https://shop.example.com"}, // without the trailing slash
 		{"PoolURL", c.PoolURL(), "postgresql://app:pw@db.internal:6432/shop?default_query_exec_mode=exec&sslmode=require"},
 		{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
 		{"len(SandboxKeys)", len(c.SandboxKeys), 1},
@@ -202,6 +206,9 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"PAYMENT_GATEWAY", "stripe", ""},   // without STRIPE_SECRET_KEY
 		{"PAYMENT_GATEWAY", "xendit", ""},   // without XENDIT_SECRET_KEY
 		{"MIDTRANS_SNAP_URL", "ftp://snap", ""},
+		{"PUBLIC_URL", "shop.example.com", ""},
+		{"PUBLIC_URL", "https://shop.example.com/?from=gateway", ""},
+		{"PUBLIC_URL", "https://admin:hunter2@shop.example.com", "hunter2"},
 	}
 	for _, tt := range tests {
 		_, err := config.Load(env(map[string]string{tt.name: tt.value}))

@@ -178,15 +178,14 @@ func (w *world) refundPlan(o *shopper) [][]*refundAsk {
 	return [][]*refundAsk{}
 }
 
-// shopHost is the host every customer's and admin's request names, as
-// a load balancer in front of the web processes passes on the one host
-// customers know. It matters: Pay's return URL, which is part of the
-// Checkout Session Sekali asks for, is made from it, and a press after a
-// lost answer must ask for the same session as the first — under another
-// host it would ask for another, and the gateway refuses a key used with
-// other parameters (Sekali then asks again under a new key: a second
-// session).
-const shopHost = "shop.chaos.test"
+// publicURL is every process's PUBLIC_URL. It matters: Pay's return
+// URL, which is part of the Checkout Session Sekali asks for, is made
+// from it, and a press after a lost answer must ask for the same session
+// as the first, whichever web process it reaches under whichever host —
+// the gateway refuses a key used with other parameters (Sekali would
+// then ask again under a new key: a second session). Requests go to each
+// process under its own address.
+const publicURL = "https://shop.chaos.test"
 
 // call sends a JSON request to a web process and returns its status and
 // body; 0 and an error when no answer came.
@@ -207,7 +206,6 @@ func (w *world) call(ctx context.Context, method, url string, header http.Header
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Host = shopHost
 	res, err := w.client.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -333,7 +331,6 @@ func (w *world) pay(ctx context.Context, o *shopper) bool {
 					return
 				}
 				req.Header = header
-				req.Host = shopHost
 				if res, err := w.client.Do(req); err == nil {
 					var answer struct {
 						Result string `json:"result"`

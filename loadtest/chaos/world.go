@@ -170,6 +170,7 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 		"ADMIN_API_TOKEN=" + w.token, "SANDBOX_WEBHOOK_SECRET=" + w.secret,
 		"JOB_LOCK_TTL=5s", "RECONCILE_AFTER=" + reconcileAfter.String(), "ORDER_MAX_UNITS=1000", "OPEN_ORDERS_PER_CLIENT=0",
 		"REQUEST_TIMEOUT=5s", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=" + opts.LogLevel,
+		"PUBLIC_URL=" + publicURL,
 	}
 	base = append(base, w.stripe.env()...)
 	for _, r := range roles {
