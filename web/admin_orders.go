@@ -69,7 +69,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		CanCancel: o.Status == models.OrderPending,
 		Refunds:   rows(refundsOf(st.GatewayRequests), refundRow),
 	}
-	if v.Refund, err = s.refundForm(c, &o); err != nil {
+	if v.Refund, _, err = s.refundForm(c, &o); err != nil {
 		return err
 	}
 	for _, e := range st.Timeline {

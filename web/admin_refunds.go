@@ -97,14 +97,14 @@ func refundRow(r models.GatewayRequest) views.RefundRow {
 }
 
 // refundForm is the order page's refund form for order o: what is left.
-func (s *Server) refundForm(c echo.Context, o *models.Order) (views.RefundForm, error) {
+func (s *Server) refundForm(c echo.Context, o *models.Order) (views.RefundForm, refunds.Refundable, error) {
 	f := views.RefundForm{OrderID: o.ID}
 	if s.deps.Refunds == nil {
-		return f, nil
+		return f, refunds.Refundable{}, nil
 	}
 	r, err := s.deps.Refunds.Refundable(c.Request().Context(), o.ID)
 	if err != nil {
-		return f, err
+		return f, r, err
 	}
 	f.Provider, f.Currency, f.Left, f.Why = r.Provider, r.Currency, r.Left, r.Why
 	if r.Left > 0 {
@@ -112,19 +112,19 @@ func (s *Server) refundForm(c echo.Context, o *models.Order) (views.RefundForm, 
 		f.Owed = o.Status == models.OrderRefundRequired
 		f.Key = newFormKey()
 	}
-	return f, nil
+	return f, r, nil
 }
 
 // adminRefundConfirm is GET /admin/orders/:id/refund?amount=&reason=:
 // the order page's refund form lands here, and the page says what the
 // refund does and asks before anything is sent. A wrong amount or no
-// reason shows the form again (422).
+// reason shows the form again (422), with the refund's own words.
 func (s *Server) adminRefundConfirm(c echo.Context) error {
 	o, err := s.deps.Orders.Get(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	f, err := s.refundForm(c, o)
+	f, r, err := s.refundForm(c, o)
 	if err != nil {
 		return err
 	}
@@ -133,21 +133,10 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 		s.flash(c, "bad", "Nothing can be refunded of order "+o.ID+": "+f.Why)
 		return seeOther(c, "/admin/orders/"+url.PathEscape(o.ID))
 	}
-	amount := f.Left
 	if err := refunds.CheckReason(f.Reason); err != nil {
 		f.ReasonError = models.ErrorMessage(err)
 	}
-	err = refunds.CheckAmount(f.Amount)
-	if err == nil && f.Amount != "" {
-		var ok bool
-		amount, ok = payments.MinorFromDecimal(f.Amount, f.Currency)
-		switch {
-		case !ok || amount == 0:
-			err = models.Errorf(models.EInvalid, "a positive amount of %s, such as %s", f.Currency, f.LeftText)
-		case amount > f.Left:
-			err = models.Errorf(models.EInvalid, "at most %s is left to refund", f.LeftText)
-		}
-	}
+	amount, err := r.Amount(f.Amount)
 	if err != nil {
 		f.Error = models.ErrorMessage(err)
 	}

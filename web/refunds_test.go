@@ -224,21 +224,23 @@ func TestRefundConsoleForm(t *testing.T) {
 		t.Fatalf("the confirm page's form sends %v; want a key, confirm=yes, the amount and the reason", fields)
 	}
 
-	// Each error stands under the field it is about.
+	// Each error stands under the field it is about, in the words the
+	// refund itself would answer (refunds.Refundable.Amount).
 	for _, bad := range []struct {
-		form  url.Values
-		field string
+		form        url.Values
+		field, says string
 	}{
-		{url.Values{"amount": {"ten"}, "reason": {"the lid was chipped"}}, "amount"},
-		{url.Values{"amount": {"50.01"}, "reason": {"the lid was chipped"}}, "amount"},
-		{url.Values{"amount": {"0"}, "reason": {"the lid was chipped"}}, "amount"},
-		{url.Values{"amount": {"10"}, "reason": {" "}}, "reason"},
+		{url.Values{"amount": {"ten"}, "reason": {"the lid was chipped"}}, "amount", "amount must be a positive number"},
+		{url.Values{"amount": {"50.01"}, "reason": {"the lid was chipped"}}, "amount", "at most 50.00 USD is left to refund of order " + o.ID},
+		{url.Values{"amount": {"0"}, "reason": {"the lid was chipped"}}, "amount", "amount 0 is not a positive amount of USD"},
+		{url.Values{"amount": {"10"}, "reason": {" "}}, "reason", "say why"},
 	} {
 		p := c.get(base + "?" + bad.form.Encode())
 		d := p.Doc(t)
+		under := d.Find(`label:has(input[name="` + bad.field + `"]) .field-error`)
 		if p.StatusCode != http.StatusUnprocessableEntity || d.Find(`form[method="get"] input[name="amount"]`).Length() != 1 ||
-			d.Find(".field-error").Length() != 1 || d.Find(`label:has(input[name="`+bad.field+`"]) .field-error`).Length() != 1 {
-			t.Errorf("%v: %d; want 422 with the form and what is wrong under %s", bad.form, p.StatusCode, bad.field)
+			d.Find(".field-error").Length() != 1 || under.Length() != 1 || !strings.Contains(under.Text(), bad.says) {
+			t.Errorf("%v: %d, %q under %s; want 422 with the form and %q under %s", bad.form, p.StatusCode, under.Text(), bad.field, bad.says, bad.field)
 		}
 	}
 

@@ -149,22 +149,10 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 	if err != nil {
 		return nil, err
 	}
-	charge, left := a.charge, a.left
-	amount := left
-	if r.Amount != "" {
-		var ok bool
-		if amount, ok = payments.MinorFromDecimal(r.Amount, charge.Currency); !ok || amount == 0 {
-			return nil, models.Errorf(models.EInvalid, "amount %s is not a positive amount of %s", r.Amount, charge.Currency)
-		}
-	}
-	if left <= 0 || amount > left {
-		msg := fmt.Sprintf("at most %s is left to refund of order %s", money(max(left, 0), charge.Currency), o.ID)
-		if a.open > 0 {
-			// What an unanswered refund asks is held back until the
-			// gateway answers it, even if its notification came first.
-			msg += fmt.Sprintf("; %s is asked by refunds the gateway has not answered yet, and counts once they are", money(a.open, charge.Currency))
-		}
-		return nil, models.Errorf(models.EInvalid, "%s", msg)
+	charge := a.charge
+	amount, err := a.refundable(o.ID).Amount(r.Amount)
+	if err != nil {
+		return nil, err
 	}
 	req := models.GatewayRequest{
 		Kind: models.GatewayRefund, OrderID: o.ID, Provider: charge.Provider, PaymentID: &charge.ID,
@@ -218,10 +206,43 @@ func (s *Service) assess(tx *gorm.DB, o *models.Order) (assessment, error) {
 // Refundable is what is left to refund of an order, and through whom;
 // Why says, when nothing can be refunded, why not.
 type Refundable struct {
+	OrderID  string
 	Provider string
 	Currency string
 	Left     int64 // minor units
+	Open     int64 // minor units asked by refunds the gateway has not answered, held back from Left
 	Why      string
+}
+
+// refundable is what a says of the order's refunds.
+func (a assessment) refundable(orderID string) Refundable {
+	return Refundable{OrderID: orderID, Provider: a.charge.Provider, Currency: a.charge.Currency, Left: a.left, Open: a.open}
+}
+
+// Amount reads text, an amount in major units ("" is all that is left),
+// as minor units, and checks that it is no more than what is left: the
+// one check of an amount, for the confirm page and the refund alike.
+func (r Refundable) Amount(text string) (int64, error) {
+	if err := CheckAmount(text); err != nil {
+		return 0, err
+	}
+	amount := r.Left
+	if text != "" {
+		var ok bool
+		if amount, ok = payments.MinorFromDecimal(text, r.Currency); !ok || amount == 0 {
+			return 0, models.Errorf(models.EInvalid, "amount %s is not a positive amount of %s", text, r.Currency)
+		}
+	}
+	if r.Left <= 0 || amount > r.Left {
+		msg := fmt.Sprintf("at most %s is left to refund of order %s", money(max(r.Left, 0), r.Currency), r.OrderID)
+		if r.Open > 0 {
+			// What an unanswered refund asks is held back until the
+			// gateway answers it, even if its notification came first.
+			msg += fmt.Sprintf("; %s is asked by refunds the gateway has not answered yet, and counts once they are", money(r.Open, r.Currency))
+		}
+		return 0, models.Errorf(models.EInvalid, "%s", msg)
+	}
+	return amount, nil
 }
 
 // Refundable says what is left to refund of order id.
@@ -239,14 +260,16 @@ func (s *Service) Refundable(ctx context.Context, id string) (Refundable, error)
 	a, err := s.assess(s.db.WithContext(ctx), &o)
 	switch {
 	case models.ErrorCode(err) == models.EInvalidTransition:
-		return Refundable{Why: models.ErrorMessage(err)}, nil
+		return Refundable{OrderID: id, Why: models.ErrorMessage(err)}, nil
 	case err != nil:
 		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))
-	case a.left <= 0:
-		return Refundable{Provider: a.charge.Provider, Currency: a.charge.Currency,
-			Why: "nothing is left to refund: the refunds asked add up to the payment"}, nil
 	}
-	return Refundable{Provider: a.charge.Provider, Currency: a.charge.Currency, Left: a.left}, nil
+	r := a.refundable(id)
+	if r.Left <= 0 {
+		r.Left = 0
+		r.Why = "nothing is left to refund: the refunds asked add up to the payment"
+	}
+	return r, nil
 }
 
 // refundableCharge is the charge a refund of o refunds.
@@ -273,5 +296,5 @@ func refundableCharge(tx *gorm.DB, o *models.Order) (*models.Payment, error) {
 
 // money is amount in major units with its currency, for a message.
 func money(amount int64, currency string) string {
-	return payments.MajorText(amount, currency, 2) + " " + currency
+	return payments.MajorText(amount, currency, models.CurrencyExponent(currency)) + " " + currency
 }

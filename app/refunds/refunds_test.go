@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -419,5 +420,38 @@ func TestUnpaidOrderHasNothingToRefund(t *testing.T) {
 	e.orderID = "ORD-nope"
 	if _, err := e.ask("", "no such order"); models.ErrorCode(err) != models.ENotFound {
 		t.Fatalf("refund of no order: %v, want %s", err, models.ENotFound)
+	}
+}
+
+// Refundable.Amount is the one check of a refund's amount: the console's
+// confirm page and the refund itself both call it, so they refuse alike.
+func TestRefundableAmount(t *testing.T) {
+	t.Parallel()
+	r := refunds.Refundable{OrderID: "ORD-A", Currency: "USD", Left: 5000, Open: 1000}
+	for _, tt := range []struct {
+		text  string
+		want  int64
+		error string // "" when the amount is taken
+	}{
+		{"", 5000, ""}, // all that is left
+		{"10", 1000, ""},
+		{"12.5", 1250, ""},
+		{"50", 5000, ""},
+		{"50.01", 0, "at most 50.00 USD is left to refund of order ORD-A; 10.00 USD is asked by refunds the gateway has not answered yet"},
+		{"0", 0, "amount 0 is not a positive amount of USD"},
+		{"0.001", 0, "amount 0.001 is not a positive amount of USD"}, // a cent cannot be split
+		{"-1", 0, "amount must be a positive number"},
+		{"1e3", 0, "amount must be a positive number"},
+	} {
+		got, err := r.Amount(tt.text)
+		switch {
+		case tt.error == "" && (err != nil || got != tt.want):
+			t.Errorf("Amount(%q) = %d, %v; want %d", tt.text, got, err, tt.want)
+		case tt.error != "" && (models.ErrorCode(err) != models.EInvalid || !strings.HasPrefix(models.ErrorMessage(err), tt.error)):
+			t.Errorf("Amount(%q) = %d, %v; want invalid: %q", tt.text, got, err, tt.error)
+		}
+	}
+	if _, err := (refunds.Refundable{OrderID: "ORD-B", Currency: "IDR"}).Amount(""); models.ErrorMessage(err) != "at most 0 IDR is left to refund of order ORD-B" {
+		t.Errorf("nothing left: %v", err)
 	}
 }
