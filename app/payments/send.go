@@ -39,6 +39,11 @@ type Fact struct {
 	// RefundID names a refund at the gateway (the sandbox's refund_id,
 	// Midtrans's refund_key); empty: the event id does.
 	RefundID string
+	// Gross and Refunds restate the charge around a refund, as Midtrans's
+	// notification does: the charge's amount, and every refund of it so
+	// far, this one last. Empty: the refund alone stands for both.
+	Gross   int64
+	Refunds []Refund
 }
 
 // ErrNotExpressible is returned for a fact a gateway has no notification

@@ -24,6 +24,10 @@ func (g *Gateway) MidtransRefunded(tx string) int64 {
 	m := &g.midtransAPI
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n, _ := m.refunded.get(tx)
+	refunds, _ := m.refunded.get(tx)
+	var n int64
+	for _, r := range refunds {
+		n += r.Amount
+	}
 	return n
 }

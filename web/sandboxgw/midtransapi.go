@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,17 +36,18 @@ import (
 //     "Duplicate refund ID", whether the first was done or not. Refunds
 //     add up to the settled gross_amount and no further (414). After a
 //     new refund the gateway sends Midtrans's refund notification of it
-//     (the Midtrans sender's: transaction_status refund, refund_key the
-//     key, refund_amount this refund's amount) to Sekali's
-//     /callbacks/midtrans, and the status API answers with it from then
-//     on, as Sekali's confirmation of that notification asks.
+//     to Sekali's /callbacks/midtrans, as Midtrans writes it: the
+//     transaction's gross_amount, every refund so far in refunds (each
+//     with its refund_key), their total as refund_amount, and
+//     transaction_status partial_refund until they reach the gross
+//     amount, then refund. The status API answers with it from then on,
+//     as Sekali's confirmation of that notification asks.
 //
 // Not emulated: the Idempotency-Key header (Midtrans documents it for the
-// Core API; whether Snap honours it is unverified), a cumulative
-// refund_amount and the transaction's own gross_amount in the refund
-// notification (the sender writes one refund, its amount both), and a
-// refund retried with the same key after a failure (Midtrans allows it
-// within 7 days; here nothing fails after the key is taken).
+// Core API; whether Snap honours it is unverified), the second refund
+// notification Midtrans sends once the bank confirms (bank_confirmed_at),
+// and a refund retried with the same key after a failure (Midtrans allows
+// it within 7 days; here nothing fails after the key is taken).
 
 // keptMidtrans bounds the Snap orders and the refund keys the gateway
 // remembers, each: the oldest go first.
@@ -54,9 +56,9 @@ const keptMidtrans = 10_000
 // midtransAPI is the state of the Midtrans calls that act.
 type midtransAPI struct {
 	mu       sync.Mutex
-	snaps    *kept[string] // token by order id
-	refunds  *kept[bool]   // the refund keys used
-	refunded *kept[int64]  // the amount refunded, by transaction id
+	snaps    *kept[string]            // token by order id
+	refunds  *kept[bool]              // the refund keys used
+	refunded *kept[[]payments.Refund] // the refunds made, by transaction id
 	// settled is each refunded transaction as it was settled: its
 	// refund notifications replace it in the status API.
 	settled *kept[midtrans.Notification]
@@ -66,7 +68,7 @@ type midtransAPI struct {
 
 func (m *midtransAPI) init() {
 	m.once.Do(func() {
-		m.snaps, m.refunds, m.refunded = newKept[string](keptMidtrans), newKept[bool](keptMidtrans), newKept[int64](keptMidtrans)
+		m.snaps, m.refunds, m.refunded = newKept[string](keptMidtrans), newKept[bool](keptMidtrans), newKept[[]payments.Refund](keptMidtrans)
 		m.settled = newKept[midtrans.Notification](keptMidtrans)
 		m.nextID = 1
 	})
@@ -215,7 +217,11 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 	if _, used := m.refunds.get(key); used {
 		return coreError(http.StatusNotAcceptable, "Duplicate refund ID")
 	}
-	done, _ := m.refunded.get(n.TransactionID)
+	before, _ := m.refunded.get(n.TransactionID)
+	var done int64
+	for _, r := range before {
+		done += r.Amount
+	}
 	amount := gross - done
 	if req.Amount != nil {
 		amount = *req.Amount
@@ -224,7 +230,8 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 		return coreError(414, "Refund request is rejected due to invalid amount")
 	}
 	m.refunds.put(key, true)
-	m.refunded.put(n.TransactionID, done+amount)
+	refunds := append(slices.Clone(before), payments.Refund{Key: key, Amount: amount})
+	m.refunded.put(n.TransactionID, refunds)
 	if !refundedBefore {
 		m.settled.put(n.TransactionID, n)
 	}
@@ -235,7 +242,7 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 		status = "refund"
 	}
 	ev := event{format: midtrans.Name, fact: payments.Fact{OrderID: n.OrderID, TransactionID: n.TransactionID,
-		Status: models.EventRefunded, Amount: amount, Currency: n.Currency, RefundID: key}}
+		Status: models.EventRefunded, Amount: amount, Currency: n.Currency, RefundID: key, Gross: gross, Refunds: refunds}}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

@@ -272,7 +272,10 @@ func TestMidtransRefund(t *testing.T) {
 
 // A new refund is Midtrans's signed refund notification, which the
 // status API then answers with (so Sekali's confirmation of it agrees);
-// a later refund still refunds from the settled gross_amount.
+// a later refund still refunds from the settled gross_amount. Each
+// notification restates the transaction as Midtrans does: its
+// gross_amount, every refund so far and their total — so two partial
+// refunds of one amount are two facts with two keys, not a conflict.
 func TestMidtransRefundNotifies(t *testing.T) {
 	t.Parallel()
 	c := recordCallbacks(t)
@@ -306,10 +309,27 @@ func TestMidtransRefundNotifies(t *testing.T) {
 	if err != nil || !found || !payments.SameEvent(ev, confirmed) {
 		t.Errorf("the status API says %+v (%v, %v), want the notification's %+v", confirmed, found, err, ev)
 	}
-	status, answer := m.post("/v2/ORD-MT-9/refund", map[string]any{"refund_key": "ORD-MT-9-R2"})
-	if status != http.StatusOK || answer["gross_amount"] != "150000.00" || answer["refund_amount"] != "100000.00" ||
-		answer["transaction_status"] != "refund" {
-		t.Errorf("the rest, after the notification: %d %v", status, answer)
+	var first midtrans.Notification
+	if err := json.Unmarshal(d.body, &first); err != nil || first.GrossAmount != "150000.00" || first.RefundAmount != "50000.00" ||
+		first.TransactionStatus != "partial_refund" {
+		t.Errorf("the first refund's notification: %s (%v); want gross 150000.00, refunded 50000.00, partial_refund", d.body, err)
 	}
-	c.wait(t, 2)
+	// The same amount again: another fact, under another key.
+	if status, answer := m.post("/v2/tx-mt-9/refund", map[string]any{"refund_key": "ORD-MT-9-R2", "amount": 50000}); status != http.StatusOK {
+		t.Fatalf("a second refund of 50000: %d %v", status, answer)
+	}
+	second, err := provider.Parse(c.wait(t, 2)[1].header, c.wait(t, 2)[1].body)
+	if err != nil || second.Amount != 100000 || second.Key == ev.Key ||
+		!slices.Equal(second.Refunds, []payments.Refund{{Key: "ORD-MT-9-R1", Amount: 50000}, {Key: "ORD-MT-9-R2", Amount: 50000}}) {
+		t.Errorf("the second refund's notification: %+v, %v; want both refunds, 100000 in all, a key of its own (not %q)", second, err, ev.Key)
+	}
+	status, answer := m.post("/v2/ORD-MT-9/refund", map[string]any{"refund_key": "ORD-MT-9-R3"})
+	if status != http.StatusOK || answer["gross_amount"] != "150000.00" || answer["refund_amount"] != "50000.00" ||
+		answer["transaction_status"] != "refund" {
+		t.Errorf("the rest, after the notifications: %d %v", status, answer)
+	}
+	last, err := provider.Parse(c.wait(t, 3)[2].header, c.wait(t, 3)[2].body)
+	if err != nil || last.Amount != 150000 || len(last.Refunds) != 3 || !strings.HasSuffix(last.Key, ":refund:150000.00") {
+		t.Errorf("the last refund's notification: %+v, %v; want three refunds, 150000 in all, transaction_status refund", last, err)
+	}
 }

@@ -41,13 +41,43 @@ var statuses = map[models.PaymentEvent][2]string{
 
 // Key is the key Sekali derives from the Midtrans notification of f,
 // which carries no event id: transaction_id:transaction_status, and for
-// a refund its refund_amount.
+// a refund its cumulative refund_amount.
 func Key(f payments.Fact) string {
-	key := f.TransactionID + ":" + statuses[f.Status][0]
-	if f.Status == models.EventRefunded {
-		key += ":" + payments.MajorText(f.Amount, f.Currency, 2)
+	if f.Status != models.EventRefunded {
+		return f.TransactionID + ":" + statuses[f.Status][0]
 	}
-	return key
+	n := refundNotification(f)
+	return f.TransactionID + ":" + n.TransactionStatus + ":" + n.RefundAmount
+}
+
+// refundNotification is the refund part of f's notification: one refund
+// of f.Amount, or, when f restates the charge (Gross, Refunds), what
+// Midtrans writes — gross_amount the charge's, refunds every refund so
+// far, refund_amount their total, and partial_refund until they reach
+// the gross amount. None is confirmed by the bank yet.
+func refundNotification(f payments.Fact) Notification {
+	refunds := f.Refunds
+	if len(refunds) == 0 {
+		key := f.RefundID
+		if key == "" {
+			key = "refund-" + f.TransactionID
+		}
+		refunds = []payments.Refund{{Key: key, Amount: f.Amount}}
+	}
+	n := Notification{TransactionStatus: "refund", GrossAmount: payments.MajorText(f.Amount, f.Currency, 2)}
+	var total int64
+	for _, r := range refunds {
+		n.Refunds = append(n.Refunds, NotifiedRefund{RefundAmount: payments.MajorText(r.Amount, f.Currency, 2), RefundKey: r.Key})
+		total += r.Amount
+	}
+	n.RefundAmount = payments.MajorText(total, f.Currency, 2)
+	if f.Gross > 0 {
+		n.GrossAmount = payments.MajorText(f.Gross, f.Currency, 2)
+		if total < f.Gross {
+			n.TransactionStatus = "partial_refund"
+		}
+	}
+	return n
 }
 
 // Body implements payments.Sender.
@@ -59,13 +89,9 @@ func (Sender) Body(f payments.Fact) ([]byte, error) {
 	n := Notification{OrderID: f.OrderID, TransactionID: f.TransactionID,
 		TransactionStatus: st[0], StatusCode: st[1], GrossAmount: payments.MajorText(f.Amount, f.Currency, 2),
 		Currency: f.Currency, PaymentType: "bank_transfer"}
-	if f.Status == models.EventRefunded { // one refund of f.Amount, not yet confirmed by the bank
-		key := f.RefundID
-		if key == "" {
-			key = "refund-" + f.TransactionID
-		}
-		n.RefundAmount = n.GrossAmount
-		n.Refunds = []NotifiedRefund{{RefundAmount: n.GrossAmount, RefundKey: key}}
+	if f.Status == models.EventRefunded {
+		r := refundNotification(f)
+		n.TransactionStatus, n.GrossAmount, n.RefundAmount, n.Refunds = r.TransactionStatus, r.GrossAmount, r.RefundAmount, r.Refunds
 	}
 	return json.Marshal(n)
 }
