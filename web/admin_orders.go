@@ -69,7 +69,10 @@ func (s *Server) adminOrder(c echo.Context) error {
 		CanCancel: o.Status == models.OrderPending,
 		Refunds:   rows(refundsOf(st.GatewayRequests), refundRow),
 	}
-	if v.Refund, _, err = s.refundForm(c, &o); err != nil {
+	if v.Refund, _, err = s.refundForm(c, &o, ""); err != nil {
+		return err
+	}
+	if v.Owed, err = s.owedForms(c, &o); err != nil {
 		return err
 	}
 	for _, e := range st.Timeline {

@@ -22,10 +22,13 @@ import (
 const scopeRefunds = "orders.refunds"
 
 // refundRequestJSON is the body of POST /api/admin/orders/:id/refunds:
-// the amount in major units (absent: all that is left), and why.
+// the amount in major units (absent: all that is left), and why; and,
+// to refund another charge of the order than its own (a second charge),
+// that payment's provider_reference.
 type refundRequestJSON struct {
-	Amount json.Number `json:"amount"`
-	Reason string      `json:"reason"`
+	Amount            json.Number `json:"amount"`
+	Reason            string      `json:"reason"`
+	ProviderReference string      `json:"provider_reference"`
 }
 
 // createRefund is POST /api/admin/orders/:id/refunds, under an
@@ -39,7 +42,7 @@ func (s *Server) createRefund(c echo.Context) error {
 	id := c.Param("id")
 	return runIdempotent(s, c, scopeRefunds, id, nil,
 		func(once idempotency.Once, req refundRequestJSON) (idempotency.Response, error) {
-			r := refunds.Request{OrderID: id, Amount: req.Amount.String(), Reason: req.Reason, Admin: "api"}
+			r := refunds.Request{OrderID: id, Payment: req.ProviderReference, Amount: req.Amount.String(), Reason: req.Reason, Admin: "api"}
 			resp, err := s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, newRefundJSON))
 			s.recordRefund(c, "api", r, resp, err)
 			return resp, err
@@ -52,6 +55,9 @@ func (s *Server) recordRefund(c echo.Context, admin string, r refunds.Request, r
 	detail := "amount " + r.Amount
 	if r.Amount == "" {
 		detail = "in full"
+	}
+	if r.Payment != "" {
+		detail += " of payment " + r.Payment
 	}
 	detail += "; " + r.Reason
 	switch {
@@ -96,23 +102,47 @@ func refundRow(r models.GatewayRequest) views.RefundRow {
 		LastError: r.LastError, Asked: r.CreatedAt}
 }
 
-// refundForm is the order page's refund form for order o: what is left.
-func (s *Server) refundForm(c echo.Context, o *models.Order) (views.RefundForm, refunds.Refundable, error) {
-	f := views.RefundForm{OrderID: o.ID}
+// refundForm is the order page's refund form for o's charge named by
+// payment ("": the order's own): what is left of it.
+func (s *Server) refundForm(c echo.Context, o *models.Order, payment string) (views.RefundForm, refunds.Refundable, error) {
+	f := views.RefundForm{OrderID: o.ID, Payment: payment}
 	if s.deps.Refunds == nil {
 		return f, refunds.Refundable{}, nil
 	}
-	r, err := s.deps.Refunds.Refundable(c.Request().Context(), o.ID)
+	r, err := s.deps.Refunds.Refundable(c.Request().Context(), o.ID, payment)
 	if err != nil {
 		return f, r, err
 	}
-	f.Provider, f.Currency, f.Left, f.Why = r.Provider, r.Currency, r.Left, r.Why
+	return refundFormOf(o, r, payment), r, nil
+}
+
+// refundFormOf is the refund form of what r says is left, for the
+// charge named by payment ("": the order's own).
+func refundFormOf(o *models.Order, r refunds.Refundable, payment string) views.RefundForm {
+	f := views.RefundForm{OrderID: o.ID, Payment: payment, Provider: r.Provider, Currency: r.Currency, Left: r.Left, Why: r.Why}
 	if r.Left > 0 {
 		f.LeftText = payments.MajorText(r.Left, r.Currency, 0)
-		f.Owed = o.Status == models.OrderRefundRequired
+		f.Owed = payment != "" || o.Status == models.OrderRefundRequired
 		f.Key = newFormKey()
 	}
-	return f, r, nil
+	return f
+}
+
+// owedForms are the one-click refunds of o's other charges that must go
+// back: a second charge of a paid order.
+func (s *Server) owedForms(c echo.Context, o *models.Order) ([]views.RefundForm, error) {
+	if s.deps.Refunds == nil {
+		return nil, nil
+	}
+	owed, err := s.deps.Refunds.Owed(c.Request().Context(), o.ID)
+	if err != nil {
+		return nil, err
+	}
+	var forms []views.RefundForm
+	for _, r := range owed {
+		forms = append(forms, refundFormOf(o, r, r.Payment))
+	}
+	return forms, nil
 }
 
 // adminRefundConfirm is GET /admin/orders/:id/refund?amount=&reason=:
@@ -124,7 +154,7 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, r, err := s.refundForm(c, o)
+	f, r, err := s.refundForm(c, o, strings.TrimSpace(c.QueryParam("payment")))
 	if err != nil {
 		return err
 	}
@@ -143,7 +173,7 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 	if f.Error != "" || f.ReasonError != "" {
 		return s.page(c, http.StatusUnprocessableEntity, "Refund order "+o.ID, "orders", views.RefundAskPage(orderRow(*o), f))
 	}
-	v := views.RefundConfirm{Order: orderRow(*o), Provider: f.Provider, Amount: amount, Currency: f.Currency, Left: f.Left,
+	v := views.RefundConfirm{Order: orderRow(*o), Payment: f.Payment, Provider: f.Provider, Amount: amount, Currency: f.Currency, Left: f.Left,
 		AmountText: f.Amount, Reason: f.Reason, Key: newFormKey()}
 	return s.page(c, http.StatusOK, "Refund order "+o.ID+"?", "orders", views.RefundConfirmPage(v))
 }
@@ -157,12 +187,16 @@ func (s *Server) adminRefund(c echo.Context) error {
 	back := "/admin/orders/" + url.PathEscape(id)
 	if c.FormValue("confirm") != "yes" {
 		q := url.Values{"amount": {c.FormValue("amount")}, "reason": {c.FormValue("reason")}}
+		if p := c.FormValue("payment"); p != "" {
+			q.Set("payment", p)
+		}
 		return seeOther(c, back+"/refund?"+q.Encode())
 	}
 	if s.deps.Refunds == nil {
 		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
 	}
-	r := refunds.Request{OrderID: id, Amount: strings.TrimSpace(c.FormValue("amount")), Reason: strings.TrimSpace(c.FormValue("reason")), Admin: adminOf(c)}
+	r := refunds.Request{OrderID: id, Payment: strings.TrimSpace(c.FormValue("payment")), Amount: strings.TrimSpace(c.FormValue("amount")),
+		Reason: strings.TrimSpace(c.FormValue("reason")), Admin: adminOf(c)}
 	once, err := s.formOnce(c, scopeRefunds, id)
 	var resp idempotency.Response
 	if err == nil {

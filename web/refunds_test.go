@@ -351,3 +351,66 @@ func TestRefundSendAgainNow(t *testing.T) {
 		t.Error("a done refund still offers \"Send again now\"")
 	}
 }
+
+// A paid order charged a second time: its page offers that charge back
+// in one click (with the order's own refund form beside it), and the
+// click refunds that charge, all of it, once; the admin API refunds such
+// a charge when the body names its provider_reference.
+func TestRefundASecondCharge(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	for _, via := range []string{"console", "api"} {
+		o := c.paidUSDOrder(t, "RF-TWICE-"+strings.ToUpper(via))
+		second := "tx2-" + o.ID
+		body := `{"order_id":"` + o.ID + `","transaction_id":"` + second + `","payment_status":"paid","paid_amount":` +
+			strconv.FormatInt(o.TotalAmount, 10) + `,"currency":"USD"}`
+		if st := c.deliver("evt_paid_again_"+o.ID, []byte(body)); st != http.StatusOK {
+			t.Fatalf("second charge of %s: %d", o.ID, st)
+		}
+		card := c.get("/admin/orders/" + o.ID).Doc(t).Find("#refund-form-" + second)
+		if !strings.Contains(card.Text(), "charged again after it was paid: the customer is owed 50.00 USD of the charge "+second) {
+			t.Fatalf("%s: the order page's card for the second charge: %q", via, card.Text())
+		}
+		switch via {
+		case "console":
+			fields := url.Values{}
+			card.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) {
+				name, _ := s.Attr("name")
+				value, _ := s.Attr("value")
+				fields.Set(name, value)
+			})
+			for range 2 { // a double click
+				if p := c.post("/admin/orders/"+o.ID+"/refund", fields); p.StatusCode != http.StatusSeeOther {
+					t.Fatalf("refund in full: %d", p.StatusCode)
+				}
+			}
+		case "api":
+			p := c.refundAPI(o.ID, "twice-"+o.ID, `{"reason":"charged twice","provider_reference":"`+second+`"}`)
+			if p.StatusCode != http.StatusAccepted {
+				t.Fatalf("the API: %d %s", p.StatusCode, p.Body)
+			}
+		}
+		var charge models.Payment
+		if err := c.db.Take(&charge, "provider_reference = ?", second).Error; err != nil {
+			t.Fatal(err)
+		}
+		rows := c.refundRows(o.ID)
+		if len(rows) != 1 || rows[0].PaymentID == nil || *rows[0].PaymentID != charge.ID || rows[0].Amount != o.TotalAmount || rows[0].Reason != "charged twice" {
+			t.Fatalf("%s: refunds %+v; want one of all of payment %d, charged twice", via, rows, charge.ID)
+		}
+		// The order's own charge is untouched: its form still offers all of it.
+		doc := c.get("/admin/orders/" + o.ID).Doc(t)
+		if left := doc.Find("#refund-form p.muted").Text(); !strings.HasPrefix(left, "Up to 50.00 USD is left to refund") {
+			t.Errorf("%s: the order's own refund form after the second charge's refund: %q", via, left)
+		}
+		if doc.Find("#refund-form-"+second).Length() != 0 {
+			t.Errorf("%s: the second charge is still offered while its refund is asked", via)
+		}
+	}
+	// A payment the order does not have: 422, nothing written.
+	o := c.paidUSDOrder(t, "RF-TWICE-NONE")
+	if p := c.refundAPI(o.ID, "none-"+o.ID, `{"reason":"charged twice","provider_reference":"tx-nobody"}`); p.StatusCode != http.StatusUnprocessableEntity || len(c.refundRows(o.ID)) != 0 {
+		t.Errorf("a payment the order does not have: %d %s; want 422 and nothing written", p.StatusCode, p.Body)
+	}
+}

@@ -84,7 +84,8 @@ type (
 	}
 	refundService interface {
 		RequestOnce(ctx context.Context, once idempotency.Once, r refunds.Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error)
-		Refundable(ctx context.Context, orderID string) (refunds.Refundable, error)
+		Refundable(ctx context.Context, orderID, payment string) (refunds.Refundable, error)
+		Owed(ctx context.Context, orderID string) ([]refunds.Refundable, error)
 		Send(ctx context.Context, id int64) (*models.GatewayRequest, error)
 	}
 	storyReader interface {

@@ -70,6 +70,10 @@ func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, applier ans
 // Request is an admin's refund of an order.
 type Request struct {
 	OrderID string
+	// Payment names the charge refunded by its provider reference; ""
+	// is the order's own (chargeOf). Another charge of the order can be
+	// refunded when it had to be: a second charge of a paid order.
+	Payment string
 	// Amount is in the charge's major units, as a decimal ("75000",
 	// "12.50"); "" refunds everything that is left.
 	Amount string
@@ -145,7 +149,7 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.assess(tx, o)
+	a, err := s.assess(tx, o, r.Payment)
 	if err != nil {
 		return nil, err
 	}
@@ -184,9 +188,10 @@ type assessment struct {
 	asked  int64 // how many refunds were asked of the order before
 }
 
-// assess finds the charge a refund of o refunds and what is left of it.
-func (s *Service) assess(tx *gorm.DB, o *models.Order) (assessment, error) {
-	charge, err := refundableCharge(tx, o)
+// assess finds the charge a refund of o refunds (payment names it by its
+// reference, or "": chargeOf) and what is left of it.
+func (s *Service) assess(tx *gorm.DB, o *models.Order, payment string) (assessment, error) {
+	charge, err := chargeOf(tx, o, payment)
 	if err != nil {
 		return assessment{}, err
 	}
@@ -194,9 +199,11 @@ func (s *Service) assess(tx *gorm.DB, o *models.Order) (assessment, error) {
 		return assessment{}, models.Errorf(models.EInvalidTransition, "order %s was paid through %s, which Sekali cannot ask for refunds: refund it in the gateway's dashboard", o.ID, charge.Provider)
 	}
 	var asked struct{ Open, Count int64 }
-	err = tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ?), 0) AS open, count(*) AS count
+	// Open refunds hold back money of their own charge; the count, which
+	// numbers the keys, is of the whole order.
+	err = tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count
 		FROM gateway_requests WHERE order_id = ? AND kind = ?`,
-		[]models.GatewayPhase{models.GatewayPlanned, models.GatewaySent}, o.ID, models.GatewayRefund).Scan(&asked).Error
+		[]models.GatewayPhase{models.GatewayPlanned, models.GatewaySent}, charge.ID, o.ID, models.GatewayRefund).Scan(&asked).Error
 	if err != nil {
 		return assessment{}, err
 	}
@@ -207,6 +214,7 @@ func (s *Service) assess(tx *gorm.DB, o *models.Order) (assessment, error) {
 // Why says, when nothing can be refunded, why not.
 type Refundable struct {
 	OrderID  string
+	Payment  string // the charge's provider reference
 	Provider string
 	Currency string
 	Left     int64 // minor units
@@ -216,7 +224,8 @@ type Refundable struct {
 
 // refundable is what a says of the order's refunds.
 func (a assessment) refundable(orderID string) Refundable {
-	return Refundable{OrderID: orderID, Provider: a.charge.Provider, Currency: a.charge.Currency, Left: a.left, Open: a.open}
+	return Refundable{OrderID: orderID, Payment: a.charge.ProviderReference, Provider: a.charge.Provider, Currency: a.charge.Currency,
+		Left: a.left, Open: a.open}
 }
 
 // Amount reads text, an amount in major units ("" is all that is left),
@@ -245,31 +254,100 @@ func (r Refundable) Amount(text string) (int64, error) {
 	return amount, nil
 }
 
-// Refundable says what is left to refund of order id.
-func (s *Service) Refundable(ctx context.Context, id string) (Refundable, error) {
+// Refundable says what is left to refund of order id's charge named by
+// payment, its provider reference ("": the order's own, chargeOf).
+func (s *Service) Refundable(ctx context.Context, id, payment string) (Refundable, error) {
+	o, err := s.order(ctx, id)
+	if err != nil {
+		return Refundable{}, err
+	}
+	return s.refundable(s.db.WithContext(ctx), o, payment)
+}
+
+// Owed are the charges of order id, besides its own, that must go back to
+// the customer — a second charge of a paid order (refund_required) — and
+// that Sekali can still ask a refund of.
+func (s *Service) Owed(ctx context.Context, id string) ([]Refundable, error) {
+	o, err := s.order(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	db := s.db.WithContext(ctx)
+	own, err := refundableCharge(db, o)
+	switch {
+	case models.ErrorCode(err) == models.EInvalidTransition: // no charge of its own to leave out
+		own = &models.Payment{}
+	case err != nil:
+		return nil, fmt.Errorf("refunds.Owed: %w", store.Classify(err))
+	}
+	var charges []models.Payment
+	if err := db.Where("order_id = ? AND status = ? AND id <> ?", o.ID, models.PaymentRefundRequired, own.ID).Order("id").Find(&charges).Error; err != nil {
+		return nil, fmt.Errorf("refunds.Owed: %w", store.Classify(err))
+	}
+	var owed []Refundable
+	for _, p := range charges {
+		r, err := s.refundable(db, o, p.ProviderReference)
+		if err != nil {
+			return nil, err
+		}
+		if r.Left > 0 {
+			owed = append(owed, r)
+		}
+	}
+	return owed, nil
+}
+
+// order reads order id, outside a transaction.
+func (s *Service) order(ctx context.Context, id string) (*models.Order, error) {
 	if !models.ValidOrderID(id) {
-		return Refundable{}, models.Errorf(models.ENotFound, "no order %q", id)
+		return nil, models.Errorf(models.ENotFound, "no order %q", id)
 	}
 	var o models.Order
 	if err := s.db.WithContext(ctx).Take(&o, "id = ?", id).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return Refundable{}, models.Errorf(models.ENotFound, "no order %q", id)
+			return nil, models.Errorf(models.ENotFound, "no order %q", id)
 		}
-		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))
+		return nil, fmt.Errorf("refunds: order %s: %w", id, store.Classify(err))
 	}
-	a, err := s.assess(s.db.WithContext(ctx), &o)
+	return &o, nil
+}
+
+// refundable is what is left of o's charge named by payment; Why says
+// why nothing is.
+func (s *Service) refundable(db *gorm.DB, o *models.Order, payment string) (Refundable, error) {
+	a, err := s.assess(db, o, payment)
 	switch {
 	case models.ErrorCode(err) == models.EInvalidTransition:
-		return Refundable{OrderID: id, Why: models.ErrorMessage(err)}, nil
+		return Refundable{OrderID: o.ID, Payment: payment, Why: models.ErrorMessage(err)}, nil
 	case err != nil:
 		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))
 	}
-	r := a.refundable(id)
+	r := a.refundable(o.ID)
 	if r.Left <= 0 {
 		r.Left = 0
 		r.Why = "nothing is left to refund: the refunds asked add up to the payment"
 	}
 	return r, nil
+}
+
+// chargeOf is the charge a refund of o refunds: the payment of o whose
+// provider reference is payment — one that had to be refunded, or the
+// charge that paid a refundable order — or, for "", refundableCharge's.
+func chargeOf(tx *gorm.DB, o *models.Order, payment string) (*models.Payment, error) {
+	if payment == "" {
+		return refundableCharge(tx, o)
+	}
+	var charge models.Payment
+	err := tx.Where("order_id = ? AND provider_reference = ?", o.ID, payment).Order("id").Take(&charge).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, models.Errorf(models.EInvalid, "order %s has no payment %q", o.ID, payment)
+	case err != nil:
+		return nil, err
+	case charge.Status == models.PaymentRefundRequired, charge.Status == models.PaymentSucceeded && o.Status.Refundable():
+		return &charge, nil
+	}
+	return nil, models.Errorf(models.EInvalidTransition, "payment %s of order %s is %s: there is nothing to refund", payment, o.ID, charge.Status)
 }
 
 // refundableCharge is the charge a refund of o refunds.

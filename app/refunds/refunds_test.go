@@ -122,15 +122,20 @@ func (e *env) notify(eventID string, body []byte) payments.Outcome {
 	return out
 }
 
-// ask asks for a refund in a transaction of its own.
+// ask asks for a refund of the order's charge in a transaction of its own.
 func (e *env) ask(amount, reason string) (*models.GatewayRequest, error) {
-	var r *models.GatewayRequest
+	return e.request(refunds.Request{OrderID: e.orderID, Amount: amount, Reason: reason, Admin: "admin@example.com"})
+}
+
+// request asks for refund r in a transaction of its own.
+func (e *env) request(r refunds.Request) (*models.GatewayRequest, error) {
+	var rec *models.GatewayRequest
 	err := store.Transaction(context.Background(), e.db, func(tx *gorm.DB) error {
 		var err error
-		r, err = e.refunds.RequestTx(tx, refunds.Request{OrderID: e.orderID, Amount: amount, Reason: reason, Admin: "admin@example.com"})
+		rec, err = e.refunds.RequestTx(tx, r)
 		return err
 	})
-	return r, err
+	return rec, err
 }
 
 func (e *env) mustAsk(amount string) *models.GatewayRequest {
@@ -197,7 +202,7 @@ func TestRefundHalfThenTheRest(t *testing.T) {
 	if status, refunded, n := e.state(); status != models.OrderRefunded || refunded != price || n != 2 {
 		t.Fatalf("after the rest: %s, refunded %d, %d refunds; want refunded, %d, 2", status, refunded, n, price)
 	}
-	if left, err := e.refunds.Refundable(context.Background(), e.orderID); err != nil || left.Left != 0 || left.Why == "" {
+	if left, err := e.refunds.Refundable(context.Background(), e.orderID, ""); err != nil || left.Left != 0 || left.Why == "" {
 		t.Fatalf("refundable after all: %+v, %v", left, err)
 	}
 }
@@ -395,7 +400,7 @@ func TestRefusedRefundFails(t *testing.T) {
 	if status, refunded, n := e.state(); status != models.OrderPaid || refunded != 0 || n != 0 {
 		t.Fatalf("%s, refunded %d, %d rows; want nothing applied", status, refunded, n)
 	}
-	if left, err := e.refunds.Refundable(context.Background(), e.orderID); err != nil || left.Left != price {
+	if left, err := e.refunds.Refundable(context.Background(), e.orderID, ""); err != nil || left.Left != price {
 		t.Fatalf("left after a refusal: %+v, %v; want the whole payment", left, err)
 	}
 }
@@ -453,5 +458,63 @@ func TestRefundableAmount(t *testing.T) {
 	}
 	if _, err := (refunds.Refundable{OrderID: "ORD-B", Currency: "IDR"}).Amount(""); models.ErrorMessage(err) != "at most 0 IDR is left to refund of order ORD-B" {
 		t.Errorf("nothing left: %v", err)
+	}
+}
+
+// A second charge of a paid order must go back: Owed offers it, a refund
+// that names it by its reference refunds it alone — the order stays
+// paid, its own charge untouched — and it is then owed no more.
+func TestRefundASecondCharge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	second := "tx2-" + e.orderID
+	e.notify("evt_paid_again_"+e.orderID, testenv.SandboxBody(e.orderID, second, models.EventPaid, price))
+	owed, err := e.refunds.Owed(ctx, e.orderID)
+	if err != nil || len(owed) != 1 || owed[0].Payment != second || owed[0].Left != price {
+		t.Fatalf("owed %+v, %v; want the second charge, all of it", owed, err)
+	}
+
+	twice := refunds.Request{OrderID: e.orderID, Payment: second, Reason: "charged twice", Admin: "admin@example.com"}
+	r, err := e.request(twice)
+	var charge models.Payment
+	if err := e.db.Take(&charge, "provider_reference = ?", second).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || r.Amount != price || r.PaymentID == nil || *r.PaymentID != charge.ID || r.IdempotencyKey != e.orderID+"-R1" {
+		t.Fatalf("refund of the second charge: %+v, %v; want all of payment %d", r, err, charge.ID)
+	}
+	// While it is asked, the second charge is owed nothing more, and the
+	// order's own charge can still be refunded in full.
+	if owed, err := e.refunds.Owed(ctx, e.orderID); err != nil || len(owed) != 0 {
+		t.Errorf("owed while the refund is open: %+v, %v; want none", owed, err)
+	}
+	if own, err := e.refunds.Refundable(ctx, e.orderID, ""); err != nil || own.Left != price || own.Payment != e.charge() {
+		t.Errorf("the order's own charge: %+v, %v; want all of %s left", own, err, e.charge())
+	}
+	if _, err := e.refunds.Send(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	var o models.Order
+	var own models.Payment
+	e.db.Take(&o, "id = ?", e.orderID)
+	e.db.Take(&charge, charge.ID)
+	e.db.Take(&own, "provider_reference = ?", e.charge())
+	if o.Status != models.OrderPaid || charge.Status != models.PaymentRefunded || charge.RefundedAmount != price || own.RefundedAmount != 0 {
+		t.Errorf("after the refund: order %s, second charge %s refunded %d, own charge refunded %d; want paid, refunded %d, 0",
+			o.Status, charge.Status, charge.RefundedAmount, own.RefundedAmount, price)
+	}
+
+	// Refunded, the charge has nothing left: asked again, 409; a payment
+	// the order does not have is bad input, 422.
+	if left, err := e.refunds.Refundable(ctx, e.orderID, second); err != nil || left.Left != 0 || left.Why == "" {
+		t.Errorf("Refundable(second charge) = %+v, %v; want nothing left, and why", left, err)
+	}
+	if _, err := e.request(twice); models.ErrorCode(err) != models.EInvalidTransition {
+		t.Errorf("the refunded charge again: %v; want %s", err, models.EInvalidTransition)
+	}
+	twice.Payment = "tx-nobody"
+	if _, err := e.request(twice); models.ErrorCode(err) != models.EInvalid {
+		t.Errorf("a payment the order does not have: %v; want %s", err, models.EInvalid)
 	}
 }

@@ -237,6 +237,24 @@ func (a *testApp) count(t *testing.T, query string, args ...any) int64 {
 	return n
 }
 
+// countCheck is a count the database must hold: what it is, the query
+// that counts it, and the count.
+type countCheck struct {
+	what  string
+	query string
+	want  int64
+}
+
+// expectCounts checks each count, its query run with args.
+func (a *testApp) expectCounts(t *testing.T, checks []countCheck, args ...any) {
+	t.Helper()
+	for _, c := range checks {
+		if n := a.count(t, c.query, args...); n != c.want {
+			t.Errorf("%s: %d, want %d", c.what, n, c.want)
+		}
+	}
+}
+
 // eventually waits until query counts want, for rows written after the
 // response (the audit rows of deliveries that changed nothing), and fails
 // the test if that takes more than 10 seconds.

@@ -80,11 +80,7 @@ func TestBehindPgBouncer(t *testing.T) {
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent'") == paidOrders
 	})
 
-	for _, c := range []struct {
-		what  string
-		query string
-		want  int64
-	}{
+	a.expectCounts(t, []countCheck{
 		{"paid orders", "SELECT count(*) FROM orders WHERE status = 'paid'", paidOrders},
 		{"succeeded payments", "SELECT count(*) FROM payments WHERE status = 'succeeded'", paidOrders},
 		{"stock left", "SELECT stock FROM products WHERE sku = '" + sku + "'", 0},
@@ -92,11 +88,7 @@ func TestBehindPgBouncer(t *testing.T) {
 		{"highest invoice number", "SELECT max(sequence) FROM invoices", paidOrders},
 		{"outbound emails", "SELECT count(*) FROM outbound_emails", paidOrders},
 		{"jobs run more than once", "SELECT count(*) FROM job_executions WHERE attempts > 1", 0},
-	} {
-		if n := a.count(t, c.query); n != c.want {
-			t.Errorf("%s = %d, want %d", c.what, n, c.want)
-		}
-	}
+	})
 	a.eventually(t, paidOrders*copies, "SELECT count(*) FROM callback_deliveries")
 	// The pooler really pooled: the app's connections shared poolSize
 	// server connections (the LISTEN and the test's own reads are direct).

@@ -11,6 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
 )
 
 // TestBrowserRefundHalfThenTheRest: on each gateway, a customer buys a
@@ -106,22 +108,14 @@ func TestBrowserRefundHalfThenTheRest(t *testing.T) {
 				}
 			}
 
-			for _, check := range []struct {
-				what  string
-				query string
-				want  int64
-			}{
+			a.expectCounts(t, []countCheck{
 				{"refund calls", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund'", 2},
 				{"refund calls done, once each, half each", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund' AND phase = 'done' AND attempts = 1 AND amount = 37500", 2},
 				{"refunds", "SELECT count(*) FROM refunds WHERE order_id = ?", 2},
 				{"what the refunds add up to", "SELECT coalesce(sum(amount), 0) FROM refunds WHERE order_id = ?", 75000},
 				{"the payment's refunded amount", "SELECT refunded_amount FROM payments WHERE order_id = ? AND amount = 75000", 75000},
 				{"refunds in the action log", "SELECT count(*) FROM admin_actions WHERE action = 'refund order' AND target = ? AND result = 'ok'", 2},
-			} {
-				if n := a.count(t, check.query, id); n != check.want {
-					t.Errorf("%s: %d, want %d", check.what, n, check.want)
-				}
-			}
+			}, id)
 			a.verify(t)
 		})
 	}
@@ -252,4 +246,58 @@ func (b *browser) onAPhone(what, css string) {
 	if got.Width > 390 || len(got.Out) != 0 {
 		b.t.Errorf("%s on a 390 px screen: %.0f px wide, out of sight: %q", what, got.Width, got.Out)
 	}
+}
+
+// TestBrowserRefundASecondCharge: a customer pays for a mug, then the
+// gateway reports a second charge of the same order (the customer paid
+// twice). The admin's order page offers that charge back in a card of
+// its own; one click refunds it, all of it, once: the page shows the
+// charge refunded and the refund done, the order stays paid, and its own
+// charge keeps all that can be refunded of it.
+func TestBrowserRefundASecondCharge(t *testing.T) {
+	t.Parallel()
+	_, env := gatewayEnv(t, "sandbox")
+	a := startApp(t, env)
+	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, a)
+	id := b.buyAndPayOnGatewaysPage("sandbox", "") // one mug: Rp 75.000
+	second := "tx-again-" + id
+	if r := a.callback(t, "evt_paid_again_"+id, testenv.SandboxBody(id, second, models.EventPaid, 75000)); r.Status != http.StatusOK {
+		t.Fatalf("the second charge: %d %s", r.Status, r.Body)
+	}
+	ensureAdmin(t, a)
+	if st := b.logIn(testAdminEmail, testAdminPassword); st != http.StatusOK {
+		t.Fatalf("log in: status %d", st)
+	}
+	orderPage := "/admin/orders/" + id
+	b.open(orderPage)
+	card := "#refund-form-" + second
+	if says := b.text(card + " p"); says != "This order was charged again after it was paid: the customer is owed Rp 75.000 of the charge "+second+"." {
+		t.Fatalf("the second charge's card says %q", says)
+	}
+	b.screenshot("order-second-charge")
+	st := b.follow("press Refund in full", chromedp.Click(chromedp.CSS(card+` button.danger`)))
+	if loc := b.location(); st != http.StatusOK || loc != orderPage+"#refunds" {
+		t.Fatalf("Refund in full: status %d at %s; want the order's refunds", st, loc)
+	}
+	b.markPage()
+	b.waitFor("the second charge refunded",
+		`(rows => rows.length === 1 && rows[0].phase === "done" && rows[0].reason === "charged twice")(`+refundRowsJS+`) &&
+		 !document.querySelector(`+jsString(card)+`) && /refunded/.test(`+paymentsJS+`)`,
+		`[`+refundRowsJS+`, `+paymentsJS+`]`)
+	b.assertNotReloaded()
+	if badge := b.text("#order .stat .badge"); badge != "paid" {
+		t.Errorf("the order is %q after its second charge's refund, want paid", badge)
+	}
+	if left := b.text("#refund-form p.muted"); !strings.HasPrefix(left, "Up to Rp 75.000 is left to refund through sandbox.") {
+		t.Errorf("the order's own refund form says %q; want all of its charge", left)
+	}
+	a.expectCounts(t, []countCheck{
+		{"refund calls, done", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund' AND phase = 'done'", 1},
+		{"the second charge refunded in full", "SELECT count(*) FROM payments WHERE order_id = ? AND status = 'refunded' AND refunded_amount = 75000", 1},
+		{"the order's own charge untouched", "SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded' AND refunded_amount = 0", 1},
+	}, id)
+	a.verify(t)
 }

@@ -79,21 +79,13 @@ func TestBrowserShopBuyAndPay(t *testing.T) {
 	b.assertNotReloaded()
 	b.screenshot("shop-paid")
 
-	for _, check := range []struct {
-		what  string
-		query string
-		want  int64
-	}{
+	a.expectCounts(t, []countCheck{
 		{"payments", "SELECT count(*) FROM payments WHERE order_id = ?", 1},
 		{"succeeded payments", "SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'", 1},
 		{"reservations of the mug", "SELECT count(*) FROM stock_movements WHERE order_id = ? AND kind = 'reserve'", 1},
 		{"invoices", "SELECT count(*) FROM invoices WHERE order_id = ?", 1},
 		{"sent emails", "SELECT count(*) FROM outbound_emails WHERE key = 'order_paid:' || ? AND status = 'sent'", 1},
-	} {
-		if n := a.count(t, check.query, id); n != check.want {
-			t.Errorf("%s: %d, want %d", check.what, n, check.want)
-		}
-	}
+	}, id)
 	if a.stock(t, "DEMO-MUG") != 48 {
 		t.Errorf("the mug's stock: %d, want 48", a.stock(t, "DEMO-MUG"))
 	}

@@ -323,6 +323,7 @@ type OrderDetail struct {
 	CanCancel   bool
 	Refunds     []RefundRow
 	Refund      RefundForm
+	Owed        []RefundForm // the order's other charges that must go back (a second charge)
 }
 
 // RefundRow is one refund asked of an order's gateway.
@@ -345,13 +346,15 @@ type RefundRow struct {
 // typed.
 type RefundForm struct {
 	OrderID  string
+	Payment  string // the charge's provider reference when it is not the order's own
 	Provider string
 	Currency string
 	Left     int64  // minor units; 0: nothing to refund (Why says why)
 	LeftText string // Left in major units, for the amount field
 	Why      string
-	// Owed: the order is refund_required — paid, with no stock — and
-	// gets a one-click "Refund in full" (Key is that form's key).
+	// Owed: the charge must go back — the order is refund_required
+	// (paid, with no stock), or the charge is a second one — and gets a
+	// one-click "Refund in full" (Key is that form's key).
 	Owed        bool
 	Key         string
 	Amount      string
@@ -363,6 +366,7 @@ type RefundForm struct {
 // RefundConfirm is the page that asks before a refund is sent.
 type RefundConfirm struct {
 	Order    OrderRow
+	Payment  string // the charge's provider reference when it is not the order's own
 	Provider string
 	Amount   int64 // minor units
 	Currency string
