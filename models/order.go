@@ -80,6 +80,7 @@ type OrderItem struct {
 	ID        int64  `json:"-"`
 	OrderID   string `json:"-"`
 	SKU       string `gorm:"column:sku" json:"sku"`
+	Name      string `json:"name"` // the product's name when it was sold
 	Qty       int64  `json:"qty"`
 	UnitPrice int64  `json:"unit_price"`
 }

@@ -334,7 +334,7 @@ func newOrderRowJSON(o models.Order) orderRowJSON {
 }
 
 func newItemJSON(i models.OrderItem) itemJSON {
-	return itemJSON{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
+	return itemJSON{SKU: i.SKU, Name: i.Name, Qty: i.Qty, UnitPrice: i.UnitPrice}
 }
 
 // gatewayJSON is one call Sekali made to a gateway for an order.

@@ -65,25 +65,26 @@ type console struct {
 	pages    *recordingOpener // what Pay asked the gateway for
 }
 
-// recordingOpener is the sandbox gateway's page opener, keeping the
-// return URL of each page asked for.
+// recordingOpener is the sandbox gateway's page opener, keeping each
+// page request.
 type recordingOpener struct {
 	outbound.PageOpener
-	mu         sync.Mutex
-	returnURLs []string
+	mu       sync.Mutex
+	requests []outbound.PageRequest
 }
 
 func (r *recordingOpener) OpenPage(ctx context.Context, req outbound.PageRequest) (outbound.Page, error) {
 	r.mu.Lock()
-	r.returnURLs = append(r.returnURLs, req.ReturnURL)
+	r.requests = append(r.requests, req)
 	r.mu.Unlock()
 	return r.PageOpener.OpenPage(ctx, req)
 }
 
-func (r *recordingOpener) asked() []string {
+// asked are the page requests made so far.
+func (r *recordingOpener) asked() []outbound.PageRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.returnURLs)
+	return slices.Clone(r.requests)
 }
 
 // midtransKey is the console's Midtrans server key: Midtrans is

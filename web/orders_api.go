@@ -41,6 +41,7 @@ type orderJSON struct {
 
 type itemJSON struct {
 	SKU       string `json:"sku"`
+	Name      string `json:"name"` // the product's name when the order was made
 	Qty       int64  `json:"qty"`
 	UnitPrice int64  `json:"unit_price"`
 }
@@ -73,7 +74,7 @@ func newOrderJSON(o *models.Order) orderJSON {
 		v.Invoice = &invoiceJSON{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt.UTC()}
 	}
 	for _, it := range o.Items {
-		v.Items = append(v.Items, itemJSON{SKU: it.SKU, Qty: it.Qty, UnitPrice: it.UnitPrice})
+		v.Items = append(v.Items, newItemJSON(it))
 	}
 	for _, p := range o.Payments {
 		v.Payments = append(v.Payments, paymentJSON{

@@ -1,7 +1,7 @@
 package web
 
 import (
-	"context"
+	"cmp"
 	"net/http"
 	"net/url"
 	"strings"
@@ -79,13 +79,12 @@ func (s *Server) orderPayment(c echo.Context) error {
 // caller has the customer's. Every press must send the gateway the same
 // request — a repeat under one key with other parameters is an error at
 // Stripe — so the return URL depends on nothing that changes between
-// presses (not on the payment attempts so far).
+// presses (not on the payment attempts so far, nor on the host asked),
+// and the items carry the names they were sold under, not the
+// catalogue's of the moment.
 func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) (outbound.Page, error) {
 	ctx := c.Request().Context()
-	items, err := s.pageItems(ctx, o)
-	if err != nil {
-		return outbound.Page{}, err
-	}
+	items := pageItems(o)
 	returnURL := s.publicBase(c) + "/orders/" + url.PathEscape(o.ID)
 	if token != "" {
 		returnURL += "?t=" + url.QueryEscape(token)
@@ -115,16 +114,12 @@ func (s *Server) publicBase(c echo.Context) string {
 	return c.Scheme() + "://" + c.Request().Host
 }
 
-// pageItems are o's items as a gateway's page shows them, with the
-// products' names.
-func (s *Server) pageItems(ctx context.Context, o *models.Order) ([]outbound.PageItem, error) {
-	names, err := s.productNames(ctx)
-	if err != nil {
-		return nil, err
-	}
+// pageItems are o's items as a gateway's page shows them, with the names
+// they were sold under: every press asks the gateway the same.
+func pageItems(o *models.Order) []outbound.PageItem {
 	items := make([]outbound.PageItem, len(o.Items))
 	for i, it := range o.Items {
-		items[i] = outbound.PageItem{SKU: it.SKU, Name: names[it.SKU], Qty: it.Qty, UnitPrice: it.UnitPrice}
+		items[i] = outbound.PageItem{SKU: it.SKU, Name: cmp.Or(it.Name, it.SKU), Qty: it.Qty, UnitPrice: it.UnitPrice}
 	}
-	return items, nil
+	return items
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,13 +145,48 @@ func TestPayReturnURLFromPublicURL(t *testing.T) {
 				t.Fatalf("payment: %d %s", p.StatusCode, p.Body)
 			}
 			base := tt.base
-			if want := base + "/orders/" + id + "?t=" + url.QueryEscape(token); !slices.Equal(c.pages.asked(), []string{want}) {
-				t.Errorf("return URLs asked for %q, want [%q]", c.pages.asked(), want)
+			asked := c.pages.asked()
+			if want := base + "/orders/" + id + "?t=" + url.QueryEscape(token); len(asked) != 1 || asked[0].ReturnURL != want {
+				t.Errorf("pages asked for %+v, want one returning to %q", asked, want)
 			}
 			if want := base + "/sandbox/pay/" + id + "?t=" + url.QueryEscape(token); got["redirect_url"] != want {
 				t.Errorf("redirect_url %q, want %q", got["redirect_url"], want)
 			}
 		})
+	}
+}
+
+// The page lists the items under the names they were sold under: a
+// product renamed after the order does not change what Pay asks the
+// gateway (a repeat of the call must be the same request), and the
+// order's JSON and the shop's page show the name sold too.
+func TestPayNamesTheItemsAsSold(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "PAYNAME", 50000, 5)
+	id, token := c.newShopOrder(t, "PAYNAME")
+	var sold string
+	if err := c.db.Raw("SELECT name FROM products WHERE sku = 'PAYNAME'").Scan(&sold).Error; err != nil || sold == "" {
+		t.Fatalf("the product's name: %q, %v", sold, err)
+	}
+	if err := c.db.Exec("UPDATE products SET name = 'Renamed mug' WHERE sku = 'PAYNAME'").Error; err != nil {
+		t.Fatal(err)
+	}
+	if p := c.payOnce(id, token); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("Pay: %d", p.StatusCode)
+	}
+	if asked := c.pages.asked(); len(asked) != 1 || len(asked[0].Items) != 1 || asked[0].Items[0].Name != sold {
+		t.Errorf("page requests %+v; want one, its item named %q", asked, sold)
+	}
+	p := c.do(http.DefaultClient, "GET", "/api/orders/"+id, nil, http.Header{"Authorization": {"Bearer " + token}})
+	var o struct {
+		Items []struct{ Name string } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(p.Body), &o); err != nil || len(o.Items) != 1 || o.Items[0].Name != sold {
+		t.Errorf("GET /api/orders/%s: %d %s; want the item named %q", id, p.StatusCode, p.Body, sold)
+	}
+	if shop := c.get("/orders/" + id + "?t=" + url.QueryEscape(token)); !strings.Contains(shop.Body, sold) || strings.Contains(shop.Body, "Renamed mug") {
+		t.Errorf("the shop's order page does not name the item %q as sold", sold)
 	}
 }
 

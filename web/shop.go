@@ -177,15 +177,11 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := s.productNames(ctx)
-	if err != nil {
-		return err
-	}
 	v := views.ShopOrder{
 		Now: s.deps.Now(), ID: o.ID, Token: token, Status: string(o.Status), Email: o.CustomerEmail,
 		Total: o.TotalAmount, Currency: o.Currency, Expires: o.ExpiresAt, EmailSent: sent,
 		Items: rows(o.Items, func(i models.OrderItem) views.ItemRow {
-			return views.ItemRow{SKU: i.SKU, Name: names[i.SKU], Qty: i.Qty, UnitPrice: i.UnitPrice}
+			return views.ItemRow{SKU: i.SKU, Name: i.Name, Qty: i.Qty, UnitPrice: i.UnitPrice}
 		}),
 	}
 	if o.Invoice != nil {
@@ -211,18 +207,4 @@ func (s *Server) shopOrder(c echo.Context) error {
 		v.PayURL = "/orders/" + url.PathEscape(o.ID) + "/pay?t=" + url.QueryEscape(token)
 	}
 	return s.shopPage(c, http.StatusOK, "Order "+o.ID, views.ShopOrderPage(v))
-}
-
-// productNames are the catalogue's product names by SKU, for an order's
-// items (the catalogue is small).
-func (s *Server) productNames(ctx context.Context) (map[string]string, error) {
-	products, err := s.deps.Products.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := make(map[string]string, len(products))
-	for _, p := range products {
-		names[p.SKU] = p.Name
-	}
-	return names, nil
 }

@@ -196,7 +196,7 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 			if p.MaxPerOrder != nil && items[i].Qty > *p.MaxPerOrder {
 				return models.Errorf(models.EInvalid, "at most %d of %s per order", *p.MaxPerOrder, p.Name)
 			}
-			o.Items = append(o.Items, models.OrderItem{OrderID: o.ID, SKU: p.SKU, Qty: items[i].Qty, UnitPrice: p.Price})
+			o.Items = append(o.Items, models.OrderItem{OrderID: o.ID, SKU: p.SKU, Name: p.Name, Qty: items[i].Qty, UnitPrice: p.Price})
 			// price ≤ MaxPrice and qty ≤ MaxQty: the product fits in int64,
 			// and so does the sum, checked against MaxTotal at each step.
 			o.TotalAmount += p.Price * items[i].Qty

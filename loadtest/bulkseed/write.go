@@ -226,6 +226,7 @@ type writer struct {
 	rng      *rand.Rand
 	now, lim time.Time
 	price    map[string]int64
+	name     map[string]string
 	next     map[int]int64    // the last invoice number of each year
 	released map[string]int64 // units given back, per SKU
 	sum      summary
@@ -288,9 +289,9 @@ func (w *writer) products() error {
 	if len(ps) != bulkSKUs {
 		return fmt.Errorf("products: %d of the %d BULK products are priced in %s", len(ps), bulkSKUs, models.DefaultCurrency)
 	}
-	w.price = make(map[string]int64, len(ps))
+	w.price, w.name = make(map[string]int64, len(ps)), make(map[string]string, len(ps))
 	for _, p := range ps {
-		w.price[p.SKU] = p.Price
+		w.price[p.SKU], w.name[p.SKU] = p.Price, p.Name
 	}
 	return nil
 }
@@ -303,7 +304,7 @@ func (w *writer) add(o bulkOrder) error {
 	items := make([]models.OrderItem, len(o.Items))
 	var total int64
 	for i, it := range o.Items {
-		items[i] = models.OrderItem{OrderID: o.ID, SKU: it.SKU, Qty: it.Qty, UnitPrice: w.price[it.SKU]}
+		items[i] = models.OrderItem{OrderID: o.ID, SKU: it.SKU, Name: w.name[it.SKU], Qty: it.Qty, UnitPrice: w.price[it.SKU]}
 		total += it.Qty * w.price[it.SKU]
 	}
 	order := models.Order{ID: o.ID, CustomerEmail: o.Email, Status: o.Status, TotalAmount: total, Currency: currency,
