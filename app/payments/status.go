@@ -1,6 +1,7 @@
 package payments
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,9 +23,11 @@ import (
 type StatusClient interface {
 	// Provider is the provider the answers are recorded under.
 	Provider() string
-	// Status returns the latest fact the gateway has about orderID's
-	// payment; found is false when it has none.
-	Status(ctx context.Context, orderID string) (ev Event, found bool, err error)
+	// Status returns the latest fact the gateway has about the payment
+	// of an order, asked by ref: the order id, or the key the order's
+	// hosted page was asked under at this gateway when that is another
+	// (Midtrans's {order}~{n}). found is false when it has none.
+	Status(ctx context.Context, ref string) (ev Event, found bool, err error)
 }
 
 // Poll asks clients about the pending orders that expire within the next
@@ -43,10 +46,14 @@ func (s *Service) Poll(ctx context.Context, clients []StatusClient, within time.
 	if err != nil {
 		return 0, fmt.Errorf("payments.Poll: %w", store.Classify(err))
 	}
+	pageKeys, err := s.pageKeys(ctx, ids)
+	if err != nil {
+		return 0, fmt.Errorf("payments.Poll: %w", err)
+	}
 	var errs []error
 	for _, id := range ids {
 		for _, c := range clients {
-			ev, found, err := c.Status(ctx, id)
+			ev, found, err := c.Status(ctx, cmp.Or(pageKeys[[2]string{c.Provider(), id}], id))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s %s: %w", c.Provider(), id, err))
 				continue
@@ -64,6 +71,28 @@ func (s *Service) Poll(ctx context.Context, clients []StatusClient, within time.
 		return applied, fmt.Errorf("payments.Poll: %d status requests failed; first: %w", len(errs), errs[0])
 	}
 	return applied, nil
+}
+
+// pageKeys are the keys, other than the order id, that the hosted pages
+// of orders ids were asked under, by provider and order. A page asked
+// under another key (Midtrans's {order}~{n}, after the order id was
+// spent by a call whose answer was lost) is the one the customer got,
+// and the gateway files its payment under that key.
+func (s *Service) pageKeys(ctx context.Context, ids []string) (map[[2]string]string, error) {
+	keys := map[[2]string]string{}
+	if len(ids) == 0 {
+		return keys, nil
+	}
+	var rows []models.GatewayRequest
+	err := s.db.WithContext(ctx).Select("order_id", "provider", "idempotency_key").
+		Where("kind = ? AND order_id IN ? AND idempotency_key <> order_id", models.GatewayCreatePayment, ids).Find(&rows).Error
+	if err != nil {
+		return nil, store.Classify(err)
+	}
+	for _, r := range rows {
+		keys[[2]string{r.Provider, r.OrderID}] = r.IdempotencyKey
+	}
+	return keys, nil
 }
 
 // ApplyPolled applies a fact learnt by a status poll as a delivery of its

@@ -148,6 +148,32 @@ func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
 	}
 }
 
+// An order whose Snap page was made under {order}~2 (its order id spent
+// by a call whose answer was lost) is asked about by that key, which
+// Midtrans files the customer's payment under: the poll finds it.
+func TestPollAsksByThePagesKey(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	key := id + "~2"
+	done := time.Now()
+	page := models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: id, Provider: midtrans.Name, IdempotencyKey: key,
+		Amount: price, Currency: "IDR", Phase: models.GatewayDone, Attempts: 2, DoneAt: &done,
+		ProviderObjectID: "snap-token", RedirectURL: "https://app.sandbox.midtrans.com/snap/v4/redirection/snap-token"}
+	if err := f.db.Create(&page).Error; err != nil {
+		t.Fatal(err)
+	}
+	msrv := statusServer(t, map[string]string{"/v2/" + key + "/status": midtransStatusAnswer(key, "tx-"+key)})
+	client, _ := midtrans.NewStatusClient(midtransKey, msrv.URL)
+	if applied, err := f.pay.Poll(context.Background(), []payments.StatusClient{client}, 2*time.Hour); err != nil || applied != 1 {
+		t.Fatalf("Poll: %d applied, %v; want the payment made on the page", applied, err)
+	}
+	var o models.Order
+	if f.db.Take(&o, "id = ?", id); o.Status != models.OrderPaid {
+		t.Errorf("the order is %s after the poll, want paid", o.Status)
+	}
+}
+
 // stripeAPI is a fake of the Stripe endpoints the status client reads:
 // the PaymentIntent search (by metadata.order_id), and the events and
 // Checkout Sessions lists (newest first, paged by starting_after, two per

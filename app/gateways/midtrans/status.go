@@ -45,10 +45,11 @@ func NewStatusClient(serverKey, baseURL string) (*StatusClient, error) {
 // Provider implements payments.StatusClient.
 func (*StatusClient) Provider() string { return Name }
 
-// Status implements payments.StatusClient: the order's latest
-// transaction.
-func (c *StatusClient) Status(ctx context.Context, orderID string) (payments.Event, bool, error) {
-	return c.get(ctx, orderID)
+// Status implements payments.StatusClient: the latest transaction of
+// ref, Midtrans's order_id — the order id, or the {order}~{n} key its
+// Snap page was made under.
+func (c *StatusClient) Status(ctx context.Context, ref string) (payments.Event, bool, error) {
+	return c.get(ctx, ref)
 }
 
 // Transaction is what Midtrans says of one transaction: the Challenge
