@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // PageRequest is what a gateway needs to open its hosted payment page for
@@ -23,6 +24,22 @@ type PageRequest struct {
 	// ReturnURL is where the gateway sends the customer back: the order's
 	// page, with its access token.
 	ReturnURL string
+	// ExpiresAt is the order's deadline, when its stock is released;
+	// AskedAt is when this call is made. A gateway whose page takes a
+	// deadline and does not compare a repeat's parameters (Midtrans,
+	// Xendit) is given the time between them: a payment after the
+	// order's end would have no stock left to pay for. Zero: none.
+	ExpiresAt, AskedAt time.Time
+}
+
+// PayWithin is how long the customer has to pay, from AskedAt, and at
+// least least, so that a page asked in the order's last moments still
+// opens; 0 when the request names no deadline.
+func (r PageRequest) PayWithin(least time.Duration) time.Duration {
+	if r.ExpiresAt.IsZero() || r.AskedAt.IsZero() {
+		return 0
+	}
+	return max(r.ExpiresAt.Sub(r.AskedAt), least)
 }
 
 // CheckItems refuses, before anything is sent, a request whose items do

@@ -2,6 +2,7 @@ package outbound_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/outbound"
 )
@@ -18,6 +19,28 @@ func TestOrigin(t *testing.T) {
 	} {
 		if got := outbound.Origin(in); got != want {
 			t.Errorf("Origin(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// PayWithin is the time from the call to the order's deadline, at least
+// the gateway's least (a page asked in the order's last moments, or even
+// after them, still opens); nothing without a deadline.
+func TestPayWithin(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		expires time.Time
+		want    time.Duration
+	}{
+		{at.Add(15 * time.Minute), 15 * time.Minute},
+		{at.Add(20 * time.Second), time.Minute},
+		{at.Add(-time.Minute), time.Minute},
+		{time.Time{}, 0},
+	} {
+		r := outbound.PageRequest{ExpiresAt: tt.expires, AskedAt: at}
+		if got := r.PayWithin(time.Minute); got != tt.want {
+			t.Errorf("deadline %v: PayWithin = %v, want %v", tt.expires, got, tt.want)
 		}
 	}
 }

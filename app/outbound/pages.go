@@ -127,7 +127,8 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	callCtx, cancel := context.WithTimeout(ctx, p.CallTimeout)
 	defer cancel()
 	req := PageRequest{OrderID: o.ID, Key: r.IdempotencyKey, Amount: o.TotalAmount,
-		Currency: o.Currency, CustomerEmail: o.CustomerEmail, Items: items, ReturnURL: returnURL}
+		Currency: o.Currency, CustomerEmail: o.CustomerEmail, Items: items, ReturnURL: returnURL,
+		ExpiresAt: o.ExpiresAt, AskedAt: p.now()}
 	page, err := p.opener.OpenPage(callCtx, req)
 	if IsKeySpent(err) {
 		// The gateway will not take this key again (an earlier attempt

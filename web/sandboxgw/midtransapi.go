@@ -44,10 +44,12 @@ import (
 //     as Sekali's confirmation of that notification asks.
 //
 // Not emulated: the Idempotency-Key header (Midtrans documents it for the
-// Core API; whether Snap honours it is unverified), the second refund
-// notification Midtrans sends once the bank confirms (bank_confirmed_at),
-// and a refund retried with the same key after a failure (Midtrans allows
-// it within 7 days; here nothing fails after the key is taken).
+// Core API; whether Snap honours it is unverified), a Snap transaction's
+// expiry (accepted, not enforced: the order's own deadline is), the
+// second refund notification Midtrans sends once the bank confirms
+// (bank_confirmed_at), and a refund retried with the same key after a
+// failure (Midtrans allows it within 7 days; here nothing fails after the
+// key is taken).
 
 // keptMidtrans bounds the Snap orders and the refund keys the gateway
 // remembers, each: the oldest go first.

@@ -50,9 +50,10 @@ func PageNoAnswer(t *testing.T, open func(baseURL string) (outbound.PageOpener, 
 }
 
 // PageRequest is an order of two lines, 150000 IDR in all, opened under
-// key.
+// key 14 min 30 s before the order's deadline.
 func PageRequest(key string) outbound.PageRequest {
 	return outbound.PageRequest{
+		ExpiresAt: time.Date(2026, 12, 1, 10, 15, 0, 0, time.UTC), AskedAt: time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC),
 		OrderID: "ORD-P-1", Key: key, Amount: 150000, Currency: "IDR", CustomerEmail: "budi@example.id",
 		Items: []outbound.PageItem{
 			{SKU: "KOPI", Name: "Kopi", Qty: 2, UnitPrice: 50000},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/outbound"
@@ -79,7 +80,21 @@ type snapTransaction struct {
 	Callbacks struct {
 		Finish string `json:"finish"`
 	} `json:"callbacks"`
+	Expiry *snapExpiry `json:"expiry,omitempty"`
 }
+
+// snapExpiry is when the transaction expires: duration units after
+// start_time ("2006-01-02 15:04:05 +0700"). Midtrans then sends an
+// expire notification of a payment still pending (a virtual account
+// not paid).
+type snapExpiry struct {
+	StartTime string `json:"start_time"`
+	Unit      string `json:"unit"`
+	Duration  int64  `json:"duration"`
+}
+
+// wib is Western Indonesia Time, the zone Midtrans's examples write.
+var wib = time.FixedZone("WIB", 7*60*60)
 
 type snapItem struct {
 	ID       string `json:"id"`
@@ -132,6 +147,10 @@ func snapBody(r outbound.PageRequest) ([]byte, error) {
 	var t snapTransaction
 	t.TransactionDetails.OrderID, t.TransactionDetails.GrossAmount = r.Key, r.Amount
 	t.Callbacks.Finish = r.ReturnURL
+	if within := r.PayWithin(time.Minute); within > 0 { // whole minutes, rounded up: never before the order's end
+		t.Expiry = &snapExpiry{StartTime: r.AskedAt.In(wib).Format("2006-01-02 15:04:05 -0700"), Unit: "minute",
+			Duration: int64((within + time.Minute - 1) / time.Minute)}
+	}
 	if r.CustomerEmail != "" {
 		t.CustomerDetails = &struct {
 			Email string `json:"email"`

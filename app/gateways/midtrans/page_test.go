@@ -49,8 +49,10 @@ func snapServer(t *testing.T, status int, body string) (*midtrans.PageOpener, <-
 const tokenBody = `{"token":"d379aa71-99eb-4dd1-b9bb-eefe813746e9","redirect_url":"https://app.sandbox.midtrans.com/snap/v3/redirection/d379aa71-99eb-4dd1-b9bb-eefe813746e9"}`
 
 // The Snap transaction asked for: the key as order_id, whole rupiah, the
-// items, the customer's email, the return URL as the finish callback;
-// the server key as the basic-auth user with no password.
+// items, the customer's email, the return URL as the finish callback,
+// and an expiry at the order's deadline (14 min 30 s away: 15 whole
+// minutes from now, in WIB); the server key as the basic-auth user with
+// no password.
 func TestOpenPageRequest(t *testing.T) {
 	t.Parallel()
 	o, got := snapServer(t, http.StatusCreated, tokenBody)
@@ -69,13 +71,14 @@ func TestOpenPageRequest(t *testing.T) {
 	}
 	const want = `{"transaction_details":{"order_id":"ORD-P-1-1","gross_amount":150000},` +
 		`"item_details":[{"id":"KOPI","price":50000,"quantity":2,"name":"Kopi"},{"id":"TEH","price":50000,"quantity":1,"name":"Teh"}],` +
-		`"customer_details":{"email":"budi@example.id"},"callbacks":{"finish":"https://shop.example/orders/ORD-P-1?t=tok"}}`
+		`"customer_details":{"email":"budi@example.id"},"callbacks":{"finish":"https://shop.example/orders/ORD-P-1?t=tok"},` +
+		`"expiry":{"start_time":"2026-12-01 17:00:30 +0700","unit":"minute","duration":15}}`
 	if string(r.body) != want {
 		t.Errorf("body\n%s\nwant\n%s", r.body, want)
 	}
 }
 
-// Without items or email, neither is sent.
+// Without items, email or deadline, none is sent.
 func TestOpenPageMinimal(t *testing.T) {
 	t.Parallel()
 	o, got := snapServer(t, http.StatusCreated, tokenBody)
@@ -92,6 +95,9 @@ func TestOpenPageMinimal(t *testing.T) {
 	}
 	if _, ok := body["customer_details"]; ok {
 		t.Errorf("customer_details sent: %v", body)
+	}
+	if _, ok := body["expiry"]; ok {
+		t.Errorf("expiry sent: %v", body)
 	}
 }
 

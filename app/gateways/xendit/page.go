@@ -94,6 +94,7 @@ type invoiceRequest struct {
 	SuccessRedirectURL string        `json:"success_redirect_url"`
 	FailureRedirectURL string        `json:"failure_redirect_url"`
 	Items              []invoiceItem `json:"items,omitempty"`
+	InvoiceDuration    int64         `json:"invoice_duration,omitempty"` // seconds from its creation
 }
 
 type invoiceItem struct {
@@ -197,6 +198,9 @@ func invoiceBody(r outbound.PageRequest) ([]byte, error) {
 		ExternalID: r.Key, Amount: json.Number(payments.MajorText(r.Amount, currency, 0)), Currency: currency,
 		PayerEmail: r.CustomerEmail, Description: "Order " + r.OrderID,
 		SuccessRedirectURL: r.ReturnURL, FailureRedirectURL: r.ReturnURL,
+	}
+	if within := r.PayWithin(time.Second); within > 0 { // whole seconds, rounded up
+		inv.InvoiceDuration = int64((within + time.Second - 1) / time.Second)
 	}
 	for _, it := range r.Items {
 		if it.Qty < 1 || it.UnitPrice < 0 {

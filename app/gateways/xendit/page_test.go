@@ -64,8 +64,9 @@ const invoiceBody = `{"id":"579c8d61f23fa4ca35e52da4","external_id":"ORD-P-1","s
 // The invoice asked for, when Xendit lists none for the key: first the
 // look (GET /v2/invoices?external_id=), then the create with the key as
 // external_id, whole rupiah as JSON numbers, the items, the customer's
-// email, the return URL both ways; the secret key as the basic-auth user
-// with no password, each time.
+// email, the return URL both ways, and invoice_duration to the order's
+// deadline (870 s away); the secret key as the basic-auth user with no
+// password, each time.
 func TestXenditOpenPageRequest(t *testing.T) {
 	t.Parallel()
 	o, got := xenditServer(t, none, answer{http.StatusOK, invoiceBody})
@@ -89,7 +90,8 @@ func TestXenditOpenPageRequest(t *testing.T) {
 	}
 	const want = `{"external_id":"ORD-P-1","amount":150000,"currency":"IDR","payer_email":"budi@example.id","description":"Order ORD-P-1",` +
 		`"success_redirect_url":"https://shop.example/orders/ORD-P-1?t=tok","failure_redirect_url":"https://shop.example/orders/ORD-P-1?t=tok",` +
-		`"items":[{"name":"Kopi","quantity":2,"price":50000,"reference_id":"KOPI"},{"name":"Teh","quantity":1,"price":50000,"reference_id":"TEH"}]}`
+		`"items":[{"name":"Kopi","quantity":2,"price":50000,"reference_id":"KOPI"},{"name":"Teh","quantity":1,"price":50000,"reference_id":"TEH"}],` +
+		`"invoice_duration":870}`
 	if string(r.body) != want {
 		t.Errorf("body\n%s\nwant\n%s", r.body, want)
 	}
