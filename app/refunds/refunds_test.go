@@ -281,6 +281,10 @@ func TestTwoAdminsAtOnceRefundOnce(t *testing.T) {
 func TestConcurrentSendsCallOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	// The held call's lease lasts as long as the test may: on a busy
+	// machine a send scheduled late must still find it held, not passed
+	// (a passed lease taken over is TestLostAnswerIsRepeatedWithTheSameKey's).
+	e.refunds.CallTimeout = testenv.Budget(t)
 	r := e.mustAsk("")
 	e.gw.gate = make(chan struct{})
 	start := make(chan struct{})
@@ -296,8 +300,8 @@ func TestConcurrentSendsCallOnce(t *testing.T) {
 	}
 	close(start)
 	// The gateway holds the first call until the other four have come
-	// back without calling.
-	testenv.Eventually(t, "the other sends return", func() bool { return returned.Load() == 4 })
+	// back without calling (or, failing, until a second call came).
+	testenv.Eventually(t, "the other sends return", func() bool { return returned.Load() == 4 || e.gw.calls.Load() > 1 })
 	close(e.gw.gate)
 	wg.Wait()
 	var busy int
