@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -87,12 +87,12 @@ func checkModels(t *testing.T, db *gorm.DB) {
 					fields[f.DBName] = f
 				}
 			}
-			for _, name := range sortedKeys(fields) {
+			for _, name := range slices.Sorted(maps.Keys(fields)) {
 				if _, ok := cols[name]; !ok {
 					t.Errorf("%s.%s has no column %s.%s", s.Name, fields[name].Name, s.Table, name)
 				}
 			}
-			for _, name := range sortedKeys(cols) {
+			for _, name := range slices.Sorted(maps.Keys(cols)) {
 				f, ok := fields[name]
 				if !ok {
 					t.Errorf("column %s.%s has no field in %s", s.Table, name, s.Name)
@@ -153,15 +153,6 @@ func tableColumns(t *testing.T, db *gorm.DB, table string) map[string]column {
 		cols[r.ColumnName] = column{dataType: r.DataType, nullable: r.IsNullable == "YES"}
 	}
 	return cols
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // The guards that make each effect happen once

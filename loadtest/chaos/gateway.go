@@ -15,10 +15,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -427,12 +427,12 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 			problem("create_payment of pending order %s is still %s after the settling time", r.orderID, r.phase)
 		}
 	}
-	for _, order := range sortedKeys(sessions) {
+	for _, order := range slices.Sorted(maps.Keys(sessions)) {
 		if !pages[order] {
 			problem("the gateway has %d Checkout Session(s) of order %q, of which Sekali asked none", len(sessions[order]), order)
 		}
 	}
-	for _, key := range sortedKeys(refunds) {
+	for _, key := range slices.Sorted(maps.Keys(refunds)) {
 		if !asked[key] {
 			problem("the gateway made refund(s) %s under key %q, which no done or sent refund of Sekali's has",
 				ids(len(refunds[key]), func(i int) string { return refunds[key][i].ID }), key)
@@ -466,21 +466,12 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 		}
 		refunded[pi] += re.Amount
 	}
-	for _, pi := range sortedKeys(refunded) {
+	for _, pi := range slices.Sorted(maps.Keys(refunded)) {
 		if amount, ok := took[pi]; !ok || refunded[pi] > amount {
 			problem("payment %q is refunded %d at the gateway; it took %d", pi, refunded[pi], amount)
 		}
 	}
 	return c, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // hurryRefunds brings forward, once a second at most, the next try of
