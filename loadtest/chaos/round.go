@@ -255,14 +255,21 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		mu.Unlock()
 		w.debug("round %d: %s", n, line)
 	}
-	for _, f := range p.Faults {
+	// at runs fault at its moment after the storm's start, unless the run
+	// was cancelled by then.
+	at := func(moment time.Duration, fault func()) {
 		faults.Add(1)
 		go func() {
 			defer faults.Done()
-			time.Sleep(time.Until(start.Add(f.At))) // fault timing: sleeping to the chosen moment is the point
+			time.Sleep(time.Until(start.Add(moment))) // fault timing: sleeping to the chosen moment is the point
 			if ctx.Err() != nil {
 				return
 			}
+			fault()
+		}()
+	}
+	for _, f := range p.Faults {
+		at(f.At, func() {
 			switch f.Kind {
 			case killWeb, killWorker, killRelay:
 				target := [][]*proc{w.webs, w.workers, w.relays}[f.Kind][f.Target]
@@ -339,16 +346,10 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 				mu.Unlock()
 				event("PostgreSQL back")
 			}
-		}()
+		})
 	}
 	for _, f := range p.Gateway {
-		faults.Add(1)
-		go func() {
-			defer faults.Done()
-			time.Sleep(time.Until(start.Add(f.At))) // fault timing: sleeping to the chosen moment is the point
-			if ctx.Err() != nil {
-				return
-			}
+		at(f.At, func() {
 			if f.On != "" {
 				w.stripe.armAtCall(f, func() { event("%s: the first met", f.describe()) })
 				event("%s: due to the next %d %s call(s)", f.describe(), f.N, f.On)
@@ -356,7 +357,7 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 			}
 			w.stripe.arm(f)
 			event("%s: the next %d call(s) to the gateway", f.describe(), f.N)
-		}()
+		})
 	}
 	storms.Wait()
 	faults.Wait()
