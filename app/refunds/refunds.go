@@ -195,13 +195,18 @@ func (s *Service) assess(tx *gorm.DB, o *models.Order, payment string) (assessme
 	if err != nil {
 		return assessment{}, err
 	}
+	return s.assessCharge(tx, o, charge)
+}
+
+// assessCharge is what is left of o's charge.
+func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Payment) (assessment, error) {
 	if _, ok := s.refunders[charge.Provider]; !ok {
 		return assessment{}, models.Errorf(models.EInvalidTransition, "order %s was paid through %s, which Sekali cannot ask for refunds: refund it in the gateway's dashboard", o.ID, charge.Provider)
 	}
 	var asked struct{ Open, Count int64 }
 	// Open refunds hold back money of their own charge; the count, which
 	// numbers the keys, is of the whole order.
-	err = tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count
+	err := tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count
 		FROM gateway_requests WHERE order_id = ? AND kind = ?`,
 		[]models.GatewayPhase{models.GatewayPlanned, models.GatewaySent}, charge.ID, o.ID, models.GatewayRefund).Scan(&asked).Error
 	if err != nil {
@@ -285,8 +290,9 @@ func (s *Service) Owed(ctx context.Context, id string) ([]Refundable, error) {
 		return nil, fmt.Errorf("refunds.Owed: %w", store.Classify(err))
 	}
 	var owed []Refundable
-	for _, p := range charges {
-		r, err := s.refundable(db, o, p.ProviderReference)
+	for i := range charges {
+		a, err := s.assessCharge(db, o, &charges[i])
+		r, err := describe(o, charges[i].ProviderReference, a, err)
 		if err != nil {
 			return nil, err
 		}
@@ -316,6 +322,12 @@ func (s *Service) order(ctx context.Context, id string) (*models.Order, error) {
 // why nothing is.
 func (s *Service) refundable(db *gorm.DB, o *models.Order, payment string) (Refundable, error) {
 	a, err := s.assess(db, o, payment)
+	return describe(o, payment, a, err)
+}
+
+// describe is what assessing o's charge named by payment found: what is
+// left of it, or why nothing is.
+func describe(o *models.Order, payment string, a assessment, err error) (Refundable, error) {
 	switch {
 	case models.ErrorCode(err) == models.EInvalidTransition:
 		return Refundable{OrderID: o.ID, Payment: payment, Why: models.ErrorMessage(err)}, nil
