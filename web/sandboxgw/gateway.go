@@ -371,13 +371,7 @@ func (g *Gateway) lose(orderID string, ev event) {
 // deliver sends ev until it is answered 2xx or the retry schedule runs
 // out, recording each attempt.
 func (g *Gateway) deliver(orderID string, ev event, note string) {
-	if ev.format == midtrans.Name && !ev.changed { // its status API answers with the notification
-		if _, body, err := payments.Notification(g.senders[ev.format], ev.fact, g.now()); err == nil {
-			var n midtrans.Notification
-			json.Unmarshal(body, &n)
-			g.rememberMidtrans(n, body)
-		}
-	}
+	g.rememberMidtransEvent(ev)
 	if ev.format == sandbox.Name { // the status endpoint answers in the sandbox format
 		g.mu.Lock()
 		g.last[orderID] = ev.fact
@@ -405,6 +399,19 @@ func (g *Gateway) deliver(orderID string, ev event, note string) {
 		case <-g.stop:
 			return
 		}
+	}
+}
+
+// rememberMidtransEvent makes a Midtrans notification the state its
+// status API answers with, from now on.
+func (g *Gateway) rememberMidtransEvent(ev event) {
+	if ev.format != midtrans.Name || ev.changed {
+		return
+	}
+	if _, body, err := payments.Notification(g.senders[ev.format], ev.fact, g.now()); err == nil {
+		var n midtrans.Notification
+		json.Unmarshal(body, &n)
+		g.rememberMidtrans(n, body)
 	}
 }
 

@@ -245,6 +245,7 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 	}
 	ev := event{format: midtrans.Name, fact: payments.Fact{OrderID: n.OrderID, TransactionID: n.TransactionID,
 		Status: models.EventRefunded, Amount: amount, Currency: n.Currency, RefundID: key, Gross: gross, Refunds: refunds}}
+	g.rememberMidtransEvent(ev) // the status API lists the refund at once, as Midtrans's does
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

@@ -30,13 +30,14 @@ import (
 // "200" → Refunded. A refund_key is single-use, and Midtrans does not
 // replay an answer: the same key again is "406 Duplicate refund ID"
 // (Midtrans asks a merchant retrying a refund to send the same
-// refund_key, and refuses a second refund so). Departure: on a repeat
-// (Attempt > 1) Sekali takes that 406 for the refund done — the key is
-// Sekali's own, {order}-R{n}, sent only for this refund, so an earlier
-// attempt of this same request is what took it — and answers with the
-// request's amount and key, which is what Midtrans's notification of it
-// says. On a first call (Attempt 1) no earlier attempt exists: the key
-// was used by someone else, and the 406 is *outbound.Refused.
+// refund_key, and refuses a second refund so). A 406 is therefore
+// checked with the status API (GET /v2/{transaction_id}/status), which
+// lists the transaction's refunds by refund_key: the refund listed under
+// the request's Key is done, for the amount listed. A Key not listed was
+// taken by a call that did not refund (refused, its answer lost): on a
+// repeat (Attempt > 1) that is a plain error — the refund stays open and
+// is asked again, never counted — and on a first call (Attempt 1) the
+// key was used by someone else: *outbound.Refused.
 //
 // Other answers: a 4xx that outbound.RefusedStatus calls definite (412
 // the transaction cannot be refunded, 414 an amount above what is left,
@@ -121,8 +122,8 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 	switch {
 	case status == http.StatusOK && decodeErr == nil && (a.RefundKey == "" || a.RefundKey == r.Key):
 		return done, nil
-	case status == http.StatusNotAcceptable && r.Attempt > 1: // our key, taken by an earlier attempt of this request
-		return done, nil
+	case status == http.StatusNotAcceptable && r.Attempt > 1: // the key was used: by an earlier attempt of this request?
+		return f.listed(ctx, r, msg)
 	case status == http.StatusNotAcceptable:
 		return outbound.Refunded{}, &outbound.Refused{Status: status,
 			Message: msg + ": refund_key " + r.Key + " was used before this refund was first asked for"}
@@ -130,4 +131,36 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 		return outbound.Refunded{}, &outbound.Refused{Status: status, Message: msg}
 	}
 	return outbound.Refunded{}, fmt.Errorf("midtrans refund: HTTP %d %.200s", code, answer)
+}
+
+// listed answers a 406 "Duplicate refund ID" on a repeat of r by what
+// the status API lists of the transaction's refunds: the refund whose
+// refund_key is r's key is done, for the amount listed. A key that is not
+// listed was taken by a call that did not refund (refused, its answer
+// lost) and is never counted: the refund stays open, with a plain error
+// that says so, and is asked again.
+func (f *Refunder) listed(ctx context.Context, r outbound.RefundRequest, msg string) (outbound.Refunded, error) {
+	code, body, err := httpjson.Get(ctx, f.Client, f.BaseURL+"/v2/"+url.PathEscape(r.Charge)+"/status", f.serverKey)
+	if err != nil {
+		return outbound.Refunded{}, fmt.Errorf("midtrans refund: 406 %s for refund_key %s, and the status API could not be asked: %w", msg, r.Key, err)
+	}
+	if _, found, err := readStatus(code, body); err != nil || !found {
+		return outbound.Refunded{}, fmt.Errorf("midtrans refund: 406 %s for refund_key %s, and the status API does not list the transaction (found %v, %v)",
+			msg, r.Key, found, err)
+	}
+	var n Notification
+	if err := json.Unmarshal(body, &n); err != nil {
+		return outbound.Refunded{}, fmt.Errorf("midtrans refund: the status API's refunds: %w", err)
+	}
+	for _, listed := range n.Refunds {
+		if listed.RefundKey != r.Key {
+			continue
+		}
+		amount, ok := payments.MinorFromDecimal(listed.RefundAmount, "IDR")
+		if !ok || amount < 1 {
+			return outbound.Refunded{}, fmt.Errorf("midtrans refund: the status API lists refund_key %s with refund_amount %q", r.Key, listed.RefundAmount)
+		}
+		return outbound.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: amount}, nil
+	}
+	return outbound.Refunded{}, fmt.Errorf("midtrans refund: 406 %s, and the status API lists no refund with refund_key %s: not counted; asked again later", msg, r.Key)
 }
