@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -249,8 +250,9 @@ func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPla
 
 // reserve records the callback under its unique key. It reports whether
 // this delivery owns the event: a new key, or a key whose earlier delivery
-// was rejected and is now evaluated again (the row stays locked until the
-// transaction ends). Otherwise it returns the recorded row, which the
+// was rejected and is now evaluated again — the same fact, or any fact
+// when the rejected one came from the gateway's API (the row stays locked
+// until the transaction ends). Otherwise it returns the recorded row, which the
 // delivery that owned it has committed.
 func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, seen *models.PaymentCallback, err error) {
 	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(cb)
@@ -262,13 +264,22 @@ func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, 
 	if seen, err = s.find(tx, cb.Provider, cb.IdempotencyKey); err != nil || seen == nil {
 		return false, nil, errors.Join(err, errors.New("payments: callback row vanished"))
 	}
-	if seen.Status != models.CallbackRejected || !sameFact(seen, Event{Fingerprint: cb.PayloadHash, OrderID: cb.OrderID,
-		TransactionID: cb.TransactionID, Status: cb.EventStatus, Amount: cb.Amount, Currency: cb.Currency}) {
+	same := sameFact(seen, Event{Fingerprint: cb.PayloadHash, OrderID: cb.OrderID,
+		TransactionID: cb.TransactionID, Status: cb.EventStatus, Amount: cb.Amount, Currency: cb.Currency})
+	// A rejected fact that came from the gateway's API holds its key
+	// against nothing: the API may have answered wrongly, and what it or
+	// the notification says now is evaluated afresh, under the same key.
+	if seen.Status != models.CallbackRejected || !same && !strings.HasPrefix(seen.PayloadHash, polledPrefix) {
 		return false, seen, nil
 	}
+	changes := map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_received_at": cb.LastReceivedAt}
+	if !same { // the row now records the new fact
+		maps.Copy(changes, map[string]any{"payload_hash": cb.PayloadHash, "order_id": cb.OrderID, "transaction_id": cb.TransactionID,
+			"event_status": cb.EventStatus, "amount": cb.Amount, "currency": cb.Currency})
+	}
 	res = tx.Model(&models.PaymentCallback{}).
-		Where("id = ? AND status = ?", seen.ID, models.CallbackRejected).
-		Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_received_at": cb.LastReceivedAt})
+		Where("id = ? AND status = ? AND payload_hash = ?", seen.ID, models.CallbackRejected, seen.PayloadHash).
+		Updates(changes)
 	if res.Error != nil {
 		return false, nil, res.Error
 	}

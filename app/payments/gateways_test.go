@@ -581,6 +581,97 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	}
 }
 
+// Midtrans answers most errors of its API with HTTP 200 and the error in
+// the body's status_code. A genuine settlement confirmed while the status
+// API answers so is answered 503 — Midtrans retries it — with nothing
+// written; it used to be 200 "unconfirmed" ("the API does not know the
+// transaction"), which Midtrans never resends, and the money was taken
+// for an order that then expired. The retry, once the API is well, pays.
+func TestMidtransAPIErrorInA200IsAnError(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	for _, code := range []string{"500", "401", "505"} {
+		id, sku := f.orderIn(models.OrderPending)
+		settlement := midtransNotification(id, "tx-err"+code+"-"+id, "settlement", "", "50000.00", "IDR")
+		midtransAPI.errInBody.Store(&code)
+		out := f.send(settlement)
+		midtransAPI.errInBody.Store(nil)
+		var callbacks, deliveries int64
+		f.db.Model(&models.PaymentCallback{}).Where("order_id = ?", id).Count(&callbacks)
+		f.db.Model(&models.Payment{}).Where("order_id = ?", id).Count(&deliveries)
+		if out.Status() != 503 || callbacks != 0 || deliveries != 0 {
+			t.Errorf("status_code %s in a 200: %d %s, %d callbacks and %d payments written; want 503 and nothing", code, out.Status(), out.Result, callbacks, deliveries)
+		}
+		if out := f.send(settlement); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+			t.Errorf("the retry with the API well: %s %s (%s), want processed, paid", out.Result, out.OrderStatus, out.Detail)
+		}
+		if s := f.snapshot(id, sku); s.status != models.OrderPaid || s.outbox != 2 {
+			t.Errorf("after the retry: %+v; want paid with its invoice and email", s)
+		}
+	}
+}
+
+// A status-API answer with another gross_amount is stored under the
+// notification's own key, rejected (amount_mismatch). It must not hold
+// that key against the truth: the genuine notification resent once the
+// API answers right pays the order once — it used to be a 409 conflict
+// for ever, and so was the poll.
+func TestMidtransWrongAPIAnswerThenGenuineNotificationPaysOnce(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	tx := "tx-wrong-" + id
+	genuine := midtransBody(id, tx, "settlement", "", "50000.00", "IDR")
+	midtransAPI.set(midtransBody(id, tx, "settlement", "", "65000.00", "IDR").body) // the API answers wrongly
+	if out := f.send(genuine); out.Result != models.ResultUnconfirmed {
+		t.Fatalf("the genuine notification while the API is wrong: %s (%s), want unconfirmed", out.Result, out.Detail)
+	}
+	var cb models.PaymentCallback
+	f.db.Take(&cb, "provider = ? AND idempotency_key = ?", midtrans.Name, tx+":settlement")
+	if cb.Status != models.CallbackRejected || cb.Result != models.ReasonAmountMismatch {
+		t.Fatalf("the API's answer: %s %s, want rejected %s", cb.Status, cb.Result, models.ReasonAmountMismatch)
+	}
+
+	midtransAPI.set(genuine.body) // the API recovers
+	if out := f.send(genuine); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+		t.Fatalf("the genuine notification resent: %d %s (%s), want processed, paid", out.Status(), out.Result, out.Detail)
+	}
+	if out := f.send(genuine); out.Result != models.ResultDuplicate {
+		t.Errorf("once more: %s, want duplicate", out.Result)
+	}
+	if out := f.pay.ApplyPolled(context.Background(), midtrans.Name, mustParseMidtrans(t, genuine.body)); out.Result != models.ResultDuplicate {
+		t.Errorf("the poll of the same fact: %s, want duplicate", out.Result)
+	}
+	var pays []models.Payment
+	f.db.Find(&pays, "order_id = ?", id)
+	var callbacks int64
+	f.db.Model(&models.PaymentCallback{}).Where("order_id = ?", id).Count(&callbacks)
+	if s := f.snapshot(id, sku); s.status != models.OrderPaid || s.outbox != 2 || len(pays) != 1 || pays[0].Amount != price || callbacks != 1 {
+		t.Errorf("after: %+v, payments %+v, %d callbacks; want paid once at %d, one callback row", s, pays, callbacks, price)
+	}
+	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
+	if err != nil || !report.OK {
+		t.Fatalf("audit: %v %+v", err, report.Violations)
+	}
+}
+
+// mustParseMidtrans is what the status API's answer of a notification
+// parses to.
+func mustParseMidtrans(t *testing.T, body []byte) payments.Event {
+	t.Helper()
+	c, err := midtrans.NewStatusClient(midtransKey, midtransAPI.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n midtrans.Notification
+	json.Unmarshal(body, &n)
+	ev, found, err := c.Transaction(context.Background(), n.TransactionID)
+	if err != nil || !found {
+		t.Fatalf("status of %s: %v %v", n.TransactionID, found, err)
+	}
+	return ev
+}
+
 // midtransRefund builds a genuine Midtrans refund notification (and makes
 // it the transaction's state at the status API): the refunds so far, by
 // refund_key and amount, their cumulative refund_amount, and whether the

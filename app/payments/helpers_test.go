@@ -33,8 +33,11 @@ var midtransAPI *fakeMidtrans
 type fakeMidtrans struct {
 	srv  *httptest.Server
 	down atomic.Bool // answer 503, as an API in trouble
-	mu   sync.Mutex
-	tx   map[string][]byte
+	// errInBody, when set, is the status_code answered with HTTP 200:
+	// Midtrans's way of saying most errors.
+	errInBody atomic.Pointer[string]
+	mu        sync.Mutex
+	tx        map[string][]byte
 }
 
 func newFakeMidtrans() *fakeMidtrans {
@@ -46,6 +49,11 @@ func newFakeMidtrans() *fakeMidtrans {
 		}
 		if f.down.Load() {
 			http.Error(w, `{"status_code":"503"}`, http.StatusServiceUnavailable)
+			return
+		}
+		if code := f.errInBody.Load(); code != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"status_code":"` + *code + `","status_message":"Sorry. Our system is recovering from unexpected issues. Please retry."}`))
 			return
 		}
 		f.mu.Lock()

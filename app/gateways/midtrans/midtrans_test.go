@@ -52,3 +52,40 @@ func TestParseReadsTheOrderOfAReplacedKey(t *testing.T) {
 		}
 	}
 }
+
+// The status API's answers: a transaction under one of the status codes
+// Midtrans gives transactions is read; a 404 is a transaction Midtrans
+// does not know; every other answer — above all an error inside an HTTP
+// 200, which is how Midtrans says most errors — is an error, never
+// "unknown".
+func TestReadStatus(t *testing.T) {
+	tx := func(code, status string) string {
+		return `{"status_code":"` + code + `","transaction_id":"tx-1","order_id":"ORD-1","transaction_status":"` + status +
+			`","gross_amount":"50000.00","currency":"IDR"}`
+	}
+	for _, c := range []struct {
+		name  string
+		code  int
+		body  string
+		found bool
+		err   bool
+	}{
+		{"settled", 200, tx("200", "settlement"), true, false},
+		{"pending", 200, tx("201", "pending"), true, false},
+		{"denied", 200, tx("202", "deny"), true, false},
+		{"expired", 200, tx("407", "expire"), true, false},
+		{"unknown, in the body", 200, `{"status_code":"404","status_message":"Transaction doesn't exist."}`, false, false},
+		{"unknown, as HTTP", 404, `{}`, false, false},
+		{"an error inside a 200", 200, `{"status_code":"500","status_message":"Sorry. Our system is recovering."}`, false, true},
+		{"a wrong key inside a 200", 200, `{"status_code":"401","status_message":"Unknown Merchant server_key/id"}`, false, true},
+		{"a transaction under an error code", 200, tx("500", "settlement"), false, true},
+		{"no transaction status", 200, `{"status_code":"200"}`, false, true},
+		{"not JSON", 200, `<html>`, false, true},
+		{"an HTTP error", 502, `{"status_code":"502"}`, false, true},
+	} {
+		_, found, err := readStatus(c.code, []byte(c.body))
+		if found != c.found || (err != nil) != c.err {
+			t.Errorf("%s: found %v, error %v; want found %v, an error %v", c.name, found, err, c.found, c.err)
+		}
+	}
+}

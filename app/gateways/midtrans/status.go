@@ -66,17 +66,46 @@ func (c *StatusClient) get(ctx context.Context, id string) (payments.Event, bool
 	if err != nil {
 		return payments.Event{}, false, err
 	}
+	return readStatus(code, body)
+}
+
+// readStatus reads an answer of the status API. Midtrans answers most
+// errors with HTTP 200 and the error in the body's status_code (a "500"
+// when it is in trouble, a "401" for a wrong key): only a body that is a
+// transaction — a transaction_status, under a status_code Midtrans gives
+// transactions — is one; a "404" (or an HTTP 404) is a transaction
+// Midtrans does not know; anything else is an error, so that the caller
+// asks again later instead of taking the error for "unknown".
+func readStatus(code int, body []byte) (payments.Event, bool, error) {
 	var head struct {
-		StatusCode string `json:"status_code"`
+		StatusCode        string `json:"status_code"`
+		StatusMessage     string `json:"status_message"`
+		TransactionStatus string `json:"transaction_status"`
 	}
-	json.Unmarshal(body, &head)
-	// Midtrans answers an unknown id with HTTP 200 and status_code 404
-	// (for a Snap order: no payment method chosen yet).
-	if code == http.StatusNotFound || head.StatusCode == "404" {
+	decodeErr := json.Unmarshal(body, &head)
+	switch {
+	case code == http.StatusNotFound || head.StatusCode == "404":
+		// Unknown (for a Snap order: no payment method chosen yet).
 		return payments.Event{}, false, nil
-	}
-	if code != http.StatusOK {
+	case code != http.StatusOK:
 		return payments.Event{}, false, fmt.Errorf("midtrans status: HTTP %d", code)
+	case decodeErr != nil:
+		return payments.Event{}, false, fmt.Errorf("midtrans status: the answer is not Midtrans's: %v", decodeErr)
+	case !transactionCode(head.StatusCode) || head.TransactionStatus == "":
+		return payments.Event{}, false, fmt.Errorf("midtrans status: status_code %q: %.200s", head.StatusCode, head.StatusMessage)
 	}
 	return payments.Answer(parse(body))
+}
+
+// transactionCode reports whether a status_code is one Midtrans gives a
+// transaction: 200 (captured, settled, refunded), 201 (pending, in
+// challenge), 202 (denied, cancelled) or 407 (expired)
+// (docs.midtrans.com/reference/code-statuses). Every other code is an
+// error of the request or of Midtrans.
+func transactionCode(code string) bool {
+	switch code {
+	case "200", "201", "202", "407":
+		return true
+	}
+	return false
 }
