@@ -16,23 +16,33 @@ import (
 // TaskEmailSend sends one templated email about an order.
 const TaskEmailSend = "email:send"
 
-// EmailArgs are the args of email:send:{template}:{order_id}, on the
-// default queue. The callback that paid the order writes the task
-// (Tasks.Paid); RequestID is as InvoiceArgs'.
+// EmailArgs are the args of email:send:{template}:{order_id} (and
+// :{refund_id} for a refund's email), on the default queue. The callback
+// that paid the order writes the task (Tasks.Paid), and the news that a
+// refund succeeded its own (Tasks.RefundSucceeded); RequestID is as
+// InvoiceArgs'.
 type EmailArgs struct {
-	Template  string `json:"template"`
-	OrderID   string `json:"order_id"`
+	Template string `json:"template"`
+	OrderID  string `json:"order_id"`
+	// RefundID is the refunds row a refund_succeeded email is about.
+	RefundID  int64  `json:"refund_id,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
 }
 
 // Kind is email:send on the default queue.
 func (EmailArgs) Kind() Kind { return Kind{Type: TaskEmailSend, Queue: QueueDefault} }
 
-// Key is the email's key, {template}:{order_id} (mail.Key); "" without an
-// order.
+// Key is the email's key, {template}:{order_id} (mail.Key), and for a
+// refund's email {template}:{order_id}:{refund_id} (mail.RefundKey); ""
+// without an order, or a refund's email without its refund.
 func (a EmailArgs) Key() string {
-	if a.OrderID == "" {
+	switch {
+	case a.OrderID == "":
 		return ""
+	case a.Template == mail.RefundSucceeded && a.RefundID <= 0:
+		return ""
+	case a.Template == mail.RefundSucceeded:
+		return mail.RefundKey(a.OrderID, a.RefundID)
 	}
 	return mail.Key(a.Template, a.OrderID)
 }
@@ -80,10 +90,19 @@ func NewEmail(db *gorm.DB, sender mail.Sender, from string, now func() time.Time
 // never succeeds.
 func emailArgs(j Job) (EmailArgs, error) {
 	args, err := decode[EmailArgs](j)
-	if err == nil && args.Template != mail.OrderPaid {
+	if err == nil && args.Template != mail.OrderPaid && args.Template != mail.RefundSucceeded {
 		err = fmt.Errorf("email template %q: unknown: %w", args.Template, asynq.SkipRetry)
 	}
 	return args, err
+}
+
+// intent is the email's outbound_emails row, made when what it tells is
+// true (the order paid, the refund succeeded); nil when it is not.
+func (m *Email) intent(ctx context.Context, args EmailArgs) (*models.OutboundEmail, error) {
+	if args.Template == mail.RefundSucceeded {
+		return mail.RefundSucceededIntent(ctx, m.db, args.OrderID, args.RefundID)
+	}
+	return mail.OrderPaidIntent(ctx, m.db, args.OrderID)
 }
 
 // Prepare sends the message unless it went out before.
@@ -92,7 +111,7 @@ func (m *Email) Prepare(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	e, err := mail.OrderPaidIntent(ctx, m.db, args.OrderID)
+	e, err := m.intent(ctx, args)
 	if err != nil || e == nil {
 		return skipIfGone(err)
 	}
@@ -119,6 +138,9 @@ func (m *Email) Effect(ctx context.Context, tx *gorm.DB, j Job) (string, error) 
 		return "", err
 	}
 	if e.ID == 0 {
+		if args.Template == mail.RefundSucceeded {
+			return "the refund has not succeeded: nothing to send", nil
+		}
 		return "not paid: nothing to send", nil
 	}
 	if _, err := mail.MarkSentTx(tx, key, m.now()); err != nil {

@@ -99,6 +99,13 @@ func (Tasks) Paid(orderID, requestID string, now time.Time) []models.OutboxMessa
 	}
 }
 
+// RefundSucceeded is the row of the task that emails the customer of
+// orderID that refund refundID went through, written by the news of it
+// (its delivery's requestID).
+func (Tasks) RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage {
+	return Row(EmailArgs{Template: mail.RefundSucceeded, OrderID: orderID, RefundID: refundID, RequestID: requestID}, now)
+}
+
 // Refund is the row of the task that sends refund request requestID of
 // orderID, written with the refund record.
 func (Tasks) Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage {

@@ -14,6 +14,7 @@ const (
 	ENotFound             = "not_found"
 	EInsufficientStock    = "insufficient_stock"
 	EInvalidTransition    = "invalid_transition"
+	EChargeDisputed       = "charge_disputed" // a refund of a charge whose dispute is open or lost
 	EIdempotencyMissing   = "idempotency_key_missing"
 	EIdempotencyReused    = "idempotency_key_reused"
 	ERequestInProgress    = "request_in_progress"

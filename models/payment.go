@@ -28,8 +28,9 @@ var PaymentFrom = map[PaymentStatus][]PaymentStatus{
 }
 
 // Payment is one charge, identified by (Provider, ProviderReference).
-// RefundedAmount is what its refunds add up to: at most Amount; the
-// status turns refunded when it reaches Amount.
+// RefundedAmount is what its counted refunds (pending and succeeded) add
+// up to: at most Amount; the status turns refunded when it reaches
+// Amount, and back to RefundedFrom when a refund fails after that.
 type Payment struct {
 	ID                int64         `json:"-"`
 	Provider          string        `json:"provider"`
@@ -39,24 +40,81 @@ type Payment struct {
 	RefundedAmount    int64         `json:"refunded_amount"`
 	Currency          string        `json:"currency"`
 	Status            PaymentStatus `json:"status"`
-	Dispute           Dispute       `json:"dispute,omitempty"` // a chargeback: open, won, lost
-	CreatedAt         time.Time     `json:"created_at"`
-	UpdatedAt         time.Time     `json:"updated_at"`
+	// RefundedFrom is the status a refunded payment had before (succeeded
+	// or refund_required); "" for one that is not refunded.
+	RefundedFrom PaymentStatus `json:"-"`
+	Dispute      Dispute       `json:"dispute,omitempty"` // a chargeback: open, won, lost
+	// DisputedAmount is what a dispute holds (open) or took back (lost):
+	// not refundable.
+	DisputedAmount int64     `json:"disputed_amount,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// RefundStatus is the state of one refund at its gateway.
+type RefundStatus string
+
+const (
+	// RefundPending: the gateway accepted the refund and may still fail
+	// it (Stripe's pending, Xendit's PENDING). It counts.
+	RefundPending RefundStatus = "pending"
+	// RefundSucceeded: the money went back. It counts, and the customer
+	// hears about it.
+	RefundSucceeded RefundStatus = "succeeded"
+	// RefundFailed and RefundCanceled are final: the money did not go
+	// back, and the refund does not count.
+	RefundFailed   RefundStatus = "failed"
+	RefundCanceled RefundStatus = "canceled"
+	// RefundSuperseded: a refund told only as a charge's total
+	// ({reference}:refunded:{total}) whose money the gateway has since
+	// named refund by refund. It does not count: the named ones do.
+	RefundSuperseded RefundStatus = "superseded"
+)
+
+// Counts reports whether a refund in this state counts in its payment's
+// refunded amount.
+func (s RefundStatus) Counts() bool { return s == RefundPending || s == RefundSucceeded }
+
+// Final reports whether a refund in this state never changes again.
+func (s RefundStatus) Final() bool {
+	return s == RefundFailed || s == RefundCanceled || s == RefundSuperseded
+}
+
+// Valid reports whether s is one of the states a gateway can tell.
+func (s RefundStatus) Valid() bool {
+	return s == RefundPending || s == RefundSucceeded || s == RefundFailed || s == RefundCanceled
+}
+
+// RefundMoves reports whether a refund in state from may move to to:
+// pending to anything; succeeded to failed (a gateway may fail a refund
+// it reported succeeded, Stripe says); nothing out of a final state.
+func RefundMoves(from, to RefundStatus) bool {
+	switch from {
+	case RefundPending:
+		return to != RefundPending && to.Valid()
+	case RefundSucceeded:
+		return to == RefundFailed || to == RefundCanceled
+	}
+	return false
 }
 
 // Refund is one refund of a payment at the gateway, keyed by the
 // gateway's id of it (RefundKey), so that a refund told twice — by two
 // notifications, by a notification and a poll — is one row.
 type Refund struct {
-	ID         int64     `json:"-"`
-	Provider   string    `json:"provider"`
-	RefundKey  string    `json:"refund_key"`
-	PaymentID  int64     `json:"-"`
-	OrderID    string    `json:"-"`
-	Amount     int64     `json:"amount"`
-	Currency   string    `json:"currency"`
-	CallbackID *int64    `json:"-"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID        int64        `json:"-"`
+	Provider  string       `json:"provider"`
+	RefundKey string       `json:"refund_key"`
+	PaymentID int64        `json:"-"`
+	OrderID   string       `json:"-"`
+	Amount    int64        `json:"amount"`
+	Currency  string       `json:"currency"`
+	Status    RefundStatus `json:"status"`
+	// FailureReason is the gateway's reason for a failed refund.
+	FailureReason string    `json:"failure_reason,omitempty"`
+	CallbackID    *int64    `json:"-"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // CallbackStatus is the state of a recorded provider event.

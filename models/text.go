@@ -1,6 +1,8 @@
 package models
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -33,4 +35,39 @@ func Truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// Money formats an amount in minor units for people: "Rp 150.000" for
+// rupiah (no minor unit), "12.34 USD" for currencies with cents: what
+// the shop, the console and the customer's emails show.
+func Money(amount int64, currency string) string {
+	switch currency {
+	case "IDR":
+		return "Rp " + GroupThousands(amount, ".")
+	case "JPY", "KRW", "VND":
+		return GroupThousands(amount, ",") + " " + currency
+	}
+	sign := ""
+	if amount < 0 {
+		sign, amount = "-", -amount
+	}
+	return fmt.Sprintf("%s%s.%02d %s", sign, GroupThousands(amount/100, ","), amount%100, currency)
+}
+
+// GroupThousands writes n with sep between groups of three digits.
+func GroupThousands(n int64, sep string) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString(sep)
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

@@ -61,19 +61,27 @@ func DisputeOf(ev PaymentEvent) (Dispute, bool) {
 	return DisputeNone, false
 }
 
-// DecideDispute returns the action of dispute event ev on a charge whose
-// payment row has status charge ("" when unknown) and dispute state
-// current: recorded on a charge that was taken when it moves the dispute
-// forward; else stale. No order changes status: a lost dispute marks the
-// payment, and an admin decides what follows.
-func DecideDispute(ev PaymentEvent, charge PaymentStatus, current Dispute) Action {
+// DecideDispute returns the action of dispute event ev, for amount, on a
+// charge whose payment row has status charge ("" when unknown), dispute
+// state current and disputed amount held: recorded on a charge that was
+// taken when it moves the dispute forward, or when a lost dispute grows
+// (Midtrans's partial_chargeback, then its chargeback); else stale. No
+// order changes status: a dispute marks the payment, refunds of it are
+// refused while it is open or lost, and an admin decides what follows.
+func DecideDispute(ev PaymentEvent, charge PaymentStatus, current Dispute, held, amount int64) Action {
 	to, ok := DisputeOf(ev)
 	taken := charge == PaymentSucceeded || charge == PaymentRefundRequired || charge == PaymentRefunded
-	if !ok || !taken || to.rank() <= current.rank() {
+	grows := to == DisputeLost && current == DisputeLost && amount > held
+	if !ok || !taken || (to.rank() <= current.rank() && !grows) {
 		return ActionStale
 	}
 	return ActionDispute
 }
+
+// Blocks reports whether a dispute in this state refuses refunds of its
+// charge: an open one (the bank holds the money) or a lost one (the bank
+// took it back; a refund would pay the customer twice).
+func (d Dispute) Blocks() bool { return d == DisputeOpen || d == DisputeLost }
 
 // Valid reports whether e is one of the events.
 func (e PaymentEvent) Valid() bool {
@@ -130,31 +138,68 @@ const (
 	// ActionDispute records a dispute's new state on the charge's payment
 	// row; nothing else changes.
 	ActionDispute Action = "dispute"
+	// ActionRefundFailed: every counted refund of the order's own charge
+	// failed at the gateway after it was accepted: the money is the
+	// charge's again. The payment returns to succeeded and the order to
+	// paid; the stock is untouched (the order kept it).
+	ActionRefundFailed Action = "refund_failed"
+	// ActionPartialRefundFailed: some refunds of the order's own charge
+	// failed, others still count: the order is (again)
+	// partially_refunded, the payment succeeded.
+	ActionPartialRefundFailed Action = "partial_refund_failed"
+	// ActionRefundChargeFailed: a refund of a charge that had to go back
+	// failed: the payment is refund_required again (it is still owed),
+	// the order unchanged.
+	ActionRefundChargeFailed Action = "refund_charge_failed"
+	// ActionRefundUpdate: a refund's state changed (pending to succeeded,
+	// or a refund first told as failed) and the money counted did not:
+	// the refunds rows change, nothing else.
+	ActionRefundUpdate Action = "refund_update"
 )
 
-// DecideRefund returns the action of new refunds of the charge whose
-// payment row has status charge ("" when the charge is unknown) on an
-// order in state s; full reports whether they bring the charge's
-// refunds up to its whole amount. Only a charge that was taken can be
-// refunded; anything else is stale (recorded, nothing changes). The
-// caller has found the refunds new and within the charge.
-func DecideRefund(s OrderStatus, charge PaymentStatus, full bool) Action {
+// DecideRefund returns the action of refund news about a charge — new
+// refunds, refunds that failed — that move what counts as refunded of it
+// from before to after, for a charge of amount whose payment row has
+// status charge ("" when the charge is unknown; refundedFrom its status
+// before it was refunded in full) on an order in state s. Only a charge
+// that was taken can be refunded; anything else is stale (recorded,
+// nothing changes). News that changes no amount is decided by the
+// caller (ActionRefundUpdate, or stale). The caller has found the
+// refunds within the charge.
+func DecideRefund(s OrderStatus, charge, refundedFrom PaymentStatus, before, after, amount int64) Action {
+	own := charge == PaymentSucceeded && s.Refundable() ||
+		charge == PaymentRefunded && refundedFrom == PaymentSucceeded && s == OrderRefunded
+	owed := charge == PaymentRefundRequired || charge == PaymentRefunded && refundedFrom == PaymentRefundRequired
 	switch {
-	case charge == PaymentSucceeded && s.Refundable() && full:
-		return ActionRefund
-	case charge == PaymentSucceeded && s.Refundable():
+	case after > before && charge == PaymentSucceeded && own:
+		if after == amount {
+			return ActionRefund
+		}
 		return ActionPartialRefund
-	case charge == PaymentRefundRequired && full:
-		return ActionRefundCharge
-	case charge == PaymentRefundRequired:
+	case after > before && charge == PaymentRefundRequired:
+		if after == amount {
+			return ActionRefundCharge
+		}
 		return ActionPartialRefundCharge
+	case after < before && own && s != OrderPaid: // a paid order has nothing refunded to give back
+		if after == 0 {
+			return ActionRefundFailed
+		}
+		return ActionPartialRefundFailed
+	case after < before && owed:
+		return ActionRefundChargeFailed
 	}
 	return ActionStale
 }
 
-// Refunds reports whether the action records refunds.
+// Refunds reports whether the action records refund news.
 func (a Action) Refunds() bool {
-	return a == ActionRefund || a == ActionPartialRefund || a == ActionRefundCharge || a == ActionPartialRefundCharge
+	switch a {
+	case ActionRefund, ActionPartialRefund, ActionRefundCharge, ActionPartialRefundCharge,
+		ActionRefundFailed, ActionPartialRefundFailed, ActionRefundChargeFailed, ActionRefundUpdate:
+		return true
+	}
+	return false
 }
 
 // Decide returns the action of event ev on an order in state s
@@ -216,6 +261,10 @@ func (a Action) PaymentStatus() (PaymentStatus, bool) {
 		return PaymentRefundRequired, true
 	case ActionRefund, ActionRefundCharge:
 		return PaymentRefunded, true
+	case ActionRefundFailed, ActionPartialRefundFailed:
+		return PaymentSucceeded, true
+	case ActionRefundChargeFailed:
+		return PaymentRefundRequired, true
 	}
 	return "", false
 }
@@ -233,6 +282,8 @@ func (a Action) OrderFrom() []OrderStatus {
 		return []OrderStatus{OrderPending}
 	case ActionRefund, ActionPartialRefund:
 		return []OrderStatus{OrderPaid, OrderPartiallyRefunded}
+	case ActionRefundFailed, ActionPartialRefundFailed:
+		return []OrderStatus{OrderRefunded, OrderPartiallyRefunded}
 	case ActionRereserve:
 		return []OrderStatus{OrderFailed, OrderExpired, OrderCancelled}
 	}
@@ -250,8 +301,10 @@ func (a Action) OrderStatusAfter(s OrderStatus) OrderStatus {
 		return OrderExpired
 	case ActionRefund:
 		return OrderRefunded
-	case ActionPartialRefund:
+	case ActionPartialRefund, ActionPartialRefundFailed:
 		return OrderPartiallyRefunded
+	case ActionRefundFailed:
+		return OrderPaid
 	}
 	return s
 }

@@ -307,62 +307,113 @@ func TestOrderStatusHoldsStock(t *testing.T) {
 	}
 }
 
-// A refund applies to a charge that was taken: the order's own (paid or
-// partially refunded → refunded when the refunds reach the charge, else
-// partially_refunded; the payment refunded only when in full) or one
-// that had to be refunded (a second charge, a late payment without
-// stock: the payment only). Anything else is stale.
+// refundTable is the refund part of docs/state-machine.md written out:
+// what refund news does to a charge of 100 that moves what counts as
+// refunded of it from before to after, by the order's state, the
+// charge's payment status and, for a refunded charge, the status it had.
+var refundTable = []struct {
+	status        models.OrderStatus
+	charge, from  models.PaymentStatus
+	before, after int64
+	want          models.Action
+}{
+	// The order's own charge: refunds grow it to partially_refunded, then
+	// refunded ...
+	{models.OrderPaid, models.PaymentSucceeded, "", 0, 40, models.ActionPartialRefund},
+	{models.OrderPaid, models.PaymentSucceeded, "", 0, 100, models.ActionRefund},
+	{models.OrderPartiallyRefunded, models.PaymentSucceeded, "", 40, 70, models.ActionPartialRefund},
+	{models.OrderPartiallyRefunded, models.PaymentSucceeded, "", 40, 100, models.ActionRefund},
+	// ... and refunds that fail after they counted give their money back
+	// to the charge: refunded → partially_refunded or paid,
+	// partially_refunded → paid (or stays while others count).
+	{models.OrderRefunded, models.PaymentRefunded, models.PaymentSucceeded, 100, 0, models.ActionRefundFailed},
+	{models.OrderRefunded, models.PaymentRefunded, models.PaymentSucceeded, 100, 60, models.ActionPartialRefundFailed},
+	{models.OrderPartiallyRefunded, models.PaymentSucceeded, "", 40, 0, models.ActionRefundFailed},
+	{models.OrderPartiallyRefunded, models.PaymentSucceeded, "", 70, 40, models.ActionPartialRefundFailed},
+	// A charge that had to go back (a second charge, a late payment
+	// without stock): its payment only.
+	{models.OrderPaid, models.PaymentRefundRequired, "", 0, 40, models.ActionPartialRefundCharge},
+	{models.OrderPaid, models.PaymentRefundRequired, "", 0, 100, models.ActionRefundCharge},
+	{models.OrderRefundRequired, models.PaymentRefundRequired, "", 40, 100, models.ActionRefundCharge},
+	{models.OrderRefundRequired, models.PaymentRefunded, models.PaymentRefundRequired, 100, 0, models.ActionRefundChargeFailed},
+	{models.OrderPaid, models.PaymentRefunded, models.PaymentRefundRequired, 100, 60, models.ActionRefundChargeFailed},
+	{models.OrderRefundRequired, models.PaymentRefundRequired, "", 40, 0, models.ActionRefundChargeFailed},
+	// A refunded order's second charge, both refunded: the one that had
+	// to go back is not the order's own.
+	{models.OrderRefunded, models.PaymentRefunded, models.PaymentRefundRequired, 100, 0, models.ActionRefundChargeFailed},
+	// Anything else is stale: a charge never taken, a refunded charge
+	// that would grow, news that changes no amount.
+	{models.OrderPending, "", "", 0, 40, models.ActionStale},
+	{models.OrderPending, models.PaymentPending, "", 0, 40, models.ActionStale},
+	{models.OrderPaid, models.PaymentFailed, "", 0, 40, models.ActionStale},
+	{models.OrderExpired, models.PaymentExpired, "", 0, 40, models.ActionStale},
+	{models.OrderRefunded, models.PaymentRefunded, models.PaymentSucceeded, 100, 100, models.ActionStale},
+	{models.OrderPaid, models.PaymentSucceeded, "", 40, 40, models.ActionStale},
+	{models.OrderFailed, models.PaymentSucceeded, "", 0, 40, models.ActionStale},
+}
+
+// DecideRefund against the table; every action it decides moves the
+// order and the payment as its name says and never gives stock back.
 func TestDecideRefund(t *testing.T) {
 	t.Parallel()
-	charges := []models.PaymentStatus{"", models.PaymentPending, models.PaymentSucceeded, models.PaymentFailed,
-		models.PaymentExpired, models.PaymentRefundRequired, models.PaymentRefunded}
-	want := func(s models.OrderStatus, c models.PaymentStatus, full bool) models.Action {
-		own := (s == models.OrderPaid || s == models.OrderPartiallyRefunded) && c == models.PaymentSucceeded
-		switch {
-		case own && full:
-			return models.ActionRefund
-		case own:
-			return models.ActionPartialRefund
-		case c == models.PaymentRefundRequired && full:
-			return models.ActionRefundCharge
-		case c == models.PaymentRefundRequired:
-			return models.ActionPartialRefundCharge
+	for _, tc := range refundTable {
+		got := models.DecideRefund(tc.status, tc.charge, tc.from, tc.before, tc.after, 100)
+		if got != tc.want {
+			t.Errorf("DecideRefund(%s, %q from %q, %d → %d) = %s, want %s", tc.status, tc.charge, tc.from, tc.before, tc.after, got, tc.want)
 		}
-		return models.ActionStale
-	}
-	for _, s := range append(allStatuses, models.OrderRefunded) {
-		for _, c := range charges {
-			for _, full := range []bool{false, true} {
-				got := models.DecideRefund(s, c, full)
-				if got != want(s, c, full) {
-					t.Errorf("DecideRefund(%s, %q, full=%v) = %s, want %s", s, c, full, got, want(s, c, full))
-				}
-				if got == models.ActionStale {
-					continue
-				}
-				if !got.Refunds() {
-					t.Errorf("%s records no refund", got)
-				}
-				ps, ok := got.PaymentStatus()
-				if full != (ok && ps == models.PaymentRefunded) || (!full && ok) {
-					t.Errorf("%s (full=%v): payment becomes %q, %v", got, full, ps, ok)
-				}
-				after := got.OrderStatusAfter(s)
-				switch {
-				case got == models.ActionRefund && after != models.OrderRefunded,
-					got == models.ActionPartialRefund && after != models.OrderPartiallyRefunded,
-					(got == models.ActionRefundCharge || got == models.ActionPartialRefundCharge) && after != s:
-					t.Errorf("%s on %s leaves the order %s", got, s, after)
-				}
-				if s.HoldsStock() && !after.HoldsStock() {
-					t.Errorf("%s on %s gives the stock back: a refund does not", got, s)
-				}
-			}
+		if got == models.ActionStale {
+			continue
+		}
+		if !got.Refunds() {
+			t.Errorf("%s records no refund", got)
+		}
+		if from := got.OrderFrom(); from != nil && !slices.Contains(from, tc.status) {
+			t.Errorf("%s on %s: its UPDATE does not admit %s (%v)", got, tc.status, tc.status, from)
+		}
+		after := got.OrderStatusAfter(tc.status)
+		ps, ok := got.PaymentStatus()
+		switch {
+		case got == models.ActionRefund && (after != models.OrderRefunded || ps != models.PaymentRefunded),
+			got == models.ActionPartialRefund && (after != models.OrderPartiallyRefunded || ok),
+			got == models.ActionRefundFailed && (after != models.OrderPaid || ps != models.PaymentSucceeded),
+			got == models.ActionPartialRefundFailed && (after != models.OrderPartiallyRefunded || ps != models.PaymentSucceeded),
+			got == models.ActionRefundCharge && (after != tc.status || ps != models.PaymentRefunded),
+			got == models.ActionPartialRefundCharge && (after != tc.status || ok),
+			got == models.ActionRefundChargeFailed && (after != tc.status || ps != models.PaymentRefundRequired):
+			t.Errorf("%s on %s: the order becomes %s, the payment %q (%v)", got, tc.status, after, ps, ok)
+		}
+		if tc.status.HoldsStock() != after.HoldsStock() {
+			t.Errorf("%s on %s moves stock: a refund, or its failure, does not", got, tc.status)
 		}
 	}
 	for _, s := range allStatuses {
 		if a := models.Decide(s, models.EventRefunded, true); a != models.ActionStale {
 			t.Errorf("Decide(%s, refunded) = %s: refunds are DecideRefund's", s, a)
+		}
+	}
+}
+
+// A refund's states: pending may become anything final or succeeded;
+// succeeded may still fail (Stripe says so); nothing leaves a final state;
+// only pending and succeeded count.
+func TestRefundMoves(t *testing.T) {
+	t.Parallel()
+	states := []models.RefundStatus{models.RefundPending, models.RefundSucceeded, models.RefundFailed, models.RefundCanceled, models.RefundSuperseded}
+	allowed := map[[2]models.RefundStatus]bool{
+		{models.RefundPending, models.RefundSucceeded}:  true,
+		{models.RefundPending, models.RefundFailed}:     true,
+		{models.RefundPending, models.RefundCanceled}:   true,
+		{models.RefundSucceeded, models.RefundFailed}:   true,
+		{models.RefundSucceeded, models.RefundCanceled}: true,
+	}
+	for _, from := range states {
+		for _, to := range states {
+			if got := models.RefundMoves(from, to); got != allowed[[2]models.RefundStatus{from, to}] {
+				t.Errorf("RefundMoves(%s, %s) = %v", from, to, got)
+			}
+		}
+		if want := from == models.RefundPending || from == models.RefundSucceeded; from.Counts() != want {
+			t.Errorf("%s.Counts() = %v, want %v", from, from.Counts(), want)
 		}
 	}
 }
@@ -562,11 +613,13 @@ func TestActionOrderFromAdmitsEveryDecidedState(t *testing.T) {
 				}
 			}
 		}
-		for _, charge := range []models.PaymentStatus{models.PaymentSucceeded, models.PaymentRefundRequired, models.PaymentPending, ""} {
-			for _, full := range []bool{false, true} {
-				a := models.DecideRefund(s, charge, full)
-				if from := a.OrderFrom(); from != nil && !slices.Contains(from, s) {
-					t.Errorf("DecideRefund(%s, %q, %v) = %s, whose UPDATE does not admit %s", s, charge, full, a, s)
+		for _, charge := range []models.PaymentStatus{models.PaymentSucceeded, models.PaymentRefundRequired, models.PaymentRefunded, models.PaymentPending, ""} {
+			for _, from := range []models.PaymentStatus{"", models.PaymentSucceeded, models.PaymentRefundRequired} {
+				for _, move := range [][2]int64{{0, 40}, {0, 100}, {40, 0}, {100, 40}, {100, 0}} {
+					a := models.DecideRefund(s, charge, from, move[0], move[1], 100)
+					if to := a.OrderFrom(); to != nil && !slices.Contains(to, s) {
+						t.Errorf("DecideRefund(%s, %q from %q, %v) = %s, whose UPDATE does not admit %s", s, charge, from, move, a, s)
+					}
 				}
 			}
 		}
@@ -599,26 +652,33 @@ func TestDecideDispute(t *testing.T) {
 	t.Parallel()
 	taken := []models.PaymentStatus{models.PaymentSucceeded, models.PaymentRefundRequired, models.PaymentRefunded}
 	for _, tc := range []struct {
-		ev      models.PaymentEvent
-		current models.Dispute
-		want    models.Action
+		ev           models.PaymentEvent
+		current      models.Dispute
+		held, amount int64
+		want         models.Action
 	}{
-		{models.EventDisputed, models.DisputeNone, models.ActionDispute},
-		{models.EventDisputed, models.DisputeOpen, models.ActionStale},
-		{models.EventDisputed, models.DisputeLost, models.ActionStale},
-		{models.EventDisputeWon, models.DisputeNone, models.ActionDispute},
-		{models.EventDisputeWon, models.DisputeOpen, models.ActionDispute},
-		{models.EventDisputeLost, models.DisputeOpen, models.ActionDispute},
-		{models.EventDisputeLost, models.DisputeWon, models.ActionStale},
-		{models.EventPaid, models.DisputeNone, models.ActionStale},
+		{models.EventDisputed, models.DisputeNone, 0, 100, models.ActionDispute},
+		{models.EventDisputed, models.DisputeOpen, 100, 100, models.ActionStale},
+		{models.EventDisputed, models.DisputeLost, 100, 100, models.ActionStale},
+		{models.EventDisputeWon, models.DisputeNone, 0, 100, models.ActionDispute},
+		{models.EventDisputeWon, models.DisputeOpen, 100, 100, models.ActionDispute},
+		{models.EventDisputeLost, models.DisputeOpen, 100, 100, models.ActionDispute},
+		{models.EventDisputeLost, models.DisputeWon, 0, 100, models.ActionStale},
+		// A partial chargeback, then the whole (Midtrans): the lost
+		// dispute grows; told again, or smaller, it is stale.
+		{models.EventDisputeLost, models.DisputeNone, 0, 40, models.ActionDispute},
+		{models.EventDisputeLost, models.DisputeLost, 40, 100, models.ActionDispute},
+		{models.EventDisputeLost, models.DisputeLost, 100, 100, models.ActionStale},
+		{models.EventDisputeLost, models.DisputeLost, 100, 40, models.ActionStale},
+		{models.EventPaid, models.DisputeNone, 0, 100, models.ActionStale},
 	} {
 		for _, charge := range taken {
-			if got := models.DecideDispute(tc.ev, charge, tc.current); got != tc.want {
-				t.Errorf("DecideDispute(%s, %s, %q) = %s, want %s", tc.ev, charge, tc.current, got, tc.want)
+			if got := models.DecideDispute(tc.ev, charge, tc.current, tc.held, tc.amount); got != tc.want {
+				t.Errorf("DecideDispute(%s, %s, %q, %d, %d) = %s, want %s", tc.ev, charge, tc.current, tc.held, tc.amount, got, tc.want)
 			}
 		}
 		for _, charge := range []models.PaymentStatus{"", models.PaymentPending, models.PaymentFailed, models.PaymentExpired} {
-			if got := models.DecideDispute(tc.ev, charge, tc.current); got != models.ActionStale {
+			if got := models.DecideDispute(tc.ev, charge, tc.current, tc.held, tc.amount); got != models.ActionStale {
 				t.Errorf("DecideDispute(%s, %q, %q) = %s: a charge never taken cannot be disputed", tc.ev, charge, tc.current, got)
 			}
 		}

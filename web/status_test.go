@@ -19,6 +19,7 @@ var httpStatusWant = map[string]int{
 	models.ENotFound:             404,
 	models.EInsufficientStock:    409,
 	models.EInvalidTransition:    409,
+	models.EChargeDisputed:       409,
 	models.EIdempotencyMissing:   400,
 	models.EIdempotencyReused:    422,
 	models.EIdempotencyTooShort:  422,

@@ -84,16 +84,18 @@ GROUP BY c.id HAVING count(d.id) <> 1`,
 	},
 	{
 		ID: 5, Name: "refunds",
-		Description: "refunds never exceed their payment: each payment's refunds add up to its refunded amount, at most what it took, all of it exactly when it is refunded; a refund is in its payment's currency and order",
+		Description: "refunds never exceed their payment: each payment's pending and succeeded refunds add up to its refunded amount (no failed, canceled or superseded refund counts), at most what it took, all of it exactly when it is refunded, and a refunded payment remembers the status it returns to; a refund is in its payment's currency and order",
 		Query: `
-SELECT format('payment %s has %s refunded but its refunds add up to %s', p.provider_reference, p.refunded_amount, coalesce(r.total, 0)), 'order:' || p.order_id
-FROM payments p LEFT JOIN (SELECT payment_id, sum(amount) AS total FROM refunds GROUP BY payment_id) r ON r.payment_id = p.id
+SELECT format('payment %s has %s refunded but its pending and succeeded refunds add up to %s', p.provider_reference, p.refunded_amount, coalesce(r.total, 0)), 'order:' || p.order_id
+FROM payments p LEFT JOIN (SELECT payment_id, sum(amount) AS total FROM refunds
+                           WHERE status IN ('pending', 'succeeded') GROUP BY payment_id) r ON r.payment_id = p.id
 WHERE p.refunded_amount <> coalesce(r.total, 0)
 UNION ALL
-SELECT format('payment %s (%s) has %s of %s refunded', provider_reference, status, refunded_amount, amount), 'order:' || order_id
+SELECT format('payment %s (%s, refunded from %L) has %s of %s refunded', provider_reference, status, refunded_from, refunded_amount, amount), 'order:' || order_id
 FROM payments
 WHERE refunded_amount > amount
-   OR (status = 'refunded' AND refunded_amount <> amount)
+   OR (status = 'refunded' AND (refunded_amount <> amount OR refunded_from = ''))
+   OR (status <> 'refunded' AND refunded_from <> '')
    OR (status IN ('succeeded', 'refund_required') AND refunded_amount = amount AND amount > 0)
    OR (refunded_amount > 0 AND status NOT IN ('succeeded', 'refund_required', 'refunded'))
 UNION ALL
@@ -165,7 +167,7 @@ WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
 	},
 	{
 		ID: 9, Name: "gateway refunds",
-		Description: "refunds Sekali asked for never exceed their payment; each done one is one refund at the gateway, applied to its payment; no refund job succeeded with its refund still open",
+		Description: "refunds Sekali asked for never exceed their payment; each done one is one refund at the gateway, applied to its payment and counted (one the gateway failed after accepting it is failed); no refund job succeeded with its refund still open",
 		Query: `
 SELECT format('payment %s of %s: the refunds asked of the gateway add up to %s', p.provider_reference, p.amount, g.asked), 'order:' || p.order_id
 FROM payments p JOIN (SELECT payment_id, sum(amount) AS asked FROM gateway_requests
@@ -181,12 +183,13 @@ SELECT format('gateway refund %s of %s is the answer of %s done refunds', provid
 FROM gateway_requests WHERE kind = 'refund' AND phase = 'done'
 GROUP BY provider, provider_object_id HAVING count(*) > 1
 UNION ALL
--- Where the gateway names its refunds (all but Stripe, which states a
--- charge's refunded total), the done refund's own row is there.
-SELECT format('refund %s is done at %s but no refund of its payment is named %s or %s', g.idempotency_key, g.provider, g.idempotency_key, g.provider_object_id), 'order:' || g.order_id
+-- The done refund's own row is there and counts (or, for a refund
+-- applied before the gateway named it, a charge total that stands for
+-- it): a refund the gateway failed after accepting it is failed here too.
+SELECT format('refund %s is done at %s but no counted refund of its payment is named %s or %s', g.idempotency_key, g.provider, g.idempotency_key, g.provider_object_id), 'order:' || g.order_id
 FROM gateway_requests g
 WHERE g.kind = 'refund' AND g.phase = 'done'
-  AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = g.payment_id
+  AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = g.payment_id AND r.status IN ('pending', 'succeeded')
                   AND (r.refund_key IN (g.idempotency_key, g.provider_object_id) OR r.refund_key LIKE '%:refunded:%'))
 UNION ALL
 SELECT format('job %s succeeded but its refund is still %s', j.idempotency_key, g.phase), 'job:' || j.idempotency_key

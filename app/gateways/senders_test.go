@@ -83,11 +83,10 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 						ev.Status != f.Status || ev.Currency != f.Currency || (moves && ev.Amount != f.Amount) {
 						t.Errorf("%s %s: read back %+v from\n%s", status, money.currency, ev, body)
 					}
-					// A refund is named by its id where the gateway names
-					// refunds (Stripe states the charge's total only).
+					// A refund is named by its id, made (succeeded).
 					wantRefunds := []payments.Refund(nil)
-					if status == models.EventRefunded && tc.provider != stripe.Name {
-						wantRefunds = []payments.Refund{{Key: f.RefundID, Amount: f.Amount}}
+					if status == models.EventRefunded {
+						wantRefunds = []payments.Refund{{Key: f.RefundID, Amount: f.Amount, Status: models.RefundSucceeded}}
 					}
 					if !slices.Equal(ev.Refunds, wantRefunds) {
 						t.Errorf("%s %s: refunds %+v, want %+v", status, money.currency, ev.Refunds, wantRefunds)
@@ -102,6 +101,49 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 				t.Errorf("only %d facts expressible", expressed)
 			}
 		})
+	}
+}
+
+// Stripe's refund events and Xendit's refund callbacks tell a refund's
+// state: what a sender writes of a refund that failed after the gateway
+// accepted it reads back failed, with the gateway's reason, and (Stripe)
+// a pending refund reads back pending.
+func TestSendersWriteRefundStates(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	for _, tc := range []struct {
+		provider, secret string
+		receiver         payments.Provider
+		states           []models.RefundStatus
+	}{
+		{stripe.Name, stripeSecret, must(stripe.NewProvider(stripeSecret)),
+			[]models.RefundStatus{models.RefundPending, models.RefundSucceeded, models.RefundFailed, models.RefundCanceled}},
+		{xendit.Name, xenditToken, must(xendit.NewProvider(xenditToken)),
+			[]models.RefundStatus{models.RefundSucceeded, models.RefundFailed, models.RefundCanceled}},
+	} {
+		sender, err := gateways.NewSender(tc.provider, tc.secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, state := range tc.states {
+			f := payments.Fact{EventID: "evt_rf_" + string(state), OrderID: "ORD-SEND", TransactionID: "tx_send_2", Status: models.EventRefunded,
+				Amount: 50000, Currency: "IDR", RefundID: "rf_send_2", RefundStatus: state, RefundReason: "insufficient_funds"}
+			h, body, err := payments.Notification(sender, f, at)
+			if err != nil {
+				t.Fatalf("%s %s: %v", tc.provider, state, err)
+			}
+			ev, err := tc.receiver.Parse(h, body)
+			if err != nil {
+				t.Fatalf("%s %s: %v\n%s", tc.provider, state, err, body)
+			}
+			want := payments.Refund{Key: "rf_send_2", Amount: 50000, Status: state}
+			if !state.Counts() {
+				want.Reason = "insufficient_funds"
+			}
+			if len(ev.Refunds) != 1 || ev.Refunds[0] != want || ev.OrderID != "ORD-SEND" || ev.TransactionID != "tx_send_2" {
+				t.Errorf("%s %s: read back %+v, want the refund %+v\n%s", tc.provider, state, ev, want, body)
+			}
+		}
 	}
 }
 

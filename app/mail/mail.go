@@ -1,5 +1,6 @@
 // Package mail sends Sekali's emails. An outbound_emails row is the
-// intent to send (one per key, {template}:{order_id}); its Message-ID is
+// intent to send (one per key: {template}:{order_id}, and for a refund
+// {template}:{order_id}:{refund_id}); its Message-ID is
 // derived from the key, so if the process dies after the SMTP server took
 // the message but before the row says "sent", the retry sends the same
 // message again, which receivers can recognise: at most one distinct
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -21,12 +23,22 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// OrderPaid is the template of the payment confirmation email.
-const OrderPaid = "order_paid"
+// The templates: the payment confirmation, and the email of a refund
+// that succeeded.
+const (
+	OrderPaid       = "order_paid"
+	RefundSucceeded = "refund_succeeded"
+)
 
 // Key is the key of one email: {template}:{order_id}. The email's row,
 // its Message-ID and its job's idempotency key all derive from it.
 func Key(template, orderID string) string { return template + ":" + orderID }
+
+// RefundKey is the key of the email of refund refundID of orderID: one
+// email per refund.
+func RefundKey(orderID string, refundID int64) string {
+	return Key(RefundSucceeded, orderID) + ":" + strconv.FormatInt(refundID, 10)
+}
 
 // Message is one email to send.
 type Message struct {
@@ -85,6 +97,55 @@ func OrderPaidEmail(o *models.Order) models.OutboundEmail {
 		Subject:   fmt.Sprintf("Payment received for order %s", o.ID),
 		Body: fmt.Sprintf("Thank you! We received your payment of %d %s for order %s.\n",
 			o.TotalAmount, o.Currency, o.ID),
+		Status: models.EmailPending,
+	}
+}
+
+// RefundSucceededIntent returns the outbound_emails row of the email that
+// tells the customer of orderID that refund refundID went through,
+// creating it while the refund has succeeded; nil when it has not (a
+// refund that failed sends nothing). As OrderPaidIntent, it takes no
+// lock: the row's unique key makes a second intent the same row.
+func RefundSucceededIntent(ctx context.Context, db *gorm.DB, orderID string, refundID int64) (*models.OutboundEmail, error) {
+	db = db.WithContext(ctx)
+	var o models.Order
+	var r models.Refund
+	err := db.Take(&o, "id = ?", orderID).Error
+	if err == nil {
+		err = db.Take(&r, "id = ? AND order_id = ?", refundID, orderID).Error
+	}
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, models.Errorf(models.ENotFound, "no refund %d of order %q", refundID, orderID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != models.RefundSucceeded {
+		return nil, nil
+	}
+	e := RefundSucceededEmail(&o, &r)
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
+		return nil, err
+	}
+	if err := db.Take(&e, "key = ?", e.Key).Error; err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// RefundSucceededEmail is the email of refund r of o, not sent yet. Like
+// every kept email it holds no link with the order's access token: what
+// the database keeps must not open the order.
+func RefundSucceededEmail(o *models.Order, r *models.Refund) models.OutboundEmail {
+	key := RefundKey(o.ID, r.ID)
+	amount := models.Money(r.Amount, r.Currency)
+	return models.OutboundEmail{
+		Key:       key,
+		MessageID: MessageID(key),
+		To:        o.CustomerEmail,
+		Subject:   fmt.Sprintf("Your refund of %s for order %s", amount, o.ID),
+		Body: fmt.Sprintf("Your refund of %s for order %s has been sent back to the way you paid.\n"+
+			"Depending on your bank it can take a few days to show.\n", amount, o.ID),
 		Status: models.EmailPending,
 	}
 }

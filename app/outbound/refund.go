@@ -38,6 +38,10 @@ type Refunded struct {
 	// Total is the charge's refunded total after this refund, where the
 	// gateway states one (Stripe's amount_refunded); 0 where it does not.
 	Total int64
+	// Pending is true when the gateway accepted the refund without
+	// making it yet (Stripe's pending, Xendit's PENDING): it may still
+	// fail, and its notification says so. False: the refund is made.
+	Pending bool
 }
 
 // Refunder refunds charges at one gateway. Refund returns a *Refused

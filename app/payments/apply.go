@@ -109,11 +109,11 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		out.Detail = rejectionDetail(dec.reason, ev, o)
 		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
 	case dec.action.Refunds():
-		if out.OrderStatus, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID); err != nil {
+		if out.OrderStatus, out.queued, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID, d.RequestID); err != nil {
 			return Outcome{}, nil, err
 		}
 	case dec.action == models.ActionDispute:
-		if err = s.dispute(tx, charge, ev.Status); err != nil {
+		if err = s.dispute(tx, charge, ev); err != nil {
 			return Outcome{}, nil, err
 		}
 	case dec.action != models.ActionStale:
@@ -177,13 +177,14 @@ func lockOrder(tx *gorm.DB, provider string, ev Event) (*models.Order, *models.P
 		ChargeRefundedAmount *int64
 		ChargeCurrency       *string
 		ChargeDispute        *models.Dispute
+		ChargeDisputedAmount *int64
 	}
 	// Find, not Scan: GORM's Scan has the statement's text formatted for
 	// its logger on every call, a few per cent of the server's CPU here.
 	err := tx.Raw(`
 SELECT o.*, p.id AS charge_id, p.order_id AS charge_order_id, p.status AS charge_status,
        p.amount AS charge_amount, p.refunded_amount AS charge_refunded_amount, p.currency AS charge_currency,
-       p.dispute AS charge_dispute
+       p.dispute AS charge_dispute, p.disputed_amount AS charge_disputed_amount
 FROM orders o LEFT JOIN payments p ON p.provider = ? AND p.provider_reference = ?
 WHERE o.id = ?
 FOR UPDATE OF o`, provider, ev.TransactionID, ev.OrderID).Find(&rows).Error
@@ -197,7 +198,8 @@ FOR UPDATE OF o`, provider, ev.TransactionID, ev.OrderID).Find(&rows).Error
 	}
 	return &o, &models.Payment{ID: *r.ChargeID, Provider: provider, ProviderReference: ev.TransactionID,
 		OrderID: *r.ChargeOrderID, Status: *r.ChargeStatus, Amount: *r.ChargeAmount,
-		RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency, Dispute: *r.ChargeDispute}, nil
+		RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency, Dispute: *r.ChargeDispute,
+		DisputedAmount: *r.ChargeDisputedAmount}, nil
 }
 
 // decide decides, under the order's lock, what the event does to order o
@@ -221,10 +223,11 @@ func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPla
 		chargeStatus == models.PaymentRefunded
 	if _, dispute := models.DisputeOf(ev.Status); dispute {
 		var current models.Dispute
+		var held int64
 		if charge != nil {
-			current = charge.Dispute
+			current, held = charge.Dispute, charge.DisputedAmount
 		}
-		dec.action = models.DecideDispute(ev.Status, chargeStatus, current)
+		dec.action = models.DecideDispute(ev.Status, chargeStatus, current, held, ev.Amount)
 	} else if ev.Status == models.EventRefunded {
 		dec.action, dec.reason = decideRefund(ev, o, charge, refunds)
 		if dec.reason != "" {

@@ -11,18 +11,24 @@ import (
 )
 
 // A dispute (a chargeback the customer's bank opened) is recorded on the
-// charge it disputes — open, then won or lost — and shows in the order's
-// story as its callback. It changes no order status: a lost dispute marks
-// the payment, and an admin decides what follows (the goods, a refund
-// that would now be a second one).
+// charge it disputes — open, then won or lost — with the amount it holds
+// or took back, and shows in the order's story as its callback. It
+// changes no order status: while it is open or lost, refunds of the
+// charge are refused (the bank holds the money, or took it back: a refund
+// would pay the customer twice), and an admin decides what follows.
 
-// dispute records a dispute event's new state on the charge's payment row,
-// under its order's lock. The WHERE names the state it leaves, as every
-// transition here does.
-func (s *Service) dispute(tx *gorm.DB, charge *models.Payment, ev models.PaymentEvent) error {
-	to, _ := models.DisputeOf(ev)
-	res := tx.Model(&models.Payment{}).Where("id = ? AND dispute = ?", charge.ID, charge.Dispute).
-		Updates(map[string]any{"dispute": to, "updated_at": s.now().UTC()})
+// dispute records a dispute event's new state and amount on the charge's
+// payment row, under its order's lock: an open or lost dispute holds its
+// amount (at most the charge's), a won one nothing. The WHERE names the
+// state it leaves, as every transition here does.
+func (s *Service) dispute(tx *gorm.DB, charge *models.Payment, ev Event) error {
+	to, _ := models.DisputeOf(ev.Status)
+	held := int64(0)
+	if to.Blocks() {
+		held = min(max(ev.Amount, 0), charge.Amount)
+	}
+	res := tx.Model(&models.Payment{}).Where("id = ? AND dispute = ? AND disputed_amount = ?", charge.ID, charge.Dispute, charge.DisputedAmount).
+		Updates(map[string]any{"dispute": to, "disputed_amount": held, "updated_at": s.now().UTC()})
 	if res.Error != nil {
 		return res.Error
 	}

@@ -152,7 +152,7 @@ var gateways = []gateway{
 			return d
 		},
 		ignored: func(orderID string) delivery {
-			return midtransNotification(orderID, "tx-chargeback", "chargeback", "", "50000.00", "IDR")
+			return midtransNotification(orderID, "tx-authorized-refund", "pending_refund", "", "50000.00", "IDR")
 		},
 	},
 	{

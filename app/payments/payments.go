@@ -122,11 +122,15 @@ type Event struct {
 	Refunds []Refund
 }
 
-// Refund is one refund at the gateway: its id there, and its amount in
-// minor units of the event's currency.
+// Refund is one refund at the gateway: its id there, its amount in minor
+// units of the event's currency, its state there ("" is succeeded: a
+// gateway that tells a refund only once it is made) and, for one that
+// failed, the gateway's reason.
 type Refund struct {
 	Key    string
 	Amount int64
+	Status models.RefundStatus
+	Reason string
 }
 
 // Delivery is one HTTP delivery of a callback.
@@ -253,9 +257,11 @@ type Service struct {
 }
 
 // Tasks makes the outbox rows of what a payment causes (the invoice and
-// the email); jobs.Tasks in the app (this package does not know the queue).
+// the email) and of the email a refund that succeeded sends; jobs.Tasks
+// in the app (this package does not know the queue).
 type Tasks interface {
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
+	RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
 }
 
 // NewService returns the callback pipeline for the given providers,

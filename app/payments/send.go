@@ -37,8 +37,15 @@ type Fact struct {
 	Amount   int64
 	Currency string // ISO 4217, upper case
 	// RefundID names a refund at the gateway (the sandbox's refund_id,
-	// Midtrans's refund_key); empty: the event id does.
+	// Midtrans's refund_key, Stripe's re_…); empty: the event id does.
+	// For Stripe it makes the notification a refund event (refund.created,
+	// refund.updated, refund.failed) instead of charge.refunded's total.
 	RefundID string
+	// RefundStatus is the refund's state, where the gateway tells it
+	// (Stripe's refund events, Xendit's refund callbacks): "" is
+	// succeeded. RefundReason is a failed refund's reason.
+	RefundStatus models.RefundStatus
+	RefundReason string
 	// Gross and Refunds restate the charge around a refund, as Midtrans's
 	// notification does: the charge's amount, and every refund of it so
 	// far, this one last. Empty: the refund alone stands for both.

@@ -154,7 +154,7 @@ func TestStateMachine(t *testing.T) {
 		status   models.OrderStatus
 		payment  models.PaymentStatus // status of the event's reference afterwards; "" = no row
 		stockDel int64                // change of the product's stock
-		outbox   int64                // invoice + email tasks added
+		outbox   int64                // invoice and email tasks added
 	}
 	all := []models.OrderStatus{models.OrderPending, models.OrderPaid, models.OrderFailed, models.OrderExpired, models.OrderCancelled, models.OrderRefundRequired}
 	type tc struct {
@@ -195,9 +195,10 @@ func TestStateMachine(t *testing.T) {
 		tc{models.OrderRefundRequired, models.EventPaid, "tx-new", want{processed, models.OrderRefundRequired, models.PaymentRefundRequired, 0, 0}},
 		// Refunds: the paid order's own charge refunds the order (the stock
 		// stays with it); a charge that had to be refunded is refunded, the
-		// order unchanged; a charge that was never taken is stale.
-		tc{models.OrderPaid, models.EventRefunded, "tx-pay", want{processed, models.OrderRefunded, models.PaymentRefunded, 0, 0}},
-		tc{models.OrderRefundRequired, models.EventRefunded, "tx-late", want{processed, models.OrderRefundRequired, models.PaymentRefunded, 0, 0}},
+		// order unchanged; a charge that was never taken is stale. A refund
+		// that succeeded writes its email to the customer.
+		tc{models.OrderPaid, models.EventRefunded, "tx-pay", want{processed, models.OrderRefunded, models.PaymentRefunded, 0, 1}},
+		tc{models.OrderRefundRequired, models.EventRefunded, "tx-late", want{processed, models.OrderRefundRequired, models.PaymentRefunded, 0, 1}},
 		tc{models.OrderPaid, models.EventRefunded, "tx-new", want{stale, models.OrderPaid, "", 0, 0}},
 		tc{models.OrderPending, models.EventRefunded, "tx-new", want{stale, models.OrderPending, "", 0, 0}},
 		tc{models.OrderFailed, models.EventRefunded, "tx-fail", want{stale, models.OrderFailed, models.PaymentFailed, 0, 0}},

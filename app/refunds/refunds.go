@@ -203,6 +203,12 @@ func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Paym
 	if _, ok := s.refunders[charge.Provider]; !ok {
 		return assessment{}, models.Errorf(models.EInvalidTransition, "order %s was paid through %s, which Sekali cannot ask for refunds: refund it in the gateway's dashboard", o.ID, charge.Provider)
 	}
+	if charge.Dispute.Blocks() {
+		// The bank holds the money (open) or took it back (lost): a
+		// refund now would pay the customer twice.
+		return assessment{}, models.Errorf(models.EChargeDisputed, "payment %s of order %s has a dispute that is %s (%s): it cannot be refunded; answer the dispute in the gateway's dashboard",
+			charge.ProviderReference, o.ID, charge.Dispute, money(charge.DisputedAmount, charge.Currency))
+	}
 	var asked struct{ Open, Count int64 }
 	// Open refunds hold back money of their own charge; the count, which
 	// numbers the keys, is of the whole order.
@@ -212,7 +218,8 @@ func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Paym
 	if err != nil {
 		return assessment{}, err
 	}
-	return assessment{charge: charge, left: charge.Amount - charge.RefundedAmount - asked.Open, open: asked.Open, asked: asked.Count}, nil
+	left := charge.Amount - charge.RefundedAmount - asked.Open - charge.DisputedAmount
+	return assessment{charge: charge, left: left, open: asked.Open, asked: asked.Count}, nil
 }
 
 // Refundable is what is left to refund of an order, and through whom;
@@ -328,8 +335,8 @@ func (s *Service) refundable(db *gorm.DB, o *models.Order, payment string) (Refu
 // describe is what assessing o's charge named by payment found: what is
 // left of it, or why nothing is.
 func describe(o *models.Order, payment string, a assessment, err error) (Refundable, error) {
-	switch {
-	case models.ErrorCode(err) == models.EInvalidTransition:
+	switch code := models.ErrorCode(err); {
+	case code == models.EInvalidTransition, code == models.EChargeDisputed:
 		return Refundable{OrderID: o.ID, Payment: payment, Why: models.ErrorMessage(err)}, nil
 	case err != nil:
 		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))

@@ -522,3 +522,41 @@ func TestRefundASecondCharge(t *testing.T) {
 		t.Errorf("a payment the order does not have: %v; want %s", err, models.EInvalid)
 	}
 }
+
+// A charge whose dispute is open (the bank holds the money) or lost (the
+// bank took it back) refuses refunds: 409 charge_disputed, nothing
+// written, and what is left to refund says why. It used to offer the
+// whole charge after a lost dispute, and the shop would have paid the
+// money back twice. A dispute won gives the charge back to refunds.
+func TestDisputedChargeRefusesRefunds(t *testing.T) {
+	t.Parallel()
+	for _, end := range []models.PaymentEvent{models.EventDisputeWon, models.EventDisputeLost} {
+		e := newEnv(t)
+		e.notify("evt_dispute_"+e.orderID, testenv.SandboxBody(e.orderID, e.charge(), models.EventDisputed, price))
+		refused := func(when string) {
+			t.Helper()
+			r, err := e.ask("10000", "the customer asked")
+			if models.ErrorCode(err) != models.EChargeDisputed || r != nil {
+				t.Errorf("%s: a refund: %+v, %v; want %s", when, r, err, models.EChargeDisputed)
+			}
+			left, err := e.refunds.Refundable(context.Background(), e.orderID, "")
+			if err != nil || left.Left != 0 || !strings.Contains(left.Why, "dispute") {
+				t.Errorf("%s: refundable %+v, %v; want nothing, and why", when, left, err)
+			}
+			var asked int64
+			e.db.Model(&models.GatewayRequest{}).Where("order_id = ? AND kind = ?", e.orderID, models.GatewayRefund).Count(&asked)
+			if asked != 0 || e.gw.calls.Load() != 0 {
+				t.Errorf("%s: %d refunds recorded, %d calls; want none", when, asked, e.gw.calls.Load())
+			}
+		}
+		refused("the dispute open")
+		e.notify("evt_dispute_end_"+e.orderID, testenv.SandboxBody(e.orderID, e.charge(), end, price))
+		if end == models.EventDisputeLost {
+			refused("the dispute lost")
+			continue
+		}
+		if r, err := e.ask("", "the customer asked"); err != nil || r.Amount != price {
+			t.Errorf("the dispute won: %+v, %v; want the whole charge refundable", r, err)
+		}
+	}
+}

@@ -93,7 +93,11 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 		Status: models.EventRefunded, Amount: a.Amount, Currency: r.Currency,
 	}
 	if a.RefundKey != "" {
-		ev.Refunds = []payments.Refund{{Key: a.RefundKey, Amount: a.Amount}}
+		status := models.RefundSucceeded
+		if a.Pending {
+			status = models.RefundPending
+		}
+		ev.Refunds = []payments.Refund{{Key: a.RefundKey, Amount: a.Amount, Status: status}}
 	}
 	if a.Total > 0 {
 		ev.Amount = a.Total
@@ -113,9 +117,32 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}
 	if recorded {
-		log.InfoContext(ctx, "refund done", "provider_object_id", a.ObjectID, "amount", a.Amount, "result", out.Word())
+		log.InfoContext(ctx, "refund done", "provider_object_id", a.ObjectID, "amount", a.Amount, "pending", a.Pending, "result", out.Word())
+	}
+	// The gateway may have failed the refund already — its notification
+	// applied before this answer, or between the answer and Done — and
+	// the notification marks failed only a request that is done.
+	if err := s.failIfFailed(ctx, r, a.RefundKey); err != nil {
+		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}
 	return s.get(ctx, r.ID)
+}
+
+// failIfFailed marks refund request r failed when its refund at the
+// gateway, named by key, is recorded failed or canceled.
+func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest, key string) error {
+	if key == "" {
+		return nil
+	}
+	var failed int64
+	err := s.db.WithContext(ctx).Model(&models.Refund{}).Where("provider = ? AND refund_key = ? AND status IN ?",
+		r.Provider, key, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).Count(&failed).Error
+	if err != nil || failed == 0 {
+		return store.Classify(err)
+	}
+	return s.db.WithContext(ctx).Model(&models.GatewayRequest{}).
+		Where("id = ? AND phase = ?", r.ID, models.GatewayDone).
+		Updates(map[string]any{"phase": models.GatewayFailed, "last_error": payments.FailedAfterAcceptance, "updated_at": s.now().UTC()}).Error
 }
 
 // get reads refund request id.

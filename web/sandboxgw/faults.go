@@ -18,10 +18,34 @@ import (
 // a fault creates a second object, which is what these switches let a
 // test prove the key prevents.
 type Faults struct {
-	mu   sync.Mutex
-	fail int
-	hang int
-	held int // calls that acted and wait for their caller to give up
+	mu    sync.Mutex
+	fail  int
+	hang  int
+	held  int // calls that acted and wait for their caller to give up
+	later int // refunds to accept, then fail
+}
+
+// FailRefundsLater makes the next n refunds the emulated Stripe and
+// Xendit accept fail afterwards, as a bank can refuse a refund days
+// later: the refund is answered pending (Stripe's pending, Xendit's
+// PENDING), then fails — the charge gets its amount back, and the gateway
+// sends its refund.failed notification (Stripe's event, Xendit's
+// callback). Other calls do not count down.
+func (f *Faults) FailRefundsLater(n int) {
+	f.mu.Lock()
+	f.later = n
+	f.mu.Unlock()
+}
+
+// failLater says whether the refund accepted now fails later.
+func (f *Faults) failLater() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.later > 0 {
+		f.later--
+		return true
+	}
+	return false
 }
 
 // FailNext makes the next n API calls answer 500, in the gateway's error

@@ -302,7 +302,7 @@ func TestMidtransRefundNotifies(t *testing.T) {
 	}
 	ev, err := provider.Parse(d.header, d.body)
 	if err != nil || ev.Status != models.EventRefunded || ev.TransactionID != "tx-mt-9" || ev.OrderID != "ORD-MT-9" ||
-		!slices.Equal(ev.Refunds, []payments.Refund{{Key: "ORD-MT-9-R1", Amount: 50000}}) {
+		!slices.Equal(ev.Refunds, []payments.Refund{{Key: "ORD-MT-9-R1", Amount: 50000, Status: models.RefundSucceeded}}) {
 		t.Fatalf("notification %+v, %v", ev, err)
 	}
 	confirmed, found, err := provider.Confirm(t.Context(), ev)
@@ -320,7 +320,8 @@ func TestMidtransRefundNotifies(t *testing.T) {
 	}
 	second, err := provider.Parse(c.wait(t, 2)[1].header, c.wait(t, 2)[1].body)
 	if err != nil || second.Amount != 100000 || second.Key == ev.Key ||
-		!slices.Equal(second.Refunds, []payments.Refund{{Key: "ORD-MT-9-R1", Amount: 50000}, {Key: "ORD-MT-9-R2", Amount: 50000}}) {
+		!slices.Equal(second.Refunds, []payments.Refund{{Key: "ORD-MT-9-R1", Amount: 50000, Status: models.RefundSucceeded},
+			{Key: "ORD-MT-9-R2", Amount: 50000, Status: models.RefundSucceeded}}) {
 		t.Errorf("the second refund's notification: %+v, %v; want both refunds, 100000 in all, a key of its own (not %q)", second, err, ev.Key)
 	}
 	status, answer := m.post("/v2/ORD-MT-9/refund", map[string]any{"refund_key": "ORD-MT-9-R3"})

@@ -2,6 +2,7 @@ package sandboxgw_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	stripegw "github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/gateways/xendit"
@@ -105,8 +107,8 @@ func paid(g *sandboxgw.Gateway, format, charge string, amount int64) {
 	g.Reported(format, payments.Fact{TransactionID: charge, Status: models.EventPaid, Amount: amount, Currency: "IDR"})
 }
 
-// A Stripe refund answers with the charge's refunded total, as
-// charge.refunded states it, and names no refund; two partial refunds
+// A Stripe refund answers with the refund, by its id, and the charge's
+// refunded total, as charge.refunded states it; two partial refunds
 // state the growing total. The same request again is Stripe's replay of
 // the one refund. A repeat looks first: it finds the refund by its
 // metadata.refund_key even where Stripe's key would refuse it (other
@@ -122,7 +124,7 @@ func TestStripeRefunderOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.ObjectID == "" || first.Amount != 50000 || first.Total != 50000 || first.RefundKey != "" {
+	if !strings.HasPrefix(first.ObjectID, "re_") || first.Amount != 50000 || first.Total != 50000 || first.RefundKey != first.ObjectID || first.Pending {
 		t.Fatalf("first %+v", first)
 	}
 	if again, err := f.Refund(ctx, refundOfCharge("ORD-RF-1", "ORD-RF-1-R1", "pi_rf_1", 50000, 1)); err != nil || again != first {
@@ -318,9 +320,14 @@ func TestXenditRefunderOnce(t *testing.T) {
 	if err != nil || first.ObjectID == "" || first.RefundKey != first.ObjectID || first.Amount != 50000 || first.Total != 0 {
 		t.Fatalf("refund: %+v, %v", first, err)
 	}
+	if !first.Pending {
+		t.Errorf("the first answer is not pending: Xendit answers a refund PENDING")
+	}
+	settled := first
+	settled.Pending = false // Xendit's list shows it SUCCEEDED: the gateway settles at once
 	for attempt := 1; attempt <= 2; attempt++ {
-		if again, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-11", "ORD-RF-11-R1", "inv-rf-11", 50000, attempt)); err != nil || again != first {
-			t.Errorf("again at attempt %d: %+v, %v; want %+v", attempt, again, err, first)
+		if again, err := f.Refund(t.Context(), refundOfCharge("ORD-RF-11", "ORD-RF-11-R1", "inv-rf-11", 50000, attempt)); err != nil || again != settled {
+			t.Errorf("again at attempt %d: %+v, %v; want %+v", attempt, again, err, settled)
 		}
 	}
 	if list := x.refunds("inv-rf-11"); len(list) != 1 || list[0]["id"] != first.ObjectID {
@@ -489,7 +496,7 @@ func (s *shop) refundHalf(refunder outbound.Refunder) *models.GatewayRequest {
 }
 
 // expectHalfRefunded checks the order: partially refunded, by one
-// refunds row of half, under key.
+// counted refunds row of half, under key.
 func (s *shop) expectHalfRefunded(key string) {
 	s.t.Helper()
 	var o models.Order
@@ -501,7 +508,7 @@ func (s *shop) expectHalfRefunded(key string) {
 	if err := s.db.Take(&p, "order_id = ?", s.orderID).Error; err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.db.Where("order_id = ?", s.orderID).Find(&rows).Error; err != nil {
+	if err := s.db.Where("order_id = ? AND status IN ?", s.orderID, []models.RefundStatus{models.RefundPending, models.RefundSucceeded}).Find(&rows).Error; err != nil {
 		s.t.Fatal(err)
 	}
 	if o.Status != models.OrderPartiallyRefunded || p.RefundedAmount != orderTotal/2 || len(rows) != 1 ||
@@ -542,9 +549,10 @@ func (r answersLate) Refund(ctx context.Context, req outbound.RefundRequest) (ou
 	return a, err
 }
 
-// Stripe states only totals: the answer's total and charge.refunded's
-// amount_refunded converge on one refunds row, {pi}:refunded:{total},
-// whichever comes first.
+// The answer names the refund (re_…); charge.refunded states only the
+// charge's total. They converge on one counted refund, the named one,
+// whichever comes first: a total that came first stands for the refund
+// until the answer names it, and is then superseded.
 func TestStripeRefundEndToEnd(t *testing.T) {
 	t.Parallel()
 	for _, notificationFirst := range []bool{false, true} {
@@ -574,14 +582,15 @@ func TestStripeRefundEndToEnd(t *testing.T) {
 			if notificationFirst {
 				refunder = answersLate{refunder, func() { delivered(t, g, s.orderID, models.ResultProcessed) }}
 			}
-			if r := s.refundHalf(refunder); !strings.HasPrefix(r.ProviderObjectID, "re_") {
+			r := s.refundHalf(refunder)
+			if !strings.HasPrefix(r.ProviderObjectID, "re_") {
 				t.Errorf("refund %+v", r)
 			}
 			if !notificationFirst {
 				s.release()
 				delivered(t, g, s.orderID, models.ResultStale)
 			}
-			s.expectHalfRefunded(payment.TransactionID + ":refunded:75000")
+			s.expectHalfRefunded(r.ProviderObjectID)
 		})
 	}
 }
@@ -616,8 +625,122 @@ func TestMidtransRefundEndToEnd(t *testing.T) {
 	s.expectHalfRefunded(s.orderID + "-R1")
 }
 
-// Xendit sends no refund webhook Sekali reads: the answer alone records
-// the refund, by its id.
+// A refund the gateway accepts and fails later — Stripe's pending then
+// refund.failed, Xendit's PENDING then its refund.failed callback — is
+// counted when accepted and given back when it fails, whichever of the
+// answer and the notifications comes first: the order is paid again with
+// its stock, the refund record failed with the gateway's reason, the
+// charge refundable in full again, and the refund asked again (a new
+// refund, a new key) goes through. The audit stays green throughout.
+func TestRefundFailedLaterEndToEnd(t *testing.T) {
+	t.Parallel()
+	const token = "xnd-callback-token-later-0123"
+	for _, gw := range []string{stripegw.Name, xendit.Name} {
+		t.Run(gw, func(t *testing.T) {
+			t.Parallel()
+			s := newShop(t)
+			g := sandboxgw.New(nil, testenv.SandboxKey, s.callback, s.log)
+			g.Retries = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond}
+			var sender payments.Sender
+			var provider payments.Provider
+			var refunder outbound.Refunder
+			charge := "inv-later-" + s.orderID
+			switch gw {
+			case stripegw.Name:
+				sender, provider, charge = must(stripegw.NewSender(stripeWebhookSecret)), must(stripegw.NewProvider(stripeWebhookSecret)), "pi_later_"+s.orderID
+				g.SpeakStripeAPI(stripeKey)
+				refunder = stripeRefunder(t, serve(t, g))
+			case xendit.Name:
+				sender, provider = must(xendit.NewSender(token)), must(xendit.NewProvider(token))
+				g.SpeakXenditAPI(xenditKey)
+				refunder = xenditRefunder(t, serve(t, g))
+			}
+			g.Speak(sender)
+			s.open(g, provider, false)
+			payment := payments.Fact{EventID: "evt-paid-" + s.orderID, OrderID: s.orderID, TransactionID: charge,
+				Status: models.EventPaid, Amount: orderTotal, Currency: "IDR"}
+			s.notify(sender, payment)
+			g.Reported(gw, payment)
+			svc := refunds.NewService(s.db, s.log, time.Now, s.pay, jobs.Tasks{}, refunder)
+
+			g.Faults().FailRefundsLater(1)
+			first := s.send(svc, "")
+			testenv.Eventually(t, "the gateway's refund.failed applied", func() bool {
+				var r models.GatewayRequest
+				s.db.Take(&r, first.ID)
+				return r.Phase == models.GatewayFailed
+			})
+			var r models.GatewayRequest
+			var o models.Order
+			var p models.Payment
+			var row models.Refund
+			s.db.Take(&r, first.ID)
+			s.db.Take(&o, "id = ?", s.orderID)
+			s.db.Take(&p, "order_id = ?", s.orderID)
+			s.db.Take(&row, "refund_key = ?", r.ProviderObjectID)
+			if o.Status != models.OrderPaid || p.Status != models.PaymentSucceeded || p.RefundedAmount != 0 || row.Status != models.RefundFailed ||
+				row.FailureReason == "" || r.LastError != payments.FailedAfterAcceptance {
+				t.Errorf("after the refund failed: order %s, payment %s with %d refunded, refund %s (%q), request %s (%q); want the order paid again",
+					o.Status, p.Status, p.RefundedAmount, row.Status, row.FailureReason, r.Phase, r.LastError)
+			}
+			if left, err := svc.Refundable(t.Context(), s.orderID, ""); err != nil || left.Left != orderTotal {
+				t.Errorf("refundable after the failure: %+v, %v; want all %d", left, err, orderTotal)
+			}
+			again := s.send(svc, "the first refund failed at the bank")
+			if again.IdempotencyKey == first.IdempotencyKey || again.Phase != models.GatewayDone {
+				t.Errorf("asked again: %+v; want a new key, done", again)
+			}
+			testenv.Eventually(t, "the second refund succeeded", func() bool {
+				var n int64
+				s.db.Model(&models.Refund{}).Where("order_id = ? AND status = ?", s.orderID, models.RefundSucceeded).Count(&n)
+				return n == 1
+			})
+			s.expectHalfRefunded(again.ProviderObjectID)
+			s.mustAudit()
+		})
+	}
+}
+
+// send asks for half the order back through svc and sends it, once.
+func (s *shop) send(svc *refunds.Service, reason string) *models.GatewayRequest {
+	s.t.Helper()
+	var r *models.GatewayRequest
+	err := store.Transaction(s.t.Context(), s.db, func(tx *gorm.DB) error {
+		var err error
+		r, err = svc.RequestTx(tx, refunds.Request{OrderID: s.orderID, Amount: "75000", Reason: cmp.Or(reason, "damaged in transit"), Admin: "admin@example.com"})
+		return err
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	sent, err := svc.Send(s.t.Context(), r.ID)
+	if err != nil {
+		s.t.Fatalf("send: %v", err)
+	}
+	return sent
+}
+
+// mustAudit runs the integrity audit without the jobs, and expects it
+// green.
+func (s *shop) mustAudit() {
+	s.t.Helper()
+	report, err := audit.WithoutJobs(s.db).Run(s.t.Context(), 0)
+	if err != nil || !report.OK {
+		s.t.Fatalf("audit: %v %+v", err, report.Violations)
+	}
+}
+
+// must is v, or the test stops at err.
+func must[V any](v V, err error) V {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// The answer records Xendit's refund PENDING, by its id; Xendit's
+// refund.succeeded callback, where the gateway sends it, makes it
+// succeeded.
 func TestXenditRefundEndToEnd(t *testing.T) {
 	t.Parallel()
 	const token = "xnd-callback-token-e2e-0123"

@@ -32,10 +32,14 @@ import (
 //   - GET /v1/refunds/:id is one refund; expand[]=charge.
 //
 // After a new refund of a PaymentIntent that names its order
-// (metadata[order_id]), the gateway sends Stripe's charge.refunded event
-// of it — in Stripe's format, to Sekali's /callbacks/stripe, when it
-// speaks that format — stating, as Stripe's does, the charge's refunded
-// total.
+// (metadata[order_id]), the gateway sends Stripe's events of it — in
+// Stripe's format, to Sekali's /callbacks/stripe, when it speaks that
+// format: refund.updated (the refund, by its id, succeeded) and
+// charge.refunded, stating, as Stripe's does, the charge's refunded
+// total. A refund that Faults.FailRefundsLater fails is answered pending,
+// told by refund.created, and then fails: its charge gets the amount
+// back, and refund.failed follows (failure_reason
+// expired_or_canceled_card).
 //
 // The gateway knows a PaymentIntent's amount only when it reported the
 // payment itself (a Stripe-format payment from its pay page): then a
@@ -72,6 +76,7 @@ type stripeRefund struct {
 	Reason             *string           `json:"reason"`
 	ReceiptNumber      *string           `json:"receipt_number"`
 	Status             string            `json:"status"`
+	FailureReason      *string           `json:"failure_reason,omitempty"`
 	chargeKey          string            // its charge, in stripeAPI.charges
 }
 
@@ -174,6 +179,7 @@ func (g *Gateway) createStripeRefund(_ echo.Context, form url.Values) (apiAnswer
 			ch.Currency = "idr" // the shop's currency: the gateway does not know the payment's
 		}
 	}
+	later := g.faults.failLater()
 	ch.AmountRefunded += amount
 	ch.Refunded = known && ch.AmountRefunded == ch.Amount
 	re := &stripeRefund{
@@ -181,31 +187,92 @@ func (g *Gateway) createStripeRefund(_ echo.Context, form url.Values) (apiAnswer
 		Currency: ch.Currency, Metadata: metadata, PaymentIntent: ch.PaymentIntent, Reason: reason, Status: "succeeded",
 		chargeKey: key,
 	}
+	if later {
+		re.Status = "pending" // accepted; it fails below, after the answer is written
+	}
 	s.refunds.put(re.ID, re)
 	a := jsonAnswer(http.StatusOK, s.shown(re, slices.Contains(expands(form), "charge")))
-	total, currency := ch.AmountRefunded, ch.Currency
+	told := stripeRefundTold{orderID: metadata["order_id"], pi: pi, refund: re.ID, amount: amount, total: ch.AmountRefunded,
+		currency: ch.Currency, status: models.RefundStatus(re.Status)}
 	s.mu.Unlock()
-	if pi != "" {
-		g.notifyStripeRefund(metadata["order_id"], pi, total, currency)
+	if pi == "" {
+		return a, true
 	}
+	var failed *stripeRefundTold
+	if later {
+		failed = s.fail(re.ID, "expired_or_canceled_card")
+	}
+	g.notifyStripeRefund(told, failed)
 	return a, true
 }
 
-// notifyStripeRefund sends Stripe's charge.refunded event of
-// PaymentIntent pi of order orderID, whose charge has refunded total
-// (Stripe's units), when the gateway speaks Stripe's format.
-func (g *Gateway) notifyStripeRefund(orderID, pi string, total int64, currency string) {
-	currency = strings.ToUpper(currency)
-	minor, ok := stripegw.MinorUnits(total, currency)
-	if _, speaks := g.senders[stripegw.Name]; !speaks || orderID == "" || !ok {
+// stripeRefundTold is what Stripe's events say of a refund of a
+// PaymentIntent: the refund (Stripe's units), its state, and its
+// charge's refunded total.
+type stripeRefundTold struct {
+	orderID, pi, refund string
+	amount, total       int64
+	currency            string
+	status              models.RefundStatus
+	reason              string
+}
+
+// fail fails refund id after it was accepted: its charge gets the amount
+// back. It returns what Stripe's refund.failed then says.
+func (s *stripeAPI) fail(id, reason string) *stripeRefundTold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	re, ok := s.refunds.get(id)
+	if !ok || re.Status != "pending" {
+		return nil
+	}
+	re.Status, re.FailureReason = "failed", &reason
+	told := &stripeRefundTold{orderID: re.Metadata["order_id"], refund: re.ID, amount: re.Amount, currency: re.Currency,
+		status: models.RefundFailed, reason: reason}
+	if re.PaymentIntent != nil {
+		told.pi = *re.PaymentIntent
+	}
+	if ch, ok := s.charges.get(re.chargeKey); ok {
+		ch.AmountRefunded -= re.Amount
+		ch.Refunded = false
+		told.total = ch.AmountRefunded
+	}
+	return told
+}
+
+// notifyStripeRefund sends, when the gateway speaks Stripe's format and
+// the refund names its order, Stripe's events of a new refund —
+// refund.created (or refund.updated once made), and charge.refunded with
+// its charge's refunded total — then, for one that failed after it was
+// accepted, refund.failed: in that order, each until answered.
+func (g *Gateway) notifyStripeRefund(told stripeRefundTold, failed *stripeRefundTold) {
+	if _, speaks := g.senders[stripegw.Name]; !speaks || told.orderID == "" {
 		return
 	}
-	ev := event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: orderID, TransactionID: pi,
-		Status: models.EventRefunded, Amount: minor, Currency: currency}}
+	currency := strings.ToUpper(told.currency)
+	var evs []event
+	for _, t := range []*stripeRefundTold{&told, failed} {
+		if t == nil {
+			continue
+		}
+		amount, ok1 := stripegw.MinorUnits(t.amount, currency)
+		total, ok2 := stripegw.MinorUnits(t.total, currency)
+		if !ok1 || !ok2 {
+			return
+		}
+		evs = append(evs, event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: told.orderID, TransactionID: told.pi,
+			Status: models.EventRefunded, Amount: amount, Currency: currency, RefundID: t.refund, RefundStatus: t.status, RefundReason: t.reason}})
+		if t == &told {
+			evs = append(evs, event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: told.orderID,
+				TransactionID: told.pi, Status: models.EventRefunded, Amount: total, Currency: currency}})
+		}
+	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.deliver(orderID, ev, "refund asked through the Stripe API")
+		for _, ev := range evs {
+			g.deliver(told.orderID, ev, "refund asked through the Stripe API")
+		}
 	}()
 }
 

@@ -524,7 +524,8 @@ func TestStripeRefundsOfAKnownPaymentIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var totals []int64
-	for _, d := range c.wait(t, 2) {
+	named := map[string]int64{}
+	for _, d := range c.wait(t, 4) {
 		if err := provider.Verify(d.header, d.body, time.Now()); err != nil || d.provider != stripegw.Name {
 			t.Fatalf("delivery to %s: %v", d.provider, err)
 		}
@@ -532,11 +533,23 @@ func TestStripeRefundsOfAKnownPaymentIntent(t *testing.T) {
 		if err != nil || ev.Status != models.EventRefunded || ev.TransactionID != "pi_known_1" || ev.OrderID != "ORD-ST-R1" || ev.Currency != "IDR" {
 			t.Errorf("event %+v, %v", ev, err)
 		}
-		totals = append(totals, ev.Amount)
+		if len(ev.Refunds) == 0 { // charge.refunded: the total
+			totals = append(totals, ev.Amount)
+			continue
+		}
+		for _, r := range ev.Refunds { // refund.updated: the refund, by its id
+			if r.Status != models.RefundSucceeded {
+				t.Errorf("refund %s is %s, want succeeded", r.Key, r.Status)
+			}
+			named[r.Key] = r.Amount
+		}
 	}
 	slices.Sort(totals)
 	if !slices.Equal(totals, []int64{50000, 150000}) {
 		t.Errorf("charge.refunded totals %v, want 50000 and 150000", totals)
+	}
+	if len(named) != 2 || named[first.ID] != 50000 || named[rest.ID] != 100000 {
+		t.Errorf("refunds named %v, want %s of 50000 and %s of 100000", named, first.ID, rest.ID)
 	}
 }
 

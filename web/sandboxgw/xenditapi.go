@@ -89,7 +89,7 @@ func (g *Gateway) mountXendit(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 		e.POST(path, create, mw...)
 		e.GET(path, list, mw...)
 	}
-	e.POST(XenditAPIPath+"/refunds", g.apiHandler(failed, g.xendit.authorized(g.xendit.createRefund)), mw...)
+	e.POST(XenditAPIPath+"/refunds", g.apiHandler(failed, g.xendit.authorized(g.createXenditRefund)), mw...)
 	e.GET(XenditAPIPath+"/refunds", func(c echo.Context) error {
 		return writeAnswer(c, g.xendit.authorized(g.xendit.listRefunds)(c))
 	}, mw...)

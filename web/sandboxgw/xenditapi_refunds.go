@@ -13,6 +13,7 @@ import (
 
 	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
 )
 
 // Xendit's Refunds API, as the gateway speaks it at XenditAPIPath (the
@@ -43,8 +44,13 @@ import (
 // The invoices it refunds are those it reported paid in Xendit's format
 // (from its pay page): their id (the callback's id, which Sekali keeps as
 // the payment's reference), amount and currency. The invoices its
-// invoice API makes stay PENDING, so are not refundable. It sends no
-// refund webhook: Sekali does not read Xendit's.
+// invoice API makes stay PENDING, so are not refundable. Once it settled
+// a refund of an invoice whose order the refund names
+// (metadata.order_id), it sends Xendit's refund callback of it
+// (refund.succeeded) to Sekali's /callbacks/xendit, when it speaks
+// Xendit's format; a refund that Faults.FailRefundsLater fails is FAILED
+// (failure_code REFUND_FAILED), gives the invoice its amount back, and is
+// told by refund.failed.
 
 // keptXenditRefunds bounds the refunds, keys and paid invoices the
 // emulation remembers, each.
@@ -106,53 +112,91 @@ func (x *xenditAPI) paid(id string, amount int64, currency string) {
 	p.amount, p.currency = amount, strings.ToUpper(currency)
 }
 
-// createRefund is POST /refunds.
-func (x *xenditAPI) createRefund(c echo.Context) apiAnswer {
+// createXenditRefund is POST /refunds: the refund, and then Xendit's
+// callback of what became of it.
+func (g *Gateway) createXenditRefund(c echo.Context) apiAnswer {
+	a, settled := g.xendit.createRefund(c, g.faults.failLater)
+	if settled != nil {
+		g.notifyXenditRefund(*settled)
+	}
+	return a
+}
+
+// notifyXenditRefund sends Xendit's refund callback of re — refund.succeeded
+// or refund.failed — when the gateway speaks Xendit's format and the
+// refund names its order (metadata.order_id).
+func (g *Gateway) notifyXenditRefund(re xenditRefund) {
+	orderID := re.Metadata["order_id"]
+	if _, speaks := g.senders[xendit.Name]; !speaks || orderID == "" {
+		return
+	}
+	amount, ok := payments.MinorFromDecimal(string(re.Amount), re.Currency)
+	if !ok {
+		return
+	}
+	status, reason := models.RefundSucceeded, ""
+	if re.Status == "FAILED" {
+		status, reason = models.RefundFailed, *re.FailureCode
+	}
+	ev := event{format: xendit.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: orderID, TransactionID: re.InvoiceID,
+		Status: models.EventRefunded, Amount: amount, Currency: re.Currency, RefundID: re.ID, RefundStatus: status, RefundReason: reason}}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.deliver(orderID, ev, "refund asked through the Xendit API")
+	}()
+}
+
+// createRefund makes the refund of POST /refunds: answered PENDING, and
+// settled at once — SUCCEEDED, or FAILED when failLater says so (the
+// invoice gets the amount back). It returns the answer and, for a refund
+// made, the refund as settled.
+func (x *xenditAPI) createRefund(c echo.Context, failLater func() bool) (apiAnswer, *xenditRefund) {
 	var req xenditRefundRequest
 	d := json.NewDecoder(c.Request().Body)
 	d.UseNumber()
 	if err := d.Decode(&req); err != nil {
-		return xenditInvalid("The request body is not valid JSON: " + err.Error())
+		return xenditInvalid("The request body is not valid JSON: " + err.Error()), nil
 	}
 	switch {
 	case req.InvoiceID == "" && req.PaymentRequestID == "":
-		return xenditInvalid("payment_request_id or invoice_id is required")
+		return xenditInvalid("payment_request_id or invoice_id is required"), nil
 	case !slices.Contains(xenditReasons, req.Reason):
-		return xenditInvalid("reason must be one of " + strings.Join(xenditReasons, ", "))
+		return xenditInvalid("reason must be one of " + strings.Join(xenditReasons, ", ")), nil
 	case req.ReferenceID != nil && (*req.ReferenceID == "" || utf8.RuneCountInString(*req.ReferenceID) > 255):
-		return xenditInvalid("reference_id must be 1 to 255 characters")
+		return xenditInvalid("reference_id must be 1 to 255 characters"), nil
 	case len(req.Metadata) > 50:
-		return xenditInvalid("metadata may have at most 50 keys")
+		return xenditInvalid("metadata may have at most 50 keys"), nil
 	}
 	for k, v := range req.Metadata {
 		if utf8.RuneCountInString(k) > 40 || utf8.RuneCountInString(v) > 500 {
-			return xenditInvalid("metadata keys may have at most 40 characters, values at most 500")
+			return xenditInvalid("metadata keys may have at most 40 characters, values at most 500"), nil
 		}
 	}
 	key := c.Request().Header.Get(xendit.IdempotencyHeader)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if _, used := x.refundKeys.get(key); key != "" && used {
-		return xenditError(http.StatusConflict, "DUPLICATE_ERROR", "duplicate value on idempotency_key, try again with a new key")
+		return xenditError(http.StatusConflict, "DUPLICATE_ERROR", "duplicate value on idempotency_key, try again with a new key"), nil
 	}
 	p, ok := x.paidInvoices.get(req.InvoiceID)
 	if !ok || req.InvoiceID == "" {
-		return xenditError(http.StatusNotFound, "DATA_NOT_FOUND", "Data not found")
+		return xenditError(http.StatusNotFound, "DATA_NOT_FOUND", "Data not found"), nil
 	}
 	if req.Currency != "" && strings.ToUpper(req.Currency) != p.currency {
-		return xenditInvalid("currency must be the payment's, " + p.currency)
+		return xenditInvalid("currency must be the payment's, " + p.currency), nil
 	}
 	amount := p.amount - p.refunded
 	if req.Amount != nil {
 		n, ok := payments.MinorFromDecimal(string(*req.Amount), p.currency)
 		if !ok {
-			return xenditInvalid("amount must be a positive number that " + p.currency + " can hold")
+			return xenditInvalid("amount must be a positive number that " + p.currency + " can hold"), nil
 		}
 		amount = n
 	}
 	if amount < 1 || p.refunded+amount > p.amount {
 		return xenditError(http.StatusBadRequest, "MAXIMUM_REFUND_AMOUNT_REACHED",
-			"Error because the provided amount is greater than the allowed refund amount.")
+			"Error because the provided amount is greater than the allowed refund amount."), nil
 	}
 	p.refunded += amount
 	now := time.Now().UTC().Format(xenditTime)
@@ -167,8 +211,13 @@ func (x *xenditAPI) createRefund(c echo.Context) apiAnswer {
 	a := jsonAnswer(http.StatusOK, re)
 	settled := *re // the channel refunds at once
 	settled.Status = "SUCCEEDED"
+	if failLater() {
+		failure := "REFUND_FAILED"
+		settled.Status, settled.FailureCode = "FAILED", &failure
+		p.refunded -= amount
+	}
 	x.refunds.put(re.ID, &settled)
-	return a
+	return a, &settled
 }
 
 // listRefunds is GET /refunds.

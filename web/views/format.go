@@ -11,40 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sekali/sekali/models"
 )
 
-// Money formats an amount in minor units for people: "Rp 150.000" for
-// rupiah (no minor unit), "12.34 USD" for currencies with cents.
-func Money(amount int64, currency string) string {
-	switch currency {
-	case "IDR":
-		return "Rp " + groupThousands(amount, ".")
-	case "JPY", "KRW", "VND":
-		return groupThousands(amount, ",") + " " + currency
-	}
-	sign := ""
-	if amount < 0 {
-		sign, amount = "-", -amount
-	}
-	return fmt.Sprintf("%s%s.%02d %s", sign, groupThousands(amount/100, ","), amount%100, currency)
-}
-
-func groupThousands(n int64, sep string) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteString(sep)
-		}
-		b.WriteRune(r)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+// Money formats an amount in minor units for people (models.Money):
+// "Rp 150.000", "12.34 USD".
+func Money(amount int64, currency string) string { return models.Money(amount, currency) }
 
 // Time formats a time in UTC, to the second. The zero time is "—".
 func Time(t time.Time) string {
@@ -93,7 +66,7 @@ func Duration(d time.Duration) string {
 }
 
 // Int formats a count with thousands separators.
-func Int[T ~int | ~int64](n T) string { return groupThousands(int64(n), ",") }
+func Int[T ~int | ~int64](n T) string { return models.GroupThousands(int64(n), ",") }
 
 // Percent formats part/whole as "12.5%", "—" when whole is 0.
 func Percent(part, whole int64) string {

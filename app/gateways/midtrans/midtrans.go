@@ -21,7 +21,9 @@
 //     capture with fraud_status deny → declined (one attempt failed: a
 //     Snap order may be retried with another attempt until it is paid or
 //     expires); cancel → failed; expire → expired; refund, partial_refund
-//     → refunded. Anything else is ignored.
+//     → refunded; chargeback, partial_chargeback → dispute_lost (the bank
+//     took the money back: refunds of the charge are refused from then
+//     on). Anything else is ignored.
 //   - Amount: gross_amount is a decimal text in the currency's major unit
 //     ("150000.00").
 package midtrans
@@ -162,6 +164,8 @@ func eventOf(status, fraud string) (models.PaymentEvent, bool) {
 		return models.EventExpired, true
 	case "refund", "partial_refund":
 		return models.EventRefunded, true
+	case "chargeback", "partial_chargeback":
+		return models.EventDisputeLost, true
 	}
 	return "", false
 }
@@ -209,10 +213,53 @@ func parse(body []byte) (payments.Event, error) {
 		f.Fail("gross_amount %q is not an amount of %s", n.GrossAmount, n.Currency)
 	}
 	ev.Amount = amount
-	if status == models.EventRefunded && f.Err == nil {
+	switch {
+	case f.Err != nil:
+	case status == models.EventRefunded:
 		readRefunds(&ev, n, &f)
+	case status == models.EventDisputeLost:
+		readChargeback(&ev, n, &f)
 	}
 	return ev, f.Err
+}
+
+// readChargeback reads a chargeback notification: the bank took money
+// back, a dispute the shop lost. What it took is refund_amount when
+// Midtrans states it, else what its refunds list adds up to, else (a
+// chargeback of the whole transaction) the gross amount; a
+// partial_chargeback must say how much. Its key grows by that amount, so
+// a partial chargeback and the whole one that follows are two facts.
+func readChargeback(ev *payments.Event, n Notification, f *payments.Fields) {
+	var sum int64
+	for i, r := range n.Refunds {
+		amount, ok := payments.MinorFromDecimal(r.RefundAmount, n.Currency)
+		if !ok {
+			f.Fail("refunds[%d].refund_amount %q is not an amount of %s", i, r.RefundAmount, n.Currency)
+		}
+		sum += amount
+	}
+	readTotal(ev, n, sum, f)
+}
+
+// readTotal reads what a refund or chargeback notification says was
+// taken, into the event's amount and key: refund_amount, at least sum
+// (what its refunds list adds up to), when Midtrans states it; else sum
+// when it lists any; else, for a notification of the whole transaction,
+// the gross amount — a partial one must say how much.
+func readTotal(ev *payments.Event, n Notification, sum int64, f *payments.Fields) {
+	switch {
+	case n.RefundAmount != "":
+		total, ok := payments.MinorFromDecimal(n.RefundAmount, n.Currency)
+		if !ok || total < sum {
+			f.Fail("refund_amount %q is not an amount of %s of at least its refunds", n.RefundAmount, n.Currency)
+		}
+		ev.Amount = total
+	case len(n.Refunds) > 0:
+		ev.Amount = sum
+	case strings.HasPrefix(n.TransactionStatus, "partial_"):
+		f.Fail("a %s notification needs refund_amount or refunds", n.TransactionStatus)
+	}
+	ev.Key += ":" + payments.MajorText(ev.Amount, n.Currency, 2)
 }
 
 // readRefunds reads a refund notification's refunds, keyed by their
@@ -237,23 +284,11 @@ func readRefunds(ev *payments.Event, n Notification, f *payments.Fields) {
 		if !ok || amount == 0 {
 			f.Fail("refunds[%d].refund_amount %q is not an amount of %s", i, r.RefundAmount, n.Currency)
 		}
-		ev.Refunds = append(ev.Refunds, payments.Refund{Key: key, Amount: amount})
+		ev.Refunds = append(ev.Refunds, payments.Refund{Key: key, Amount: amount, Status: models.RefundSucceeded})
 		sum += amount
 		confirmed = confirmed && r.BankConfirmedAt != ""
 	}
-	switch {
-	case n.RefundAmount != "":
-		total, ok := payments.MinorFromDecimal(n.RefundAmount, n.Currency)
-		if !ok || total < sum {
-			f.Fail("refund_amount %q is not an amount of %s of at least its refunds", n.RefundAmount, n.Currency)
-		}
-		ev.Amount = total
-	case len(n.Refunds) > 0:
-		ev.Amount = sum
-	case n.TransactionStatus == "partial_refund":
-		f.Fail("a partial_refund notification needs refund_amount or refunds")
-	}
-	ev.Key += ":" + payments.MajorText(ev.Amount, n.Currency, 2)
+	readTotal(ev, n, sum, f)
 	if confirmed {
 		ev.Key += ":bank_confirmed"
 	}

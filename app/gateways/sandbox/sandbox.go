@@ -106,7 +106,7 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 		if refundID == "" {
 			refundID = ev.Key
 		}
-		ev.Refunds = []payments.Refund{{Key: refundID, Amount: ev.Amount}}
+		ev.Refunds = []payments.Refund{{Key: refundID, Amount: ev.Amount, Status: models.RefundSucceeded}}
 	}
 	return ev, f.Err
 }

@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -40,24 +41,26 @@ func (Sender) Body(f payments.Fact) ([]byte, error) {
 	currency, meta := strings.ToLower(f.Currency), map[string]string{"order_id": f.OrderID}
 	var typ string
 	var object map[string]any
-	switch f.Status {
-	case models.EventPaid:
+	switch {
+	case f.Status == models.EventPaid:
 		typ = "payment_intent.succeeded"
 		object = map[string]any{"id": f.TransactionID, "object": "payment_intent", "amount": amount,
 			"amount_received": amount, "currency": currency, "status": "succeeded", "metadata": meta}
-	case models.EventDeclined:
+	case f.Status == models.EventDeclined:
 		typ = "payment_intent.payment_failed"
 		object = map[string]any{"id": f.TransactionID, "object": "payment_intent", "amount": amount,
 			"amount_received": 0, "currency": currency, "status": "requires_payment_method", "metadata": meta}
-	case models.EventFailed:
+	case f.Status == models.EventFailed:
 		typ = "payment_intent.canceled"
 		object = map[string]any{"id": f.TransactionID, "object": "payment_intent", "amount": amount,
 			"amount_received": 0, "currency": currency, "status": "canceled", "metadata": meta}
-	case models.EventPending:
+	case f.Status == models.EventPending:
 		typ = "checkout.session.completed"
 		object = map[string]any{"id": "cs_" + f.TransactionID, "object": "checkout.session", "client_reference_id": f.OrderID,
 			"payment_intent": f.TransactionID, "amount_total": amount, "currency": currency, "payment_status": "unpaid"}
-	case models.EventRefunded:
+	case f.Status == models.EventRefunded && f.RefundID != "":
+		typ, object = refundEvent(f, amount, currency)
+	case f.Status == models.EventRefunded:
 		typ = "charge.refunded"
 		object = map[string]any{"id": "ch_" + f.TransactionID, "object": "charge", "payment_intent": f.TransactionID,
 			"amount": amount, "amount_refunded": amount, "refunded": true, "currency": currency, "metadata": meta}
@@ -74,4 +77,26 @@ func (s Sender) Sign(body []byte, _ string, at time.Time) (http.Header, []byte, 
 	h := http.Header{"Content-Type": {"application/json"}}
 	h.Set("Stripe-Signature", fmt.Sprintf("t=%d,v1=%x", at.Unix(), webhook.ComputeSignature(at, body, s.secret)))
 	return h, body, nil
+}
+
+// refundEvent is Stripe's event of refund f.RefundID of PaymentIntent
+// f.TransactionID in state f.RefundStatus: refund.created while pending,
+// refund.failed once failed, refund.updated otherwise (succeeded,
+// canceled).
+func refundEvent(f payments.Fact, amount int64, currency string) (string, map[string]any) {
+	status := cmp.Or(f.RefundStatus, models.RefundSucceeded)
+	typ := "refund.updated"
+	switch status {
+	case models.RefundPending:
+		typ = "refund.created"
+	case models.RefundFailed:
+		typ = "refund.failed"
+	}
+	object := map[string]any{"id": f.RefundID, "object": "refund", "amount": amount, "currency": currency,
+		"payment_intent": f.TransactionID, "charge": "ch_" + f.TransactionID, "status": string(status),
+		"metadata": map[string]string{"order_id": f.OrderID}}
+	if status == models.RefundFailed || status == models.RefundCanceled {
+		object["failure_reason"] = cmp.Or(f.RefundReason, "unknown")
+	}
+	return typ, object
 }

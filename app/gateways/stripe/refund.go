@@ -20,12 +20,13 @@ import (
 // characters), with the Key as the Idempotency-Key and the charge
 // expanded (expand[]=charge).
 //
-// Stripe's charge.refunded event states only the charge's refunded
-// total (amount_refunded), never which refund it is about. So the answer
-// does the same: Refunded.Total is the expanded charge's amount_refunded
-// after this refund, and RefundKey is empty — the answer and the event
-// then converge on one refunds row by that total
-// ({payment_intent}:refunded:{total}).
+// The answer names the refund by its id (RefundKey re_…), as Stripe's
+// refund.created, refund.updated and refund.failed events do, with
+// Pending when Stripe has accepted it without making it yet; Total is
+// the expanded charge's amount_refunded after this refund, as Stripe's
+// charge.refunded event states it (that event names no refund: the
+// pipeline counts a total above what is named as refunds not named yet,
+// until the named ones take their place).
 //
 // A repeat with the same key and parameters is answered by Stripe with
 // the first refund (Idempotent-Replayed), but Stripe keeps a key for 24
@@ -34,10 +35,10 @@ import (
 // answers with the one whose metadata.refund_key is the Key; only when
 // there is none does it create.
 //
-// Answers: a refund that is succeeded, pending or requires_action →
-// Refunded (Stripe has accepted it; a refund that fails later is
-// Stripe's refund.failed event, not this answer); one that is failed or
-// canceled → *outbound.Refused. Stripe's 4xx that outbound.RefusedStatus
+// Answers: a refund that is succeeded → Refunded; pending or
+// requires_action → Refunded with Pending (Stripe has accepted it; a
+// refund that fails later is Stripe's refund.failed event, which gives
+// the amount back); one that is failed or canceled → *outbound.Refused. Stripe's 4xx that outbound.RefusedStatus
 // calls definite → *outbound.Refused — among them the 400
 // idempotency_error of a key first used with other parameters: Sekali
 // sends the same parameters on every repeat, so it is a fault of
@@ -146,7 +147,8 @@ func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, currency s
 		return outbound.Refunded{}, fmt.Errorf("stripe refund %s: amount %d and refunded total %d are not amounts of %s",
 			re.ID, re.Amount, re.Charge.AmountRefunded, currency)
 	}
-	return outbound.Refunded{ObjectID: re.ID, Amount: amount, Total: total}, nil
+	pending := re.Status == stripego.RefundStatusPending || re.Status == stripego.RefundStatusRequiresAction
+	return outbound.Refunded{ObjectID: re.ID, RefundKey: re.ID, Amount: amount, Total: total, Pending: pending}, nil
 }
 
 // refundError is what an error of stripe-go says of a refund: Stripe's

@@ -20,20 +20,27 @@
 //     "unpaid" → pending (a delayed method: its outcome follows, as
 //     Stripe's fulfilment guide says); checkout.session.async_payment_failed
 //     → declined; checkout.session.expired → expired; charge.refunded
-//     (metadata.order_id) → refunded, by its cumulative amount_refunded.
+//     (metadata.order_id) → refunded, by its cumulative amount_refunded
+//     (refunds not named yet); refund.created, refund.updated,
+//     refund.failed and charge.refund.updated → refunded, one refund by
+//     its id (re_…) with its status — pending (or requires_action),
+//     succeeded, failed or canceled, with Stripe's failure_reason — so a
+//     refund that fails after Stripe accepted it gives its amount back.
 //     The charge's reference is always its PaymentIntent's id (a session's
 //     own id when it has none), so payment_intent.succeeded and a
 //     session's paid event for one payment are one charge: the second is
 //     stale. charge.dispute.created and .updated → disputed,
 //     charge.dispute.closed → dispute_won (won, warning_closed) or
 //     dispute_lost (lost): a dispute names its PaymentIntent, not the
-//     order, which the pipeline takes from the payment. Every other type,
+//     order, which the pipeline takes from the payment, as it does for a
+//     refund made in Stripe's dashboard (no metadata.order_id). Every other type,
 //     and an event without an order id (another application on the
 //     account), is ignored.
 //   - Amount: Stripe's minor units of its own, converted (amounts.go).
 package stripe
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,6 +209,8 @@ func parse(body []byte) (payments.Event, error) {
 		ev.Status, amount = models.EventRefunded, ch.AmountRefunded
 	case "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed":
 		return parseDispute(e)
+	case "refund.created", "refund.updated", "refund.failed", "charge.refund.updated":
+		return parseRefund(e)
 	default:
 		return payments.Event{}, fmt.Errorf("%w: event type %s", payments.ErrIgnored, e.Type)
 	}
@@ -270,5 +279,61 @@ func parseDispute(e stripego.Event) (payments.Event, error) {
 		f.Fail("amount %d is not an amount of %s", d.Amount, ev.Currency)
 	}
 	ev.Amount = amount
+	return ev, f.Err
+}
+
+// refundStates are Stripe's refund statuses in Sekali's terms: a refund
+// that requires the customer's action is not final, as a pending one.
+var refundStates = map[stripego.RefundStatus]models.RefundStatus{
+	stripego.RefundStatusPending:        models.RefundPending,
+	stripego.RefundStatusRequiresAction: models.RefundPending,
+	stripego.RefundStatusSucceeded:      models.RefundSucceeded,
+	stripego.RefundStatusFailed:         models.RefundFailed,
+	stripego.RefundStatusCanceled:       models.RefundCanceled,
+}
+
+// parseRefund reads a refund.created, refund.updated, refund.failed or
+// charge.refund.updated event: one refund of a PaymentIntent, by its id
+// (re_…), with its status and, when it failed, Stripe's reason. It names
+// its order by metadata.order_id when Sekali asked for the refund; a
+// refund made in Stripe's dashboard names none, and the pipeline finds
+// the order by the PaymentIntent's payment. The event's amount is the
+// refund's: no charge total is stated.
+func parseRefund(e stripego.Event) (payments.Event, error) {
+	var re stripego.Refund
+	if err := json.Unmarshal(e.Data.Raw, &re); err != nil {
+		return payments.Event{}, models.Errorf(models.EMissingField, "the event's Refund does not parse: %v", err)
+	}
+	ev := payments.Event{Key: e.ID, Status: models.EventRefunded, OrderID: re.Metadata["order_id"], Currency: strings.ToUpper(string(re.Currency))}
+	if re.PaymentIntent != nil {
+		ev.TransactionID = re.PaymentIntent.ID
+	}
+	if ev.TransactionID == "" { // a refund of a charge without a PaymentIntent: not one of Sekali's
+		return payments.Event{}, fmt.Errorf("%w: %s %s names no PaymentIntent", payments.ErrIgnored, e.Type, e.ID)
+	}
+	state, ok := refundStates[re.Status]
+	if !ok {
+		return payments.Event{}, fmt.Errorf("%w: refund %s with status %q", payments.ErrIgnored, re.ID, re.Status)
+	}
+	f := payments.Fields{}
+	f.Text("id", ev.Key)
+	f.Text("refund id", re.ID)
+	f.Text("PaymentIntent id", ev.TransactionID)
+	if ev.OrderID != "" {
+		f.Text("order id", ev.OrderID)
+	}
+	if !models.ValidCurrency(ev.Currency) {
+		f.Fail("currency %q is not an ISO 4217 code", re.Currency)
+	}
+	amount, ok := MinorUnits(re.Amount, ev.Currency)
+	if !ok || amount < 1 {
+		f.Fail("amount %d is not an amount of %s", re.Amount, ev.Currency)
+	}
+	ev.Amount = amount
+	reason := ""
+	if state == models.RefundFailed || state == models.RefundCanceled {
+		reason = cmp.Or(string(re.FailureReason), string(re.Status))
+	}
+	ev.Refunds = []payments.Refund{{Key: re.ID, Amount: amount, Status: state, Reason: reason}}
 	return ev, f.Err
 }

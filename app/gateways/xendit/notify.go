@@ -30,8 +30,18 @@ var statuses = map[models.PaymentEvent]string{
 	models.EventPaid: "PAID", models.EventPending: "PENDING", models.EventExpired: "EXPIRED",
 }
 
-// Body implements payments.Sender.
+// refundStatuses are Xendit's refund statuses of Sekali's refund states.
+var refundStatuses = map[models.RefundStatus]string{
+	models.RefundPending: "PENDING", models.RefundSucceeded: "SUCCEEDED",
+	models.RefundFailed: "FAILED", models.RefundCanceled: "CANCELLED",
+}
+
+// Body implements payments.Sender: an invoice callback, or for a refund
+// that names its refund (RefundID) Xendit's refund callback.
 func (Sender) Body(f payments.Fact) ([]byte, error) {
+	if f.Status == models.EventRefunded && f.RefundID != "" {
+		return refundBody(f)
+	}
 	status, ok := statuses[f.Status]
 	if !ok {
 		return nil, fmt.Errorf("xendit %s: %w", f.Status, payments.ErrNotExpressible)
@@ -54,4 +64,30 @@ func (s Sender) Sign(body []byte, eventID string, _ time.Time) (http.Header, []b
 		h.Set("Webhook-Id", eventID)
 	}
 	return h, body, nil
+}
+
+// refundBody is Xendit's refund callback of refund f.RefundID of invoice
+// f.TransactionID: refund.failed when it failed, refund.succeeded
+// otherwise (Xendit sends no callback of a pending refund).
+func refundBody(f payments.Fact) ([]byte, error) {
+	state := f.RefundStatus
+	if state == "" {
+		state = models.RefundSucceeded
+	}
+	status, ok := refundStatuses[state]
+	if !ok || state == models.RefundPending {
+		return nil, fmt.Errorf("xendit refund %s: %w", state, payments.ErrNotExpressible)
+	}
+	event := "refund.succeeded"
+	var failure any
+	if !state.Counts() {
+		event, failure = "refund.failed", f.RefundReason
+		if f.RefundReason == "" {
+			failure = "REFUND_FAILED"
+		}
+	}
+	return json.Marshal(map[string]any{"event": event, "business_id": "sekali-sandbox",
+		"data": map[string]any{"id": f.RefundID, "invoice_id": f.TransactionID, "payment_id": nil,
+			"amount": json.Number(payments.MajorText(f.Amount, f.Currency, 0)), "currency": f.Currency, "status": status,
+			"reason": "REQUESTED_BY_CUSTOMER", "failure_code": failure, "metadata": map[string]string{"order_id": f.OrderID}}})
 }

@@ -26,11 +26,11 @@ import (
 // RefundKey: the refund's id (rfd-…), Amount: the request's}.
 //
 // Xendit answers a create with the refund, PENDING until the channel
-// has refunded (its refund.succeeded or refund.failed webhook follows).
-// PENDING counts as accepted — Refunded — as SUCCEEDED does; FAILED or
-// CANCELLED in the answer is *outbound.Refused. Sekali does not parse
-// Xendit's refund webhooks (its Xendit provider reads invoice callbacks
-// only), so a refund that fails after a PENDING answer is not seen.
+// has refunded (its refund.succeeded or refund.failed callback follows,
+// which the Xendit provider reads). PENDING counts as accepted —
+// Refunded with Pending — as SUCCEEDED does; FAILED or CANCELLED in the
+// answer is *outbound.Refused. A refund.failed after a PENDING answer
+// gives the amount back to the charge.
 //
 // Xendit does not replay an answer: the same Idempotency-key again is
 // 409 DUPLICATE_ERROR ("duplicate value on idempotency_key"). So on
@@ -208,7 +208,7 @@ func refunded(code int, a refundAnswer, r outbound.RefundRequest) (outbound.Refu
 	if amount, ok := payments.MinorFromDecimal(string(a.Amount), strings.ToUpper(r.Currency)); a.Amount != "" && (!ok || amount != r.Amount) {
 		return outbound.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + string(a.Amount) + " is not the one asked")
 	}
-	return outbound.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount}, nil
+	return outbound.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount, Pending: a.Status == "PENDING"}, nil
 }
 
 // errorText is Xendit's error, or the status's text.

@@ -11,6 +11,11 @@
 //     and its status (id:status): PAID then SETTLED are two facts.
 //   - Status: PAID and SETTLED → paid (the second is stale); EXPIRED →
 //     expired; PENDING → pending. Anything else is ignored.
+//   - Refunds: Xendit's refund callbacks (refund.succeeded,
+//     refund.failed: {event, data: the refund}), to the same URL with the
+//     same token → refunded, one refund by its id (rfd-…) with its status
+//     (PENDING, SUCCEEDED, FAILED, CANCELLED) and failure_code: a refund
+//     that fails after Xendit answered PENDING gives its amount back.
 //   - Amount: paid_amount, a JSON number in the currency's major unit.
 //
 // The body is the invoice callback of github.com/xendit/xendit-node
@@ -19,10 +24,12 @@
 package xendit
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sekali/sekali/app/canonjson"
@@ -87,11 +94,14 @@ func (*Provider) Parse(h http.Header, body []byte) (payments.Event, error) {
 }
 
 // parse reads an invoice, decoded, from a callback or from the invoice
-// API (which has no webhook-id: eventID is empty).
+// API (which has no webhook-id: eventID is empty), or a refund callback.
 func parse(eventID string, v any) (payments.Event, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return payments.Event{}, models.Errorf(models.EMissingField, "the invoice callback must be a JSON object")
+	}
+	if event, ok := obj["event"].(string); ok && strings.HasPrefix(event, "refund.") {
+		return parseRefund(eventID, event, obj)
 	}
 	f := payments.Fields{Object: obj}
 	status := f.String("status")
@@ -130,5 +140,72 @@ func parse(eventID string, v any) (payments.Event, error) {
 		}
 		ev.Amount = amount
 	}
+	return ev, f.Err
+}
+
+// refundStates are Xendit's refund statuses in Sekali's terms.
+var refundStates = map[string]models.RefundStatus{
+	"PENDING":   models.RefundPending,
+	"SUCCEEDED": models.RefundSucceeded,
+	"FAILED":    models.RefundFailed,
+	"CANCELLED": models.RefundCanceled,
+}
+
+// parseRefund reads Xendit's refund callback (docs.xendit.co: Refund
+// webhook notification): {event: refund.succeeded | refund.failed,
+// business_id, created, data: the refund}. The refund is named by its id
+// (rfd-…), as the refunder's answer names it, with its status and, when
+// it failed, its failure_code; it refunds the invoice data.invoice_id
+// (Sekali's charge reference for Xendit), and names its order by
+// data.metadata.order_id when Sekali asked for it (else the pipeline
+// finds the order by the invoice's payment). The key is the webhook-id
+// header, else {refund id}:{status}.
+func parseRefund(eventID, event string, obj map[string]any) (payments.Event, error) {
+	data, ok := obj["data"].(map[string]any)
+	if !ok {
+		return payments.Event{}, models.Errorf(models.EMissingField, "the refund callback's data must be an object")
+	}
+	f := payments.Fields{Object: data}
+	id := f.String("id")
+	status := f.String("status")
+	invoice := f.OptionalString("invoice_id")
+	if f.Err != nil {
+		return payments.Event{}, f.Err
+	}
+	state, ok := refundStates[status]
+	if !ok {
+		return payments.Event{}, fmt.Errorf("%w: %s: refund status %q", payments.ErrIgnored, event, status)
+	}
+	if invoice == "" { // a refund of a payment that is not an invoice: not Sekali's
+		return payments.Event{}, fmt.Errorf("%w: %s %s refunds no invoice", payments.ErrIgnored, event, id)
+	}
+	ev := payments.Event{Key: eventID, Status: models.EventRefunded, TransactionID: invoice, Currency: f.String("currency")}
+	if ev.Key == "" {
+		ev.Key = id + ":" + status
+	}
+	if meta, ok := data["metadata"].(map[string]any); ok {
+		if order, ok := meta["order_id"].(string); ok {
+			ev.OrderID = order
+			f.Text("metadata.order_id", order)
+		}
+	}
+	f.Text("webhook-id or id", ev.Key)
+	if f.Err == nil {
+		f.Currency("currency", ev.Currency)
+	}
+	amount := f.Number("amount")
+	if f.Err == nil {
+		minor, ok := payments.MinorFromDecimal(string(amount), ev.Currency)
+		if !ok || minor < 1 {
+			f.Fail("amount %s is not an amount of %s", amount, ev.Currency)
+		}
+		ev.Amount = minor
+	}
+	reason := ""
+	if !state.Counts() {
+		reason, _ = data["failure_code"].(string)
+		reason = cmp.Or(reason, status)
+	}
+	ev.Refunds = []payments.Refund{{Key: id, Amount: ev.Amount, Status: state, Reason: reason}}
 	return ev, f.Err
 }

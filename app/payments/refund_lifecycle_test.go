@@ -1,0 +1,243 @@
+package payments_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways/xendit"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// stripeRefundEvent is Stripe's event of type typ about refund reID of
+// PaymentIntent pi, of amount (Sekali's rupiah) in state status; orderID
+// "" is a refund made in Stripe's dashboard (no metadata).
+func stripeRefundEvent(id, typ, orderID, pi, reID string, amount int64, status, reason string) delivery {
+	object := map[string]any{"id": reID, "object": "refund", "amount": amount * 100, "currency": "idr",
+		"payment_intent": pi, "charge": "ch_" + pi, "status": status, "metadata": map[string]string{}}
+	if orderID != "" {
+		object["metadata"] = map[string]string{"order_id": orderID, "refund_key": orderID + "-R1"}
+	}
+	if reason != "" {
+		object["failure_reason"] = reason
+	}
+	return stripeEvent(id, typ, object)
+}
+
+// stripeChargeRefunded is Stripe's charge.refunded: only the charge's
+// refunded total.
+func stripeChargeRefunded(id, orderID, pi string, total int64) delivery {
+	return stripeEvent(id, "charge.refunded", map[string]any{"id": "ch_" + pi, "object": "charge", "payment_intent": pi,
+		"amount": price * 100, "amount_refunded": total * 100, "refunded": total == price, "currency": "idr",
+		"metadata": map[string]string{"order_id": orderID}})
+}
+
+// moneyOf is what the database holds of an order's charge and refunds.
+type moneyOf struct {
+	order    models.OrderStatus
+	payment  models.PaymentStatus
+	refunded int64
+	rows     map[string]models.RefundStatus // by refund key
+	reasons  map[string]string
+	emails   int64 // refund_succeeded email tasks
+	stock    int64
+}
+
+func (f *fixture) money(orderID, sku string) moneyOf {
+	f.t.Helper()
+	m := moneyOf{rows: map[string]models.RefundStatus{}, reasons: map[string]string{}}
+	var o models.Order
+	var p models.Payment
+	var pr models.Product
+	f.db.Take(&o, "id = ?", orderID)
+	f.db.Where("order_id = ?", orderID).Order("id").Take(&p)
+	f.db.Take(&pr, "sku = ?", sku)
+	m.order, m.payment, m.refunded, m.stock = o.Status, p.Status, p.RefundedAmount, pr.Stock
+	var rows []models.Refund
+	f.db.Find(&rows, "order_id = ?", orderID)
+	for _, r := range rows {
+		m.rows[r.RefundKey], m.reasons[r.RefundKey] = r.Status, r.FailureReason
+	}
+	f.db.Raw("SELECT count(*) FROM outbox_messages WHERE task_type = 'email:send' AND convert_from(payload, 'UTF8')::jsonb ->> 'template' = 'refund_succeeded' AND convert_from(payload, 'UTF8')::jsonb ->> 'order_id' = ?", orderID).Scan(&m.emails)
+	return m
+}
+
+func (f *fixture) mustAudit() {
+	f.t.Helper()
+	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
+	if err != nil || !report.OK {
+		f.t.Fatalf("audit: %v %+v", err, report.Violations)
+	}
+}
+
+// A Stripe refund accepted as pending counts — the order refunded — and
+// its refund.failed gives the money back: the order paid again, the
+// payment succeeded with nothing refunded, the stock untouched, the
+// refund row failed with Stripe's reason, and no email. It used to stay
+// counted (refund.failed was "ignored"): the order said refunded while
+// the customer got nothing. A charge.refunded of before the failure,
+// delivered after it, counts nothing again; a second refund that
+// succeeds refunds the order, and its customer gets one email.
+func TestStripeRefundFailedAfterAcceptanceGivesTheMoneyBack(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	pi := "pi_fail_" + id
+	if out := f.send(gateways[2].paid(id, pi, price, "IDR", 0)); out.OrderStatus != models.OrderPaid {
+		t.Fatalf("paying: %+v", out)
+	}
+	paid := f.money(id, sku)
+
+	step := func(name string, d delivery, result string, want moneyOf) {
+		t.Helper()
+		out := f.send(d)
+		got := f.money(id, sku)
+		if out.Status() != 200 || out.Word() != result || got.order != want.order || got.payment != want.payment ||
+			got.refunded != want.refunded || got.emails != want.emails || got.stock != paid.stock {
+			t.Errorf("%s: %d %s (%s); order %s, payment %s, %d refunded, %d emails, stock %d; want %s: %s, %s, %d, %d emails, stock %d",
+				name, out.Status(), out.Word(), out.Detail, got.order, got.payment, got.refunded, got.emails, got.stock,
+				result, want.order, want.payment, want.refunded, want.emails, paid.stock)
+		}
+	}
+	step("refund.created, pending", stripeRefundEvent("evt_rc_"+id, "refund.created", id, pi, "re_1_"+id, price, "pending", ""),
+		models.ResultProcessed, moneyOf{order: models.OrderRefunded, payment: models.PaymentRefunded, refunded: price})
+	step("the same refund told again", stripeRefundEvent("evt_rc2_"+id, "charge.refund.updated", id, pi, "re_1_"+id, price, "pending", ""),
+		models.ResultStale, moneyOf{order: models.OrderRefunded, payment: models.PaymentRefunded, refunded: price})
+	step("refund.failed", stripeRefundEvent("evt_rf_"+id, "refund.failed", id, pi, "re_1_"+id, price, "failed", "expired_or_canceled_card"),
+		models.ResultProcessed, moneyOf{order: models.OrderPaid, payment: models.PaymentSucceeded, refunded: 0})
+	if m := f.money(id, sku); m.rows["re_1_"+id] != models.RefundFailed || m.reasons["re_1_"+id] != "expired_or_canceled_card" {
+		t.Errorf("the failed refund's row: %s %q", m.rows["re_1_"+id], m.reasons["re_1_"+id])
+	}
+	f.mustAudit()
+	step("charge.refunded told before the failure, delivered after it", stripeChargeRefunded("evt_cr_"+id, id, pi, price),
+		models.ResultStale, moneyOf{order: models.OrderPaid, payment: models.PaymentSucceeded, refunded: 0})
+	step("a late succeeded of the failed refund", stripeRefundEvent("evt_ru_"+id, "refund.updated", id, pi, "re_1_"+id, price, "succeeded", ""),
+		models.ResultStale, moneyOf{order: models.OrderPaid, payment: models.PaymentSucceeded, refunded: 0})
+	step("a second refund, succeeded", stripeRefundEvent("evt_r2_"+id, "refund.created", id, pi, "re_2_"+id, price, "succeeded", ""),
+		models.ResultProcessed, moneyOf{order: models.OrderRefunded, payment: models.PaymentRefunded, refunded: price, emails: 1})
+	f.mustAudit()
+}
+
+// Stripe's charge.refunded names no refund: a total above what is named
+// counts as refunds not named yet, until Stripe names them. The named
+// refund then takes the total's place — one refund counted once, in
+// either order — and a refund made in Stripe's dashboard (no order in its
+// metadata) is found by its PaymentIntent.
+func TestStripeChargeTotalThenNamedRefundCountsOnce(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	pi := "pi_named_" + id
+	f.send(gateways[2].paid(id, pi, price, "IDR", 0))
+	if out := f.send(stripeChargeRefunded("evt_cr1_"+id, id, pi, 20000)); out.OrderStatus != models.OrderPartiallyRefunded {
+		t.Fatalf("charge.refunded of 20000: %+v", out)
+	}
+	// The dashboard refund that total was about, named: nothing more counts.
+	out := f.send(stripeRefundEvent("evt_rc1_"+id, "refund.created", "", pi, "re_a_"+id, 20000, "pending", ""))
+	m := f.money(id, sku)
+	placeholder := pi + ":refunded:20000"
+	if out.Word() != models.ResultProcessed || m.refunded != 20000 || m.rows["re_a_"+id] != models.RefundPending || m.rows[placeholder] != models.RefundSuperseded {
+		t.Errorf("the named refund after the total: %s (%s); %d refunded, rows %v; want 20000, the total superseded", out.Word(), out.Detail, m.refunded, m.rows)
+	}
+	if out := f.send(stripeRefundEvent("evt_ru1_"+id, "refund.updated", "", pi, "re_a_"+id, 20000, "succeeded", "")); out.Word() != models.ResultProcessed {
+		t.Errorf("pending → succeeded: %s (%s)", out.Word(), out.Detail)
+	}
+	// A second refund named first, then the total that includes it.
+	f.send(stripeRefundEvent("evt_rc2_"+id, "refund.created", id, pi, "re_b_"+id, 30000, "succeeded", ""))
+	if out := f.send(stripeChargeRefunded("evt_cr2_"+id, id, pi, 50000)); out.Word() != models.ResultStale {
+		t.Errorf("the total after its refunds were named: %s, want stale", out.Word())
+	}
+	m = f.money(id, sku)
+	if m.order != models.OrderRefunded || m.refunded != price || m.emails != 2 || m.rows["re_b_"+id] != models.RefundSucceeded {
+		t.Errorf("after: %+v; want refunded in full, each named refund's email once", m)
+	}
+	f.mustAudit()
+}
+
+// xenditRefundCallback is Xendit's refund callback of refund rfdID of
+// invoice inv (Xendit's refund webhook notification).
+func xenditRefundCallback(event, orderID, inv, rfdID string, amount int64, status, failure string) delivery {
+	data := map[string]any{"id": rfdID, "payment_id": nil, "invoice_id": inv, "amount": json.Number(fmt.Sprint(amount)),
+		"payment_method_type": "EWALLET", "channel_code": "OVO", "currency": "IDR", "status": status, "reason": "REQUESTED_BY_CUSTOMER",
+		"reference_id": orderID + "-R1", "failure_code": nil, "refund_fee_amount": nil, "metadata": nil}
+	if failure != "" {
+		data["failure_code"] = failure
+	}
+	if orderID != "" {
+		data["metadata"] = map[string]string{"order_id": orderID}
+	}
+	b, _ := json.Marshal(map[string]any{"event": event, "business_id": "5f27a14a9bf05c73dd040bc8", "created": "2026-12-02T14:52:21.566Z", "data": data})
+	return delivery{provider: xendit.Name, header: http.Header{xendit.TokenHeader: {xenditToken}}, body: b}
+}
+
+// Xendit answers a refund PENDING; its refund.failed callback used to get
+// 422 missing_field (the parser read only invoices). Now it is 200 and
+// gives the money back; a refund.succeeded callback of a refund made in
+// Xendit's dashboard (no metadata) refunds the order by its invoice.
+func TestXenditRefundCallbacks(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, sku := f.orderIn(models.OrderPending)
+	inv := "inv-rf-" + id
+	f.send(xenditInvoice(id, inv, "PAID", fmt.Sprint(price), "IDR"))
+	// Sekali's refunder got PENDING (refunds.Service applies the answer so).
+	answer := payments.Event{Key: "refund:" + id + "-R1", OrderID: id, TransactionID: inv, Status: models.EventRefunded, Amount: price, Currency: "IDR",
+		Refunds: []payments.Refund{{Key: "rfd-1-" + id, Amount: price, Status: models.RefundPending}}}
+	if out, err := f.pay.ApplyAnswer(context.Background(), xendit.Name, answer); err != nil || out.OrderStatus != models.OrderRefunded {
+		t.Fatalf("the PENDING answer: %+v %v", out, err)
+	}
+	out := f.send(xenditRefundCallback("refund.failed", id, inv, "rfd-1-"+id, price, "FAILED", "REFUND_FAILED"))
+	m := f.money(id, sku)
+	if out.Status() != 200 || out.Word() != models.ResultProcessed || m.order != models.OrderPaid || m.refunded != 0 ||
+		m.rows["rfd-1-"+id] != models.RefundFailed || m.reasons["rfd-1-"+id] != "REFUND_FAILED" || m.emails != 0 {
+		t.Errorf("refund.failed: %d %s (%s); %+v; want 200 processed, the order paid again", out.Status(), out.Word(), out.Detail, m)
+	}
+	out = f.send(xenditRefundCallback("refund.succeeded", "", inv, "rfd-2-"+id, 20000, "SUCCEEDED", ""))
+	m = f.money(id, sku)
+	if out.Status() != 200 || m.order != models.OrderPartiallyRefunded || m.refunded != 20000 || m.emails != 1 {
+		t.Errorf("a dashboard refund.succeeded: %d %s (%s); %+v; want partially refunded, one email", out.Status(), out.Word(), out.Detail, m)
+	}
+	if out := f.send(xenditRefundCallback("refund.succeeded", "", inv, "rfd-2-"+id, 20000, "SUCCEEDED", "")); out.Word() != models.ResultDuplicate {
+		t.Errorf("the same callback again: %s, want duplicate", out.Word())
+	}
+	if out := f.send(xenditRefundCallback("refund.succeeded", "", "inv-not-ours", "rfd-3-"+id, 20000, "SUCCEEDED", "")); out.Word() != models.ResultIgnored {
+		t.Errorf("a refund of an invoice this shop does not know: %s, want ignored", out.Word())
+	}
+	f.mustAudit()
+}
+
+// Midtrans's chargeback and partial_chargeback used to be answered 200
+// ignored: the bank took the money back and nothing said so. Each is now
+// a lost dispute of the charge, with what it took — a partial one, then
+// the whole — confirmed with the status API like every Midtrans
+// notification; the order's status is unchanged.
+func TestMidtransChargebackIsALostDispute(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	tx := "tx-cb-" + id
+	f.send(midtransNotification(id, tx, "settlement", "", "50000.00", "IDR"))
+	partial := midtransBody(id, tx, "partial_chargeback", "", "50000.00", "IDR")
+	var n map[string]any
+	json.Unmarshal(partial.body, &n)
+	n["refund_amount"] = "20000.00"
+	partial.body, _ = json.Marshal(n)
+	midtransAPI.set(partial.body)
+	dispute := func(name string, d delivery, want models.Dispute, held int64) {
+		t.Helper()
+		out := f.send(d)
+		var p models.Payment
+		f.db.Take(&p, "order_id = ?", id)
+		if out.Status() != 200 || out.Word() != models.ResultProcessed || out.OrderStatus != models.OrderPaid || p.Dispute != want || p.DisputedAmount != held {
+			t.Errorf("%s: %d %s (%s), order %s; payment dispute %q of %d; want processed, %q of %d, the order paid",
+				name, out.Status(), out.Word(), out.Detail, out.OrderStatus, p.Dispute, p.DisputedAmount, want, held)
+		}
+	}
+	dispute("partial_chargeback", partial, models.DisputeLost, 20000)
+	dispute("chargeback", midtransNotification(id, tx, "chargeback", "", "50000.00", "IDR"), models.DisputeLost, 50000)
+	f.mustAudit()
+}
