@@ -103,10 +103,33 @@ type orderDetailJSON struct {
 	Gateway     []gatewayJSON     `json:"gateway_requests"`
 	// Refunds are the refunds asked of the order's gateway (from the
 	// console or the admin API), with their phase and amounts.
-	Refunds    []refundJSON `json:"refunds"`
-	RefundLeft int64        `json:"refund_left"` // minor units that can still be refunded
-	Timeline   []eventJSON  `json:"timeline"`
-	CanCancel  bool         `json:"can_cancel"` // the order is pending
+	Refunds []refundJSON `json:"refunds"`
+	// GatewayRefunds are the refunds of its charges at their gateways,
+	// whoever asked for them, in the gateway's states.
+	GatewayRefunds []gatewayRefundJSON `json:"gateway_refunds"`
+	RefundLeft     int64               `json:"refund_left"` // minor units that can still be refunded
+	Timeline       []eventJSON         `json:"timeline"`
+	CanCancel      bool                `json:"can_cancel"` // the order is pending
+}
+
+// gatewayRefundJSON is one refund at a gateway: by the gateway's id of it
+// (or, for a charge total not yet named refund by refund,
+// {reference}:refunded:{total}), its state there and, for one that
+// failed, the gateway's reason.
+type gatewayRefundJSON struct {
+	Provider      string    `json:"provider"`
+	RefundKey     string    `json:"refund_key"`
+	Amount        int64     `json:"amount"` // minor units
+	Currency      string    `json:"currency"`
+	Status        string    `json:"status"` // pending, succeeded, failed, canceled, superseded
+	FailureReason string    `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+func newGatewayRefundJSON(r models.Refund) gatewayRefundJSON {
+	return gatewayRefundJSON{Provider: r.Provider, RefundKey: r.RefundKey, Amount: r.Amount, Currency: r.Currency, Status: string(r.Status),
+		FailureReason: r.FailureReason, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 }
 
 // newOrderDetailJSON is an order's story; queueStates are the queue's
@@ -122,8 +145,9 @@ func newOrderDetailJSON(st *story.Order, now time.Time, queueStates map[string]s
 			return newJobJSON(j, now, queueStates[j.IdempotencyKey], taskTypes)
 		}),
 		Emails: rows(st.Emails, newEmailJSON), Gateway: rows(st.GatewayRequests, newGatewayJSON), Timeline: rows(st.Timeline, newEventJSON),
-		Refunds:   rows(refundsOf(st.GatewayRequests), func(r models.GatewayRequest) refundJSON { return newRefundJSON(&r) }),
-		CanCancel: o.Status == models.OrderPending,
+		Refunds:        rows(refundsOf(st.GatewayRequests), func(r models.GatewayRequest) refundJSON { return newRefundJSON(&r) }),
+		GatewayRefunds: rows(st.Refunds, newGatewayRefundJSON),
+		CanCancel:      o.Status == models.OrderPending,
 	}
 	if inv := o.Invoice; inv != nil {
 		v.Invoice = &invoiceJSON{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt.UTC()}

@@ -67,7 +67,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 			return r
 		}),
 		CanCancel: o.Status == models.OrderPending,
-		Refunds:   rows(refundsOf(st.GatewayRequests), refundRow),
+		Refunds:   refundRows(o, st.GatewayRequests, st.Refunds),
 	}
 	if v.Refund, _, err = s.refundForm(c, &o, ""); err != nil {
 		return err

@@ -102,6 +102,48 @@ func refundRow(r models.GatewayRequest) views.RefundRow {
 		LastError: r.LastError, Asked: r.CreatedAt}
 }
 
+// refundRows are the order's refund records, each with the state of its
+// refund at the gateway (found by the gateway's id of it, or Sekali's
+// key where the gateway names it so) and, for one the gateway failed
+// after accepting it, the way to ask for it again.
+func refundRows(o models.Order, requests []models.GatewayRequest, found []models.Refund) []views.RefundRow {
+	byKey := map[string]models.Refund{}
+	for _, rf := range found {
+		byKey[rf.RefundKey] = rf
+	}
+	var out []views.RefundRow
+	for _, r := range refundsOf(requests) {
+		row := refundRow(r)
+		rf, ok := byKey[r.ProviderObjectID]
+		if !ok {
+			rf, ok = byKey[r.IdempotencyKey]
+		}
+		if ok {
+			row.AtGateway, row.GatewaySays = string(rf.Status), rf.FailureReason
+		}
+		if r.Phase == models.GatewayFailed && r.LastError == payments.FailedAfterAcceptance {
+			q := url.Values{"amount": {payments.MajorText(r.Amount, r.Currency, 0)}, "reason": {r.Reason}}
+			if p := chargeRef(o, r); p != "" {
+				q.Set("payment", p)
+			}
+			row.AgainURL = "/admin/orders/" + url.PathEscape(o.ID) + "/refund?" + q.Encode()
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// chargeRef is the provider reference of the charge refund request r
+// refunds when it is not the order's own (a second charge), else "".
+func chargeRef(o models.Order, r models.GatewayRequest) string {
+	for _, p := range o.Payments {
+		if r.PaymentID != nil && p.ID == *r.PaymentID && p.Status != models.PaymentSucceeded && p.RefundedFrom != models.PaymentSucceeded {
+			return p.ProviderReference
+		}
+	}
+	return ""
+}
+
 // refundForm is the order page's refund form for o's charge named by
 // payment ("": the order's own): what is left of it.
 func (s *Server) refundForm(c echo.Context, o *models.Order, payment string) (views.RefundForm, refunds.Refundable, error) {
@@ -119,7 +161,7 @@ func (s *Server) refundForm(c echo.Context, o *models.Order, payment string) (vi
 // refundFormOf is the refund form of what r says is left, for the
 // charge named by payment ("": the order's own).
 func refundFormOf(o *models.Order, r refunds.Refundable, payment string) views.RefundForm {
-	f := views.RefundForm{OrderID: o.ID, Payment: payment, Provider: r.Provider, Currency: r.Currency, Left: r.Left, Why: r.Why}
+	f := views.RefundForm{OrderID: o.ID, Payment: payment, Provider: r.Provider, Currency: r.Currency, Left: r.Left, Why: r.Why, Disputed: r.Disputed}
 	if r.Left > 0 {
 		f.LeftText = payments.MajorText(r.Left, r.Currency, 0)
 		f.Owed = payment != "" || o.Status == models.OrderRefundRequired

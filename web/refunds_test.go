@@ -414,3 +414,89 @@ func TestRefundASecondCharge(t *testing.T) {
 		t.Errorf("a payment the order does not have: %d %s; want 422 and nothing written", p.StatusCode, p.Body)
 	}
 }
+
+// A refund the gateway accepted and then failed: the order is paid
+// again, and its page says so — the refund record failed, the gateway's
+// reason beside it, and "Send again…", which asks for the same amount and
+// reason on the confirm page (a new refund, under a new key). The order's
+// JSON lists the refund at the gateway, failed with its reason.
+func TestRefundFailedAtTheGatewayIsShownAndSentAgain(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-FAILED")
+	if p := c.refundAPI(o.ID, "refund-failed-"+o.ID, `{"amount":"20.00","reason":"a cracked lid"}`); p.StatusCode != http.StatusAccepted {
+		t.Fatalf("refund: %d", p.StatusCode)
+	}
+	rows := c.refundRows(o.ID)
+	if p := c.post("/admin/gateway-requests/"+strconv.FormatInt(rows[0].ID, 10)+"/retry", nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send: %d", p.StatusCode)
+	}
+	// The gateway's later word: the refund failed.
+	body := `{"order_id":"` + o.ID + `","transaction_id":"tx-` + o.ID + `","payment_status":"refunded","paid_amount":2000,"currency":"USD",` +
+		`"refund_id":"` + rows[0].IdempotencyKey + `","refund_status":"failed","failure_reason":"the card account is closed"}`
+	if st := c.deliver("evt_refund_failed_"+o.ID, []byte(body)); st != http.StatusOK {
+		t.Fatalf("the refund's failure: %d", st)
+	}
+	var order models.Order
+	c.db.Take(&order, "id = ?", o.ID)
+	if rows = c.refundRows(o.ID); order.Status != models.OrderPaid || rows[0].Phase != models.GatewayFailed {
+		t.Fatalf("after the failure: order %s, refund %s; want paid, failed", order.Status, rows[0].Phase)
+	}
+	doc := c.get("/admin/orders/" + o.ID).Doc(t)
+	list := doc.Find("#refund-list")
+	if !strings.Contains(list.Text(), "the card account is closed") || !strings.Contains(list.Text(), "accepted the refund, then failed it") {
+		t.Errorf("the refunds list does not say the refund failed, nor why:\n%s", list.Text())
+	}
+	again, ok := list.Find(`a:contains("Send again")`).Attr("href")
+	if !ok {
+		t.Fatal("no \"Send again…\" for the failed refund")
+	}
+	confirm := c.get(again)
+	if confirm.StatusCode != http.StatusOK || !strings.Contains(confirm.Body, "20.00 USD") || !strings.Contains(confirm.Body, "a cracked lid") {
+		t.Fatalf("Send again… leads to %d; want the confirm page of 20.00 USD, a cracked lid", confirm.StatusCode)
+	}
+	form := url.Values{}
+	confirm.Doc(t).Find(`form[method="post"] input`).Each(func(_ int, s *goquery.Selection) {
+		form.Set(s.AttrOr("name", ""), s.AttrOr("value", ""))
+	})
+	if p := c.post("/admin/orders/"+o.ID+"/refund", form); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("confirm: %d", p.StatusCode)
+	}
+	if rows = c.refundRows(o.ID); len(rows) != 2 || rows[1].IdempotencyKey == rows[0].IdempotencyKey || rows[1].Amount != 2000 {
+		t.Errorf("after sending again: %+v; want a second refund of 2000 under a new key", rows)
+	}
+	var js struct {
+		GatewayRefunds []struct {
+			RefundKey     string `json:"refund_key"`
+			Status        string `json:"status"`
+			FailureReason string `json:"failure_reason"`
+		} `json:"gateway_refunds"`
+	}
+	p := c.do(http.DefaultClient, "GET", "/api/admin/orders/"+o.ID, nil, http.Header{"Authorization": {"Bearer " + apiToken}, "Accept": {"application/json"}})
+	if err := json.Unmarshal([]byte(p.Body), &js); err != nil || len(js.GatewayRefunds) != 1 || js.GatewayRefunds[0].Status != "failed" ||
+		js.GatewayRefunds[0].FailureReason != "the card account is closed" {
+		t.Errorf("the order's JSON: %+v, %v", js.GatewayRefunds, err)
+	}
+}
+
+// A charge under dispute: the admin API answers 409 charge_disputed and
+// writes nothing; the order's page offers no refund and says why.
+func TestRefundOfADisputedChargeIsRefused(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-DISPUTE")
+	body := `{"order_id":"` + o.ID + `","transaction_id":"tx-` + o.ID + `","payment_status":"disputed","paid_amount":5000,"currency":"USD"}`
+	if st := c.deliver("evt_dispute_"+o.ID, []byte(body)); st != http.StatusOK {
+		t.Fatalf("dispute: %d", st)
+	}
+	p := c.refundAPI(o.ID, "refund-dispute-"+o.ID, `{"reason":"the customer asked"}`)
+	if p.StatusCode != http.StatusConflict || problemCode(t, p) != models.EChargeDisputed || len(c.refundRows(o.ID)) != 0 {
+		t.Errorf("refund of a disputed charge: %d %s, %d records; want 409 %s, none", p.StatusCode, p.Body, len(c.refundRows(o.ID)), models.EChargeDisputed)
+	}
+	doc := c.get("/admin/orders/" + o.ID).Doc(t)
+	if doc.Find("#refund-form").Length() != 0 || !strings.Contains(doc.Find("#refunds").Parent().Text(), "dispute") {
+		t.Errorf("the order's page offers a refund of a disputed charge, or does not say why")
+	}
+}

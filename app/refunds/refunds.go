@@ -232,6 +232,8 @@ type Refundable struct {
 	Left     int64 // minor units
 	Open     int64 // minor units asked by refunds the gateway has not answered, held back from Left
 	Why      string
+	// Disputed: the charge's dispute is open or lost, and Why says so.
+	Disputed bool
 }
 
 // refundable is what a says of the order's refunds.
@@ -337,7 +339,7 @@ func (s *Service) refundable(db *gorm.DB, o *models.Order, payment string) (Refu
 func describe(o *models.Order, payment string, a assessment, err error) (Refundable, error) {
 	switch code := models.ErrorCode(err); {
 	case code == models.EInvalidTransition, code == models.EChargeDisputed:
-		return Refundable{OrderID: o.ID, Payment: payment, Why: models.ErrorMessage(err)}, nil
+		return Refundable{OrderID: o.ID, Payment: payment, Why: models.ErrorMessage(err), Disputed: code == models.EChargeDisputed}, nil
 	case err != nil:
 		return Refundable{}, fmt.Errorf("refunds.Refundable: %w", store.Classify(err))
 	}

@@ -41,9 +41,12 @@ type Order struct {
 	Jobs        []models.JobExecution
 	Emails      []models.OutboundEmail
 	// GatewayRequests are the calls Sekali made to gateways for the
-	// order (its hosted payment page), oldest first.
+	// order (its hosted payment page, its refunds), oldest first.
 	GatewayRequests []models.GatewayRequest
-	Timeline        []Event
+	// Refunds are the refunds of the order's charges at their gateways,
+	// in their gateway's states, oldest first.
+	Refunds  []models.Refund
+	Timeline []Event
 }
 
 // Callback is what one payment callback was and what it caused.
@@ -80,6 +83,7 @@ type Tasks interface {
 	Expire(orderID string, expiresAt time.Time) models.OutboxMessage
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
 	Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage
+	RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
 }
 
 // paidTaskIDs are the ids of the tasks a payment of orderID causes.
@@ -126,6 +130,14 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 		}
 	}
 	emailKeys := []string{mail.Key(mail.OrderPaid, id)}
+	// The refunds, then the email each succeeded one writes.
+	if err := db.Where("order_id = ?", id).Order("id").Find(&s.Refunds).Error; err != nil {
+		return nil, fmt.Errorf("story.Order: refunds: %w", store.Classify(err))
+	}
+	for _, rf := range s.Refunds {
+		keys = append(keys, r.tasks.RefundSucceeded(id, rf.ID, "", time.Time{}).TaskID)
+		emailKeys = append(emailKeys, mail.RefundKey(id, rf.ID))
+	}
 	steps := []struct {
 		what string
 		q    *gorm.DB
@@ -307,6 +319,9 @@ func timeline(s *Order) []Event {
 		}
 		add(Event{At: r.UpdatedAt, Tone: tone, What: what, Detail: d})
 	}
+	for _, rf := range s.Refunds {
+		add(refundEvent(rf))
+	}
 	if inv := o.Invoice; inv != nil {
 		add(Event{At: inv.IssuedAt, Tone: "ok", What: "invoice " + inv.Number + " issued", Detail: fmt.Sprintf("%d %s", inv.Amount, inv.Currency)})
 	}
@@ -351,4 +366,28 @@ func (r *Reader) EmailSent(ctx context.Context, orderID string) (bool, error) {
 		return false, fmt.Errorf("story.EmailSent: %w", store.Classify(err))
 	}
 	return n > 0, nil
+}
+
+// refundEvent is a refund at its gateway as the timeline tells it: its
+// amount and state, and for one that failed the gateway's reason. A
+// charge total that the gateway has since named refund by refund is told
+// as such.
+func refundEvent(rf models.Refund) Event {
+	tone := map[models.RefundStatus]string{models.RefundSucceeded: "ok", models.RefundPending: "info",
+		models.RefundFailed: "bad", models.RefundCanceled: "bad"}[rf.Status]
+	what := fmt.Sprintf("refund %s of %s at %s: %s", rf.RefundKey, models.Money(rf.Amount, rf.Currency), rf.Provider, rf.Status)
+	detail := ""
+	switch rf.Status {
+	case models.RefundPending:
+		detail = "accepted by the gateway, not final: it counts until the gateway says it failed"
+	case models.RefundFailed, models.RefundCanceled:
+		detail = "the money is the charge's again; the gateway says: " + rf.FailureReason
+	case models.RefundSuperseded:
+		detail = "a charge total the gateway has since named refund by refund: counted by those"
+	}
+	ref := ""
+	if rf.CallbackID != nil {
+		ref = "callback:" + strconv.FormatInt(*rf.CallbackID, 10)
+	}
+	return Event{At: rf.UpdatedAt, Tone: tone, What: what, Detail: detail, Ref: ref}
 }

@@ -340,6 +340,14 @@ type RefundRow struct {
 	Object    string // the gateway's refund
 	LastError string
 	Asked     time.Time
+	// AtGateway is the state of the gateway's refund (pending, succeeded,
+	// failed, canceled), once it is known; GatewaySays is the gateway's
+	// reason for a refund that failed.
+	AtGateway   string
+	GatewaySays string
+	// AgainURL, for a refund the gateway failed after accepting it, asks
+	// for the same refund again: a new refund, under a new key.
+	AgainURL string
 }
 
 // RefundForm is the order page's refund form: what is left, and what was
@@ -352,6 +360,9 @@ type RefundForm struct {
 	Left     int64  // minor units; 0: nothing to refund (Why says why)
 	LeftText string // Left in major units, for the amount field
 	Why      string
+	// Disputed: nothing can be refunded because the charge's dispute is
+	// open or lost; the page says so where the form would be.
+	Disputed bool
 	// Owed: the charge must go back — the order is refund_required
 	// (paid, with no stock), or the charge is a second one — and gets a
 	// one-click "Refund in full" (Key is that form's key).

@@ -34,7 +34,8 @@ func (Sender) Provider() string { return Name }
 // Body implements payments.Sender.
 func (Sender) Body(f payments.Fact) ([]byte, error) {
 	return json.Marshal(Body{OrderID: f.OrderID, TransactionID: f.TransactionID,
-		PaymentStatus: f.Status, PaidAmount: f.Amount, Currency: f.Currency, RefundID: f.RefundID})
+		PaymentStatus: f.Status, PaidAmount: f.Amount, Currency: f.Currency, RefundID: f.RefundID,
+		RefundStatus: f.RefundStatus, FailureReason: f.RefundReason})
 }
 
 // Sign implements payments.Sender: the Standard Webhooks headers.

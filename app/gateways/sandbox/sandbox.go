@@ -64,6 +64,12 @@ type Body struct {
 	PaidAmount    int64               `json:"paid_amount"`
 	Currency      string              `json:"currency"`
 	RefundID      string              `json:"refund_id,omitempty"`
+	// RefundStatus is a refund's state at the gateway (pending,
+	// succeeded, failed, canceled; absent: succeeded), FailureReason a
+	// failed one's reason: QA's way to tell a refund that fails after it
+	// was accepted.
+	RefundStatus  models.RefundStatus `json:"refund_status,omitempty"`
+	FailureReason string              `json:"failure_reason,omitempty"`
 }
 
 // Parse implements payments.Provider. Every field is required and must
@@ -93,6 +99,8 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 	ev.Amount = f.MinorUnits("paid_amount")
 	ev.Currency = f.String("currency")
 	refundID := f.OptionalString("refund_id")
+	refundStatus := models.RefundStatus(f.OptionalString("refund_status"))
+	reason := f.OptionalString("failure_reason")
 	if f.Err == nil && !ev.Status.Valid() {
 		f.Fail("payment_status must be one of paid, declined, failed, expired, pending, refunded, disputed, dispute_won, dispute_lost")
 	}
@@ -106,7 +114,13 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 		if refundID == "" {
 			refundID = ev.Key
 		}
-		ev.Refunds = []payments.Refund{{Key: refundID, Amount: ev.Amount, Status: models.RefundSucceeded}}
+		if refundStatus == "" {
+			refundStatus = models.RefundSucceeded
+		}
+		if !refundStatus.Valid() {
+			f.Fail("refund_status must be one of pending, succeeded, failed, canceled")
+		}
+		ev.Refunds = []payments.Refund{{Key: refundID, Amount: ev.Amount, Status: refundStatus, Reason: reason}}
 	}
 	return ev, f.Err
 }
