@@ -64,9 +64,11 @@ type Order struct {
 	// answer.
 	AccessTokenHash string `json:"-"`
 	AccessToken     string `gorm:"-" json:"-"`
-	// ClientAddr is the address of the client that made the order, as
-	// the web layer saw it (behind TRUSTED_PROXIES): what limits the
-	// unpaid orders one client may hold.
+	// ClientAddr is the client that made the order, as the per-client
+	// limits name it (web.ClientIdentity): its IPv4 address, or its IPv6
+	// network ("2001:db8:1:2::/64"), as the web layer saw it behind
+	// TRUSTED_PROXIES — or, in a fork with customer accounts, the
+	// account: what limits the unpaid orders one client may hold.
 	ClientAddr string `json:"-"`
 
 	Items    []OrderItem `gorm:"foreignKey:OrderID" json:"items"`

@@ -98,7 +98,7 @@ func utc(t *time.Time) *time.Time {
 func (s *Server) createOrder(c echo.Context) error {
 	return runIdempotent(s, c, scopeOrdersCreate, "", orders.CreateRequest.Validate,
 		func(once idempotency.Once, req orders.CreateRequest) (idempotency.Response, error) {
-			req.Client = c.RealIP()
+			req.Client = s.client(c)
 			return s.deps.Orders.CreateOnce(c.Request().Context(), once, req, answerJSON(http.StatusCreated, newOrderJSON))
 		})
 }

@@ -66,10 +66,10 @@ type (
 	}
 	adminService interface {
 		Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error)
-		Reserve(ctx context.Context, email, remoteAddr string) (admins.Attempt, time.Duration, error)
+		Reserve(ctx context.Context, email, client string) (admins.Attempt, time.Duration, error)
 		Succeeded(ctx context.Context, a admins.Attempt) error
 		Record(ctx context.Context, a models.AdminAction) error
-		RecordRefusedLogin(ctx context.Context, email, remoteAddr, detail string) error
+		RecordRefusedLogin(ctx context.Context, email, client, detail string) error
 		ListActions(ctx context.Context, f admins.ActionFilter) ([]models.AdminAction, int64, error)
 	}
 	// checkoutService opens an order's hosted payment page at the

@@ -101,7 +101,7 @@ func (s *Server) checkout(c echo.Context) error {
 			return idempotency.Response{}, err
 		}
 		return s.deps.Orders.CreateOnce(c.Request().Context(), once, orders.CreateRequest{
-			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
+			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: s.client(c),
 		}, answerJSON(http.StatusCreated, newOrderJSON))
 	}
 	resp, err := place()

@@ -51,6 +51,16 @@ const (
 	DefaultSessionMax        = 12 * time.Hour
 )
 
+// CLIENT_IPV6_PREFIX: its default, a /64, is what one ordinary IPv6
+// customer is given (RFC 6177), so it is one client. Its least, a /32,
+// is what a whole provider is typically allocated: a shorter prefix
+// would count every customer of a carrier as one client, so that one of
+// them could lock all the others out. 128 counts each address alone.
+const (
+	DefaultClientIPv6Prefix = 64
+	MinClientIPv6Prefix     = 32
+)
+
 // DefaultDBMaxConns is DB_MAX_CONNS's default: four connections per core
 // of this machine (runtime.NumCPU), and at least four.
 //
@@ -137,8 +147,14 @@ type Config struct {
 	OrderTTL      time.Duration // ORDER_TTL
 	OrderMaxUnits int           // ORDER_MAX_UNITS: units of all items of one order, at most
 	// OpenOrdersPerClient (OPEN_ORDERS_PER_CLIENT) caps the unpaid orders
-	// one client address may hold at once; 0: no cap (the load tests).
+	// one client (ClientIPv6Prefix) may hold at once; 0: no cap (the load
+	// tests).
 	OpenOrdersPerClient int
+	// ClientIPv6Prefix (CLIENT_IPV6_PREFIX) is how many leading bits of
+	// an IPv6 address name one client for the per-client limits (open
+	// orders, the log-in throttle, the refused-delivery row budget): 64
+	// by default. IPv4 clients are counted by address.
+	ClientIPv6Prefix int
 	// TrustedProxies (TRUSTED_PROXIES) are the proxies whose
 	// X-Forwarded-For names the client: comma-separated IPs or CIDRs.
 	// None: the client is the connection's peer.
@@ -198,6 +214,7 @@ func Load(getenv func(string) string) (Config, error) {
 		PublicURL:           r.publicURL("PUBLIC_URL"),
 		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
 		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
+		ClientIPv6Prefix:    r.intBetween("CLIENT_IPV6_PREFIX", DefaultClientIPv6Prefix, MinClientIPv6Prefix, 128),
 		TrustedProxies:      r.networks("TRUSTED_PROXIES"),
 		RequestTimeout:      r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
 		AdminEmail:          r.str("ADMIN_EMAIL", DefaultAdminEmail),
@@ -286,6 +303,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("order_ttl", c.OrderTTL.String()),
 		slog.Int("order_max_units", c.OrderMaxUnits),
 		slog.Int("open_orders_per_client", c.OpenOrdersPerClient),
+		slog.Int("client_ipv6_prefix", c.ClientIPv6Prefix),
 		slog.String("trusted_proxies", fmt.Sprint(c.TrustedProxies)),
 		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("admin_email", c.AdminEmail),
@@ -429,6 +447,17 @@ func (r *reader) intFrom(name string, def, least int) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < least {
 		r.fail(name, "%q is not a whole number, %d or more", v, least)
+		return def
+	}
+	return n
+}
+
+// intBetween reads a whole number from least to most.
+func (r *reader) intBetween(name string, def, least, most int) int {
+	v := r.str(name, strconv.Itoa(def))
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least || n > most {
+		r.fail(name, "%q is not a whole number from %d to %d", v, least, most)
 		return def
 	}
 	return n

@@ -20,7 +20,7 @@ var allVars = []string{
 	"ORDER_TTL", "REQUEST_TIMEOUT", "ADMIN_EMAIL", "ADMIN_PASSWORD", "ADMIN_API_TOKEN",
 	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
 	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER", "OPEN_ORDERS_PER_CLIENT", "TRUSTED_PROXIES",
-	"PUBLIC_URL",
+	"PUBLIC_URL", "CLIENT_IPV6_PREFIX",
 }
 
 func env(m map[string]string) func(string) string {
@@ -68,6 +68,7 @@ func TestLoadDefaults(t *testing.T) {
 			{"SessionLifetime", c.SessionLifetime, 12 * time.Hour},
 			{"CookieSecure", c.CookieSecure, true},
 			{"OrderMaxUnits", c.OrderMaxUnits, 100},
+			{"ClientIPv6Prefix", c.ClientIPv6Prefix, 64},
 			{"DatabaseListenURL", c.DatabaseListenURL, c.DatabaseURL},
 			{"DBPgBouncer", c.DBPgBouncer, false},
 			{"DBIdleInTransaction", c.DBIdleInTransaction, 30 * time.Second},
@@ -110,6 +111,7 @@ func TestLoadOverrides(t *testing.T) {
 		"OPEN_ORDERS_PER_CLIENT": "0",
 		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.0.2.7",
 		"PUBLIC_URL":             "https://shop.example.com/",
+		"CLIENT_IPV6_PREFIX":     "56",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -140,6 +142,7 @@ func TestLoadOverrides(t *testing.T) {
 		{"DatabaseListenURL", c.DatabaseListenURL, vars["DATABASE_LISTEN_URL"]},
 		{"DBPgBouncer", c.DBPgBouncer, true},
 		{"OpenOrdersPerClient", c.OpenOrdersPerClient, 0},
+		{"ClientIPv6Prefix", c.ClientIPv6Prefix, 56},
 		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.0.2.7/32]"},
 		{"PublicURL", c.PublicURL, "https://shop.example.com"}, // without the trailing slash
 		{"PoolURL", c.PoolURL(), "postgresql://app:pw@db.internal:6432/shop?default_query_exec_mode=exec&sslmode=require"},
@@ -199,6 +202,10 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"COOKIE_SECURE", "maybe", ""},
 		{"ORDER_MAX_UNITS", "0", ""},
 		{"OPEN_ORDERS_PER_CLIENT", "-1", ""},
+		{"CLIENT_IPV6_PREFIX", "0", ""},
+		{"CLIENT_IPV6_PREFIX", "31", ""}, // a whole provider's allocation: one client
+		{"CLIENT_IPV6_PREFIX", "129", ""},
+		{"CLIENT_IPV6_PREFIX", "/64", ""},
 		{"TRUSTED_PROXIES", "10.0.0.0/33", ""},
 		{"TRUSTED_PROXIES", "cdn.example.com", ""},
 		{"PAYMENT_GATEWAY", "paypal", ""},

@@ -49,8 +49,8 @@ type Service struct {
 	// buyer cannot hold a product's whole stock while not paying
 	// (ORDER_MAX_UNITS).
 	MaxUnits int64
-	// OpenPerClient caps the unpaid orders one client address may hold at
-	// once (OPEN_ORDERS_PER_CLIENT); 0: no cap.
+	// OpenPerClient caps the unpaid orders one client may hold at once
+	// (OPEN_ORDERS_PER_CLIENT); 0: no cap.
 	OpenPerClient int
 }
 
@@ -70,8 +70,10 @@ func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, ttl time.Du
 type CreateRequest struct {
 	CustomerEmail string        `json:"customer_email"`
 	Items         []ItemRequest `json:"items"`
-	// Client is the address of the client asking, set by the web layer
-	// (not part of the body): the one whose unpaid orders are counted.
+	// Client is who is asking, set by the web layer (not part of the
+	// body): the client identity of its address (an IPv4 address, an
+	// IPv6 /64; web.ClientIdentity), or a fork's customer account. Its
+	// unpaid orders are counted, and it is kept as orders.client_addr.
 	Client string `json:"-"`
 }
 
@@ -223,7 +225,7 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 
 // checkOpenOrders refuses an order from a client that already holds
 // OpenPerClient unpaid orders that have not expired. It counts under an
-// advisory lock of the client's address, taken in the order's
+// advisory lock of the client, taken in the order's
 // transaction, so that orders sent at once from one client are counted
 // one after the other and the cap holds exactly.
 func (s *Service) checkOpenOrders(tx *gorm.DB, client string, now time.Time) error {
