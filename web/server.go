@@ -39,6 +39,7 @@ type (
 		CreateOnce(ctx context.Context, once idempotency.Once, req orders.CreateRequest, answer idempotency.Answer[*models.Order]) (idempotency.Response, error)
 		Get(ctx context.Context, id string) (*models.Order, error)
 		Open(ctx context.Context, id, token string, admin bool) (*models.Order, error)
+		ReplayToken(ctx context.Context, id, client string) (string, error)
 		Cancel(ctx context.Context, id, cause string) (*models.Order, error)
 		List(ctx context.Context, f orders.Filter) ([]models.Order, string, error)
 	}
