@@ -87,7 +87,7 @@ type (
 		RequestOnce(ctx context.Context, once idempotency.Once, r refunds.Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error)
 		Refundable(ctx context.Context, orderID, payment string) (refunds.Refundable, error)
 		Owed(ctx context.Context, orderID string) ([]refunds.Refundable, error)
-		Send(ctx context.Context, id int64) (*models.GatewayRequest, error)
+		Send(ctx context.Context, id int64, requestID string) (*models.GatewayRequest, error)
 	}
 	storyReader interface {
 		Order(ctx context.Context, id string) (*story.Order, error)
