@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -47,17 +48,33 @@ type Job struct {
 	Fence   int64 // this run's fence, set by the claim
 }
 
-// BusinessKey is what the job acts on: its payload's order id, or its type.
-// RequestID is the request id of the callback delivery that caused the
-// job, from its payload ("" when none did).
-func (j Job) RequestID() string {
+// RequestID is the id of the HTTP request that caused the job — the
+// callback delivery that paid an order, the admin's request that asked
+// for a refund — from its payload ("" when none did). RefundRequestID is
+// the refund record a refund:send job sends (0 for other jobs); an old
+// refund payload's numeric request_id is that (RefundArgs).
+func (j Job) RequestID() (requestID string, refundRequestID int64) {
 	var p struct {
-		RequestID string `json:"request_id"`
+		RequestID       json.RawMessage `json:"request_id"`
+		RefundRequestID int64           `json:"refund_request_id"`
 	}
 	json.Unmarshal(j.Payload, &p)
-	return p.RequestID
+	requestID, refundRequestID, _ = requestIDs(p.RequestID)
+	return requestID, cmp.Or(p.RefundRequestID, refundRequestID)
 }
 
+// logIDs are the ids a job's log lines carry: always request_id, and
+// refund_request_id where the job has one.
+func (j Job) logIDs() []any {
+	requestID, refundRequestID := j.RequestID()
+	ids := []any{"request_id", requestID}
+	if refundRequestID > 0 {
+		ids = append(ids, "refund_request_id", refundRequestID)
+	}
+	return ids
+}
+
+// BusinessKey is what the job acts on: its payload's order id, or its type.
 func (j Job) BusinessKey() string {
 	var p struct {
 		OrderID string `json:"order_id"`
@@ -153,10 +170,11 @@ const (
 // ended. A nil error means the job is done and may be acked.
 func (g *Guard) Run(ctx context.Context, j Job, prepare Prepare, fn Effect) (outcome RunOutcome, err error) {
 	start := time.Now()
-	// request_id is the callback's that caused the job: one search for it
-	// follows a payment from its callback to its invoice and email.
-	log := g.log.With("idempotency_key", j.Key, "external_job_id", j.Key, "business_key", j.BusinessKey(),
-		"request_id", j.RequestID(), "type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))
+	// request_id is the request's that caused the job: one search for it
+	// follows a payment from its callback to its invoice and email, and a
+	// refund from the admin's button to the gateway.
+	attrs := append([]any{"idempotency_key", j.Key, "external_job_id", j.Key, "business_key", j.BusinessKey()}, j.logIDs()...)
+	log := g.log.With(append(attrs, "type", j.Type, "attempt", j.Attempt, "worker_id", g.workerID, "lock_key", lockKey(j.Key))...)
 	var before models.JobStatus
 	outcome, err = g.run(ctx, log, j, prepare, fn, &before)
 	g.metrics.JobRuns.WithLabelValues(j.Type, string(outcome)).Inc()

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,29 +17,71 @@ import (
 // TaskRefundSend asks a gateway for one refund an admin asked for.
 const TaskRefundSend = "refund:send"
 
-// RefundArgs are the args of refund:send:{request_id}, on the critical
-// queue (money is owed to a customer). Asking for a refund writes the
-// task (Tasks.Refund) beside the refund record.
+// RefundArgs are the args of refund:send:{refund_request_id}, on the
+// critical queue (money is owed to a customer). Asking for a refund
+// writes the task (Tasks.Refund) beside the refund record.
 type RefundArgs struct {
-	RequestID int64  `json:"request_id"`
-	OrderID   string `json:"order_id"`
+	// RefundRequestID is the refund record's id (gateway_requests.id).
+	RefundRequestID int64  `json:"refund_request_id"`
+	OrderID         string `json:"order_id"`
+	// RequestID is the id of the admin's HTTP request that asked for the
+	// refund (the console's form, the admin API), as a callback's jobs
+	// carry their delivery's: one search for it follows the refund from
+	// the button to the gateway.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// UnmarshalJSON reads the payloads of both versions: before the admin's
+// request id travelled with the job, request_id was the refund record's
+// id, a number. Such tasks may wait in an outbox or a queue for days.
+func (a *RefundArgs) UnmarshalJSON(b []byte) error {
+	var p struct {
+		RefundRequestID int64           `json:"refund_request_id"`
+		OrderID         string          `json:"order_id"`
+		RequestID       json.RawMessage `json:"request_id"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	requestID, refundRequestID, err := requestIDs(p.RequestID)
+	if err != nil {
+		return err
+	}
+	*a = RefundArgs{RefundRequestID: cmp.Or(p.RefundRequestID, refundRequestID), OrderID: p.OrderID, RequestID: requestID}
+	return nil
+}
+
+// requestIDs reads a payload's request_id: a string is the HTTP request
+// that caused the job; a number, in a refund:send payload of the first
+// version, is the refund record's id; absent or null is neither.
+func requestIDs(raw json.RawMessage) (requestID string, refundRequestID int64, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", 0, nil
+	}
+	if raw[0] == '"' {
+		err = json.Unmarshal(raw, &requestID)
+		return requestID, 0, err
+	}
+	err = json.Unmarshal(raw, &refundRequestID)
+	return "", refundRequestID, err
 }
 
 // Kind is refund:send on the critical queue.
 func (RefundArgs) Kind() Kind { return Kind{Type: TaskRefundSend, Queue: QueueCritical} }
 
-// Key is the refund request's id; "" without one.
+// Key is the refund record's id; "" without one.
 func (a RefundArgs) Key() string {
-	if a.RequestID <= 0 {
+	if a.RefundRequestID <= 0 {
 		return ""
 	}
-	return strconv.FormatInt(a.RequestID, 10)
+	return strconv.FormatInt(a.RefundRequestID, 10)
 }
 
 // RefundSender is the part of the refunds service the job needs
-// (refunds.Service).
+// (refunds.Service): it sends refund record id, its log lines carrying
+// requestID.
 type RefundSender interface {
-	Send(ctx context.Context, id int64) (*models.GatewayRequest, error)
+	Send(ctx context.Context, id int64, requestID string) (*models.GatewayRequest, error)
 }
 
 // refundJob asks the gateway for a refund until it answers definitely.
@@ -69,7 +113,7 @@ func RefundPrepare(refunds RefundSender) Prepare {
 		if refunds == nil {
 			return fmt.Errorf("this worker cannot send refunds")
 		}
-		if _, err := refunds.Send(ctx, args.RequestID); err != nil {
+		if _, err := refunds.Send(ctx, args.RefundRequestID, args.RequestID); err != nil {
 			return skipIfGone(err)
 		}
 		return nil
@@ -85,7 +129,7 @@ func RefundEffect() Effect {
 			return "", err
 		}
 		var r models.GatewayRequest
-		if err := tx.Take(&r, "id = ? AND kind = ?", args.RequestID, models.GatewayRefund).Error; err != nil {
+		if err := tx.Take(&r, "id = ? AND kind = ?", args.RefundRequestID, models.GatewayRefund).Error; err != nil {
 			return "", err
 		}
 		switch r.Phase {

@@ -73,8 +73,8 @@ func TestTasksWriteTheBusinessTasks(t *testing.T) {
 	if m := (jobs.Tasks{}).Expire("ORD-1", now.Add(time.Hour)); m.TaskID != "order:expire:ORD-1" || !m.ProcessAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("expire: %s due %v, want order:expire:ORD-1 due an hour on", m.TaskID, m.ProcessAt)
 	}
-	if m := (jobs.Tasks{}).Refund(7, "ORD-1", now); m.TaskID != "refund:send:7" || m.Queue != jobs.QueueCritical ||
-		string(m.Payload) != `{"request_id":7,"order_id":"ORD-1"}` || !m.ProcessAt.Equal(now) {
+	if m := (jobs.Tasks{}).Refund(7, "ORD-1", "req-9", now); m.TaskID != "refund:send:7" || m.Queue != jobs.QueueCritical ||
+		string(m.Payload) != `{"refund_request_id":7,"order_id":"ORD-1","request_id":"req-9"}` || !m.ProcessAt.Equal(now) {
 		t.Errorf("refund: %s on %s, %s, due %v; want refund:send:7 on the critical queue, due now", m.TaskID, m.Queue, m.Payload, m.ProcessAt)
 	}
 	types := (&jobs.Console{}).TaskTypes()

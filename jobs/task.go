@@ -106,8 +106,9 @@ func (Tasks) RefundSucceeded(orderID string, refundID int64, requestID string, n
 	return Row(EmailArgs{Template: mail.RefundSucceeded, OrderID: orderID, RefundID: refundID, RequestID: requestID}, now)
 }
 
-// Refund is the row of the task that sends refund request requestID of
-// orderID, written with the refund record.
-func (Tasks) Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage {
-	return Row(RefundArgs{RequestID: requestID, OrderID: orderID}, now)
+// Refund is the row of the task that sends refund record refundRequestID
+// of orderID, written with the record; requestID is the admin's HTTP
+// request that asked for it.
+func (Tasks) Refund(refundRequestID int64, orderID, requestID string, now time.Time) models.OutboxMessage {
+	return Row(RefundArgs{RefundRequestID: refundRequestID, OrderID: orderID, RequestID: requestID}, now)
 }

@@ -12,11 +12,14 @@ type AdminAction struct {
 	Target     string
 	Result     string
 	Detail     string
+	// RemoteAddr is the address the action came from; for an aggregated
+	// row of refused log-ins, the client they are counted by (an IPv4
+	// address, or an IPv6 network such as 2001:db8:1:2::/64).
 	RemoteAddr string
 	CreatedAt  time.Time // the last time, for an aggregated row
 	// Count and WindowStart aggregate the refused log-ins of one client
-	// address in one window into one row: how many, since when. A row of
-	// one action has Count 1 and no WindowStart.
+	// in one window into one row: how many, since when. A row of one
+	// action has Count 1 and no WindowStart.
 	Count       int
 	WindowStart *time.Time
 }
@@ -30,8 +33,9 @@ const (
 )
 
 // LoginFailure is one failed admin log-in, kept for a while so that
-// guessing can be slowed down per email and per client address, across
-// every web process.
+// guessing can be slowed down per email and per client, across every web
+// process. RemoteAddr is the client it counts against: an IPv4 address,
+// or an IPv6 network (admins.Reserve).
 type LoginFailure struct {
 	ID         int64
 	Email      string

@@ -61,12 +61,19 @@ type Order struct {
 	// AccessTokenHash is the SHA-256 of the order's access token: the
 	// customer's credential to read and cancel it. The token itself is
 	// never stored; AccessToken carries it once, from creation to the
-	// answer.
-	AccessTokenHash string `json:"-"`
-	AccessToken     string `gorm:"-" json:"-"`
-	// ClientAddr is the address of the client that made the order, as
-	// the web layer saw it (behind TRUSTED_PROXIES): what limits the
-	// unpaid orders one client may hold.
+	// answer. AccessTokenNonce is the random part it is derived from
+	// with the server's secret (orders.AccessToken), so that a replay of
+	// the creation can derive it again; "" for an order from before
+	// tokens were derived.
+	AccessTokenHash  string `json:"-"`
+	AccessTokenNonce string `json:"-"`
+	AccessToken      string `gorm:"-" json:"-"`
+	// ClientAddr is the client that made the order, as the per-client
+	// limits name it (web.ClientIdentity): its IPv4 address, or its IPv6
+	// network ("2001:db8:1:2::/64"), as the web layer saw it behind
+	// TRUSTED_PROXIES — or, in a fork with customer accounts, the
+	// account: what limits the unpaid orders one client may hold, and
+	// who a replay of the order's creation shows its token to.
 	ClientAddr string `json:"-"`
 
 	Items    []OrderItem `gorm:"foreignKey:OrderID" json:"items"`

@@ -151,15 +151,17 @@ func (s *Server) login(c echo.Context) error {
 	password := c.FormValue("password")
 	tooLong := len(email) > admins.MaxEmailBytes || len(password) > admins.MaxPasswordBytes
 	form := views.Login{Email: models.Truncate(email, admins.MaxEmailBytes), Next: c.FormValue("next")}
-	addr := c.RealIP()
+	// The throttle and the refused log-ins' rows count the client (an
+	// IPv6 /64 is one); the access log keeps each request's address.
+	client := s.client(c)
 	refuse := func(status int, why, message string) error {
-		if err := s.deps.Admins.RecordRefusedLogin(ctx, form.Email, addr, why); err != nil {
+		if err := s.deps.Admins.RecordRefusedLogin(ctx, form.Email, client, why); err != nil {
 			s.log.ErrorContext(ctx, "could not record a refused log-in", "request_id", requestID(c), "error", err)
 		}
 		form.Error = message
 		return s.page(c, status, "Log in", "", views.LoginPage(form))
 	}
-	attempt, wait, err := s.deps.Admins.Reserve(ctx, email, addr)
+	attempt, wait, err := s.deps.Admins.Reserve(ctx, email, client)
 	if err != nil {
 		return err
 	}

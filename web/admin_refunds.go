@@ -42,7 +42,8 @@ func (s *Server) createRefund(c echo.Context) error {
 	id := c.Param("id")
 	return runIdempotent(s, c, scopeRefunds, id, nil,
 		func(once idempotency.Once, req refundRequestJSON) (idempotency.Response, error) {
-			r := refunds.Request{OrderID: id, Payment: req.ProviderReference, Amount: req.Amount.String(), Reason: req.Reason, Admin: "api"}
+			r := refunds.Request{OrderID: id, Payment: req.ProviderReference, Amount: req.Amount.String(), Reason: req.Reason, Admin: "api",
+				RequestID: requestID(c)}
 			resp, err := s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, newRefundJSON))
 			s.recordRefund(c, "api", r, resp, err)
 			return resp, err
@@ -238,7 +239,7 @@ func (s *Server) adminRefund(c echo.Context) error {
 		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
 	}
 	r := refunds.Request{OrderID: id, Payment: strings.TrimSpace(c.FormValue("payment")), Amount: strings.TrimSpace(c.FormValue("amount")),
-		Reason: strings.TrimSpace(c.FormValue("reason")), Admin: adminOf(c)}
+		Reason: strings.TrimSpace(c.FormValue("reason")), Admin: adminOf(c), RequestID: requestID(c)}
 	once, err := s.formOnce(c, scopeRefunds, id)
 	var resp idempotency.Response
 	if err == nil {
@@ -275,7 +276,7 @@ func (s *Server) adminRetryRefund(c echo.Context) error {
 	if s.deps.Refunds == nil {
 		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
 	}
-	r, err := s.deps.Refunds.Send(c.Request().Context(), id)
+	r, err := s.deps.Refunds.Send(c.Request().Context(), id, requestID(c))
 	target := "refund " + strconv.FormatInt(id, 10)
 	switch {
 	case err == nil && r.Phase == models.GatewayDone:

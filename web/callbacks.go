@@ -32,6 +32,7 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		Body:        r.Body,
 		ContentType: r.Header.Get(echo.HeaderContentType),
 		RemoteAddr:  c.RealIP(),
+		Client:      s.client(c),
 		RequestID:   requestID(c),
 	})
 	if out.Code() == "" {

@@ -2,9 +2,11 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -34,8 +36,10 @@ type orderJSON struct {
 	Items         []itemJSON    `json:"items"`
 	Payments      []paymentJSON `json:"payments"`
 	Invoice       *invoiceJSON  `json:"invoice"`
-	// AccessToken is in the answer to the order's creation only (and its
-	// replays): the customer's credential to read and cancel the order.
+	// AccessToken is in the answer to the order's creation only, and in
+	// its replays to the same client (placeOrder): the customer's
+	// credential to read and cancel the order. The stored answer never
+	// holds it.
 	AccessToken string `json:"access_token,omitempty"`
 }
 
@@ -68,7 +72,7 @@ func newOrderJSON(o *models.Order) orderJSON {
 	v := orderJSON{
 		ID: o.ID, Status: string(o.Status), CustomerEmail: o.CustomerEmail, Currency: o.Currency,
 		TotalAmount: o.TotalAmount, ExpiresAt: o.ExpiresAt.UTC(), PaidAt: utc(o.PaidAt),
-		Items: []itemJSON{}, Payments: []paymentJSON{}, AccessToken: o.AccessToken,
+		Items: []itemJSON{}, Payments: []paymentJSON{},
 	}
 	if inv := o.Invoice; inv != nil {
 		v.Invoice = &invoiceJSON{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt.UTC()}
@@ -98,9 +102,40 @@ func utc(t *time.Time) *time.Time {
 func (s *Server) createOrder(c echo.Context) error {
 	return runIdempotent(s, c, scopeOrdersCreate, "", orders.CreateRequest.Validate,
 		func(once idempotency.Once, req orders.CreateRequest) (idempotency.Response, error) {
-			req.Client = c.RealIP()
-			return s.deps.Orders.CreateOnce(c.Request().Context(), once, req, answerJSON(http.StatusCreated, newOrderJSON))
+			req.Client = s.client(c)
+			return s.placeOrder(c.Request().Context(), once, req)
 		})
+}
+
+// placeOrder creates req's order under once — the API's and the shop's
+// orders alike — and answers with its access token. The answer is
+// stored without the token: a replay derives it again, and adds it only
+// for the client that made the order (orders.Service.ReplayToken); to
+// anyone else who sends the same key and body, a replay is the same
+// answer without it.
+func (s *Server) placeOrder(ctx context.Context, once idempotency.Once, req orders.CreateRequest) (idempotency.Response, error) {
+	var token string // the new order's, from inside the transaction
+	resp, err := s.deps.Orders.CreateOnce(ctx, once, req, answerJSON(http.StatusCreated, func(o *models.Order) orderJSON {
+		token = o.AccessToken
+		return newOrderJSON(o)
+	}))
+	if err != nil || resp.Code != http.StatusCreated {
+		return resp, err
+	}
+	var v orderJSON
+	if err := json.Unmarshal(resp.Body, &v); err != nil {
+		return resp, fmt.Errorf("web: a stored order answer: %w", err)
+	}
+	if resp.Replayed {
+		if token, err = s.deps.Orders.ReplayToken(ctx, v.ID, req.Client); err != nil {
+			return resp, err
+		}
+	}
+	// Also drops a token from an answer stored before tokens were left
+	// out (migration 00020 removed those).
+	v.AccessToken = token
+	resp.Body, err = json.Marshal(v)
+	return resp, err
 }
 
 // runIdempotent is every JSON endpoint under an Idempotency-Key: read the

@@ -126,6 +126,16 @@ func TestRefundAPI(t *testing.T) {
 	if h := first.Header.Get("Idempotent-Replayed"); h != "" {
 		t.Errorf("the first answer says Idempotent-Replayed: %q", h)
 	}
+	// The job carries the refund record's id and the admin's request id,
+	// in fields of their own.
+	var payload string
+	c.db.Raw("SELECT convert_from(payload, 'UTF8') FROM outbox_messages WHERE task_type = ?", jobs.TaskRefundSend).Scan(&payload)
+	var args jobs.RefundArgs
+	if err := json.Unmarshal([]byte(payload), &args); err != nil || args.RefundRequestID != rec.ID ||
+		args.RequestID == "" || args.RequestID != first.Header.Get("X-Request-Id") {
+		t.Errorf("the refund:send payload %s (%v): want refund_request_id %d and the request's X-Request-Id %q",
+			payload, err, rec.ID, first.Header.Get("X-Request-Id"))
+	}
 
 	again := c.refundAPI(o.ID, key, body)
 	var replayed refundRecord

@@ -39,6 +39,7 @@ type (
 		CreateOnce(ctx context.Context, once idempotency.Once, req orders.CreateRequest, answer idempotency.Answer[*models.Order]) (idempotency.Response, error)
 		Get(ctx context.Context, id string) (*models.Order, error)
 		Open(ctx context.Context, id, token string, admin bool) (*models.Order, error)
+		ReplayToken(ctx context.Context, id, client string) (string, error)
 		Cancel(ctx context.Context, id, cause string) (*models.Order, error)
 		List(ctx context.Context, f orders.Filter) ([]models.Order, string, error)
 	}
@@ -66,10 +67,10 @@ type (
 	}
 	adminService interface {
 		Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error)
-		Reserve(ctx context.Context, email, remoteAddr string) (admins.Attempt, time.Duration, error)
+		Reserve(ctx context.Context, email, client string) (admins.Attempt, time.Duration, error)
 		Succeeded(ctx context.Context, a admins.Attempt) error
 		Record(ctx context.Context, a models.AdminAction) error
-		RecordRefusedLogin(ctx context.Context, email, remoteAddr, detail string) error
+		RecordRefusedLogin(ctx context.Context, email, client, detail string) error
 		ListActions(ctx context.Context, f admins.ActionFilter) ([]models.AdminAction, int64, error)
 	}
 	// checkoutService opens an order's hosted payment page at the
@@ -86,7 +87,7 @@ type (
 		RequestOnce(ctx context.Context, once idempotency.Once, r refunds.Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error)
 		Refundable(ctx context.Context, orderID, payment string) (refunds.Refundable, error)
 		Owed(ctx context.Context, orderID string) ([]refunds.Refundable, error)
-		Send(ctx context.Context, id int64) (*models.GatewayRequest, error)
+		Send(ctx context.Context, id int64, requestID string) (*models.GatewayRequest, error)
 	}
 	storyReader interface {
 		Order(ctx context.Context, id string) (*story.Order, error)

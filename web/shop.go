@@ -100,9 +100,9 @@ func (s *Server) checkout(c echo.Context) error {
 		if err != nil {
 			return idempotency.Response{}, err
 		}
-		return s.deps.Orders.CreateOnce(c.Request().Context(), once, orders.CreateRequest{
-			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: c.RealIP(),
-		}, answerJSON(http.StatusCreated, newOrderJSON))
+		return s.placeOrder(c.Request().Context(), once, orders.CreateRequest{
+			CustomerEmail: form.Email, Items: []orders.ItemRequest{{SKU: sku, Qty: qty}}, Client: s.client(c),
+		})
 	}
 	resp, err := place()
 	// The same form posted again while the first post still runs (two
@@ -131,6 +131,12 @@ func (s *Server) checkout(c echo.Context) error {
 	var created orderJSON
 	if err := json.Unmarshal(resp.Body, &created); err != nil {
 		return err
+	}
+	if created.AccessToken == "" {
+		// The same form posted again from another client (placeOrder):
+		// the order is made, but its token is for the one who made it.
+		form.Errors[""] = "This order was already placed from another connection. Open it there, or place a new one."
+		return s.catalog(c, http.StatusConflict, sku, form)
 	}
 	return seeOther(c, "/orders/"+url.PathEscape(created.ID)+"?t="+url.QueryEscape(created.AccessToken))
 }

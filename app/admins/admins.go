@@ -125,30 +125,33 @@ type Attempt struct {
 	Email string
 }
 
-// Reserve takes one attempt for email from remoteAddr, or says how long
-// to wait when MaxFailures failures (attempts in flight included) stand
-// within FailureWindow for the email or for the address. It counts in one
-// transaction that holds the email's and the address's advisory locks, so
+// Reserve takes one attempt for email from client, or says how long to
+// wait when MaxFailures failures (attempts in flight included) stand
+// within FailureWindow for the email or for the client. client is the
+// client's identity (an IPv4 address, or an IPv6 network: the web layer's
+// ClientIdentity), kept in the failure's remote_addr, so that a sender
+// cannot start afresh from each address of its /64. It counts in one
+// transaction that holds the email's and the client's advisory locks, so
 // N guesses sent at once let at most MaxFailures through to the password
 // check: the allowed number of bcrypt runs. The reserved row is the
 // failure; Succeeded takes it back. An email longer than MaxEmailBytes is
 // counted under its first MaxEmailBytes bytes, so that no input can make
 // the count's index refuse the row.
-func (s *Service) Reserve(ctx context.Context, email, remoteAddr string) (Attempt, time.Duration, error) {
+func (s *Service) Reserve(ctx context.Context, email, client string) (Attempt, time.Duration, error) {
 	now := s.now().UTC()
 	a := Attempt{Email: models.Truncate(normalize(email), MaxEmailBytes)}
-	remoteAddr = models.Truncate(remoteAddr, MaxEmailBytes)
+	client = models.Truncate(client, MaxEmailBytes)
 	var wait time.Duration
 	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
-		// Email first, then address, always: no two log-ins wait for each
+		// Email first, then client, always: no two log-ins wait for each
 		// other in opposite orders.
-		for _, key := range []string{"admin login email:" + a.Email, "admin login addr:" + remoteAddr} {
+		for _, key := range []string{"admin login email:" + a.Email, "admin login addr:" + client} {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", key).Error; err != nil {
 				return err
 			}
 		}
 		wait = 0
-		for _, by := range []struct{ column, value string }{{"email", a.Email}, {"remote_addr", remoteAddr}} {
+		for _, by := range []struct{ column, value string }{{"email", a.Email}, {"remote_addr", client}} {
 			// The MaxFailures-th most recent failure in the window: once it
 			// leaves the window, one more attempt is allowed.
 			var at []time.Time
@@ -165,7 +168,7 @@ func (s *Service) Reserve(ctx context.Context, email, remoteAddr string) (Attemp
 		if wait > 0 {
 			return nil
 		}
-		f := models.LoginFailure{Email: a.Email, RemoteAddr: remoteAddr, FailedAt: now}
+		f := models.LoginFailure{Email: a.Email, RemoteAddr: client, FailedAt: now}
 		if err := tx.Create(&f).Error; err != nil {
 			return err
 		}
@@ -179,8 +182,8 @@ func (s *Service) Reserve(ctx context.Context, email, remoteAddr string) (Attemp
 }
 
 // Succeeded takes back a reserved attempt that logged in, with the
-// email's other failures. The client address keeps its other failures:
-// one address guessing at many accounts stays limited.
+// email's other failures. The client keeps its other failures: one
+// client guessing at many accounts stays limited.
 func (s *Service) Succeeded(ctx context.Context, a Attempt) error {
 	err := s.db.WithContext(ctx).Where("email = ? OR id = ?", a.Email, a.ID).Delete(&models.LoginFailure{}).Error
 	if err != nil {
@@ -208,17 +211,19 @@ func (s *Service) Record(ctx context.Context, a models.AdminAction) error {
 }
 
 // RecordRefusedLogin counts a refused log-in (a wrong password, a
-// throttled or over-long attempt) in the one row of its client address
-// and FailureWindow: a stranger cannot grow the log by more than a row
-// per address and window, however much they send. The row keeps the last
-// email tried, and the last reason.
-func (s *Service) RecordRefusedLogin(ctx context.Context, email, remoteAddr, detail string) error {
+// throttled or over-long attempt) in the one row of its client and
+// FailureWindow: a stranger cannot grow the log by more than a row per
+// client and window, however much they send. client is as Reserve's
+// (an IPv6 sender's /64), and is the row's remote_addr: the row counts
+// every address of it; the access log has each request's own. The row
+// keeps the last email tried, and the last reason.
+func (s *Service) RecordRefusedLogin(ctx context.Context, email, client, detail string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	now := s.now().UTC()
 	window := now.Truncate(FailureWindow)
 	a := models.AdminAction{AdminEmail: email, Action: "login", Result: models.ActionRefused, Detail: detail,
-		RemoteAddr: remoteAddr, CreatedAt: now, Count: 1, WindowStart: &window}
+		RemoteAddr: client, CreatedAt: now, Count: 1, WindowStart: &window}
 	bound(&a)
 	err := s.db.WithContext(ctx).Exec(`
 INSERT INTO admin_actions (admin_email, action, target, result, detail, remote_addr, created_at, count, window_start)

@@ -23,12 +23,15 @@ import (
 
 // Defaults. DevSandboxSecret is public on purpose: it is for local use only,
 // and it is the one secret that is ever printed (with a warning).
+// DevOrderTokenSecret is public too, and used only where the sandbox
+// gateway runs (SANDBOX_GATEWAY=on: development and QA).
 const (
 	DefaultDatabaseURL    = "postgres://postgres:postgres@127.0.0.1:5432/sekali?sslmode=disable"
 	DefaultRedisURL       = "redis://127.0.0.1:6379/0"
 	DefaultHTTPAddr       = ":8080"
 	DefaultMetricsAddr    = ":9090"
 	DevSandboxSecret      = "whsec_c2VrYWxpLWRldmVsb3BtZW50LXdlYmhvb2stc2VjcmV0"
+	DevOrderTokenSecret   = "development-order-token-secret-public-never-in-production"
 	DefaultOrderTTL       = 15 * time.Minute
 	DefaultOrderMaxUnits  = 100
 	DefaultOpenPerClient  = 10
@@ -49,6 +52,16 @@ const (
 	DefaultMailFrom          = "Sekali <shop@example.com>"
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultSessionMax        = 12 * time.Hour
+)
+
+// CLIENT_IPV6_PREFIX: its default, a /64, is what one ordinary IPv6
+// customer is given (RFC 6177), so it is one client. Its least, a /32,
+// is what a whole provider is typically allocated: a shorter prefix
+// would count every customer of a carrier as one client, so that one of
+// them could lock all the others out. 128 counts each address alone.
+const (
+	DefaultClientIPv6Prefix = 64
+	MinClientIPv6Prefix     = 32
 )
 
 // DefaultDBMaxConns is DB_MAX_CONNS's default: four connections per core
@@ -127,6 +140,14 @@ type Config struct {
 	// sends the gateway the same request whichever host name or proxy it
 	// came through. Empty: the request's own scheme and Host (development).
 	PublicURL string
+	// OrderTokenKey (ORDER_TOKEN_SECRET) is the key an order's access
+	// token is derived from (an HMAC of the order id), so that a replay of
+	// its creation can show the token again without any copy of it being
+	// stored. Nil when unset, unless SANDBOX_GATEWAY is on: then
+	// DevOrderTokenSecret, and OrderTokenKeyIsDefault is true. The web
+	// role needs it (CheckWeb).
+	OrderTokenKey          []byte
+	OrderTokenKeyIsDefault bool
 	// SandboxGateway mounts the pretend payment gateway at /sandbox
 	// (SANDBOX_GATEWAY=on): for development and QA, never production.
 	SandboxGateway bool
@@ -137,8 +158,14 @@ type Config struct {
 	OrderTTL      time.Duration // ORDER_TTL
 	OrderMaxUnits int           // ORDER_MAX_UNITS: units of all items of one order, at most
 	// OpenOrdersPerClient (OPEN_ORDERS_PER_CLIENT) caps the unpaid orders
-	// one client address may hold at once; 0: no cap (the load tests).
+	// one client (ClientIPv6Prefix) may hold at once; 0: no cap (the load
+	// tests).
 	OpenOrdersPerClient int
+	// ClientIPv6Prefix (CLIENT_IPV6_PREFIX) is how many leading bits of
+	// an IPv6 address name one client for the per-client limits (open
+	// orders, the log-in throttle, the refused-delivery row budget): 64
+	// by default. IPv4 clients are counted by address.
+	ClientIPv6Prefix int
 	// TrustedProxies (TRUSTED_PROXIES) are the proxies whose
 	// X-Forwarded-For names the client: comma-separated IPs or CIDRs.
 	// None: the client is the connection's peer.
@@ -198,6 +225,7 @@ func Load(getenv func(string) string) (Config, error) {
 		PublicURL:           r.publicURL("PUBLIC_URL"),
 		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
 		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
+		ClientIPv6Prefix:    r.intBetween("CLIENT_IPV6_PREFIX", DefaultClientIPv6Prefix, MinClientIPv6Prefix, 128),
 		TrustedProxies:      r.networks("TRUSTED_PROXIES"),
 		RequestTimeout:      r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
 		AdminEmail:          r.str("ADMIN_EMAIL", DefaultAdminEmail),
@@ -227,6 +255,7 @@ func Load(getenv func(string) string) (Config, error) {
 		r.fail("MAIL_FROM", "%q is not an email address", c.MailFrom)
 	}
 	c.SandboxKeys, c.SandboxSecretIsDefault = r.secrets("SANDBOX_WEBHOOK_SECRET", DevSandboxSecret)
+	c.OrderTokenKey, c.OrderTokenKeyIsDefault = r.orderTokenKey("ORDER_TOKEN_SECRET", c.SandboxGateway)
 	if c.SandboxSecretIsDefault && !c.SandboxGateway {
 		// The development secret is public: it checks sandbox callbacks
 		// only where the sandbox gateway runs (development and QA).
@@ -270,6 +299,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("sandbox_secrets", len(c.SandboxKeys)),
 		slog.Bool("sandbox_secret_is_default", c.SandboxSecretIsDefault),
 		slog.Bool("sandbox_gateway", c.SandboxGateway),
+		slog.String("order_token_secret", orderTokenState(c)),
 		slog.String("midtrans_server_key", set(c.MidtransServerKey)),
 		slog.String("xendit_callback_token", set(c.XenditCallbackToken)),
 		slog.String("stripe_webhook_secret", set(c.StripeWebhookSecret)),
@@ -286,6 +316,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("order_ttl", c.OrderTTL.String()),
 		slog.Int("order_max_units", c.OrderMaxUnits),
 		slog.Int("open_orders_per_client", c.OpenOrdersPerClient),
+		slog.Int("client_ipv6_prefix", c.ClientIPv6Prefix),
 		slog.String("trusted_proxies", fmt.Sprint(c.TrustedProxies)),
 		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("admin_email", c.AdminEmail),
@@ -304,6 +335,49 @@ func (c Config) LogValue() slog.Value {
 		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),
 	)
+}
+
+func orderTokenState(c Config) string {
+	switch {
+	case c.OrderTokenKeyIsDefault:
+		return "development"
+	case len(c.OrderTokenKey) > 0:
+		return "set"
+	}
+	return "unset"
+}
+
+// CheckWeb reports what the web role cannot run without: the order
+// token secret, which the sandbox's development default stands in for
+// only with SANDBOX_GATEWAY=on (never in production). Other roles and
+// commands do not derive tokens, and do not need it.
+func (c Config) CheckWeb() error {
+	if len(c.OrderTokenKey) == 0 {
+		return fmt.Errorf("ORDER_TOKEN_SECRET: unset; the web role derives orders' access tokens from it: set %d or more random characters "+
+			"(openssl rand -base64 32), the same in every web process", MinOrderTokenSecret)
+	}
+	return nil
+}
+
+// MinOrderTokenSecret is the shortest ORDER_TOKEN_SECRET, in bytes: 32
+// random characters hold more than the tokens' 192 bits.
+const MinOrderTokenSecret = 32
+
+// orderTokenKey reads the order token secret; its text never appears in
+// an error. Unset, it is the public development secret where the sandbox
+// gateway runs (development and QA), else nil.
+func (r *reader) orderTokenKey(name string, sandbox bool) (key []byte, isDefault bool) {
+	v := r.str(name, "")
+	switch {
+	case v == "" && sandbox:
+		return []byte(DevOrderTokenSecret), true
+	case v == "":
+		return nil, false
+	case len(v) < MinOrderTokenSecret:
+		r.fail(name, "%d characters is too short: set %d or more random characters (openssl rand -base64 32)", len(v), MinOrderTokenSecret)
+		return nil, false
+	}
+	return []byte(v), false
 }
 
 // PoolURL is the URL the connection pool opens: DATABASE_URL with two
@@ -429,6 +503,17 @@ func (r *reader) intFrom(name string, def, least int) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < least {
 		r.fail(name, "%q is not a whole number, %d or more", v, least)
+		return def
+	}
+	return n
+}
+
+// intBetween reads a whole number from least to most.
+func (r *reader) intBetween(name string, def, least, most int) int {
+	v := r.str(name, strconv.Itoa(def))
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least || n > most {
+		r.fail(name, "%q is not a whole number from %d to %d", v, least, most)
 		return def
 	}
 	return n

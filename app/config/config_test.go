@@ -20,7 +20,7 @@ var allVars = []string{
 	"ORDER_TTL", "REQUEST_TIMEOUT", "ADMIN_EMAIL", "ADMIN_PASSWORD", "ADMIN_API_TOKEN",
 	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
 	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER", "OPEN_ORDERS_PER_CLIENT", "TRUSTED_PROXIES",
-	"PUBLIC_URL",
+	"PUBLIC_URL", "CLIENT_IPV6_PREFIX", "ORDER_TOKEN_SECRET",
 }
 
 func env(m map[string]string) func(string) string {
@@ -68,6 +68,9 @@ func TestLoadDefaults(t *testing.T) {
 			{"SessionLifetime", c.SessionLifetime, 12 * time.Hour},
 			{"CookieSecure", c.CookieSecure, true},
 			{"OrderMaxUnits", c.OrderMaxUnits, 100},
+			{"ClientIPv6Prefix", c.ClientIPv6Prefix, 64},
+			{"len(OrderTokenKey)", len(c.OrderTokenKey), 0}, // required by the web role: CheckWeb
+			{"OrderTokenKeyIsDefault", c.OrderTokenKeyIsDefault, false},
 			{"DatabaseListenURL", c.DatabaseListenURL, c.DatabaseURL},
 			{"DBPgBouncer", c.DBPgBouncer, false},
 			{"DBIdleInTransaction", c.DBIdleInTransaction, 30 * time.Second},
@@ -110,6 +113,8 @@ func TestLoadOverrides(t *testing.T) {
 		"OPEN_ORDERS_PER_CLIENT": "0",
 		"TRUSTED_PROXIES":        "10.0.0.0/8, 192.0.2.7",
 		"PUBLIC_URL":             "https://shop.example.com/",
+		"CLIENT_IPV6_PREFIX":     "56",
+		"ORDER_TOKEN_SECRET":     "w2v0bQk1r9Yt3n8ZcXeL4pHsA6uJfD7g",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -140,6 +145,9 @@ func TestLoadOverrides(t *testing.T) {
 		{"DatabaseListenURL", c.DatabaseListenURL, vars["DATABASE_LISTEN_URL"]},
 		{"DBPgBouncer", c.DBPgBouncer, true},
 		{"OpenOrdersPerClient", c.OpenOrdersPerClient, 0},
+		{"ClientIPv6Prefix", c.ClientIPv6Prefix, 56},
+		{"OrderTokenKey", string(c.OrderTokenKey), vars["ORDER_TOKEN_SECRET"]},
+		{"CheckWeb", c.CheckWeb(), nil},
 		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.0.2.7/32]"},
 		{"PublicURL", c.PublicURL, "https://shop.example.com"}, // without the trailing slash
 		{"PoolURL", c.PoolURL(), "postgresql://app:pw@db.internal:6432/shop?default_query_exec_mode=exec&sslmode=require"},
@@ -199,6 +207,11 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"COOKIE_SECURE", "maybe", ""},
 		{"ORDER_MAX_UNITS", "0", ""},
 		{"OPEN_ORDERS_PER_CLIENT", "-1", ""},
+		{"CLIENT_IPV6_PREFIX", "0", ""},
+		{"CLIENT_IPV6_PREFIX", "31", ""}, // a whole provider's allocation: one client
+		{"CLIENT_IPV6_PREFIX", "129", ""},
+		{"CLIENT_IPV6_PREFIX", "/64", ""},
+		{"ORDER_TOKEN_SECRET", "shortSecretText", "shortSecretText"},
 		{"TRUSTED_PROXIES", "10.0.0.0/33", ""},
 		{"TRUSTED_PROXIES", "cdn.example.com", ""},
 		{"PAYMENT_GATEWAY", "paypal", ""},
@@ -295,6 +308,7 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		xenditKey     = "xnd_development_8e21f"
 		stripeHook    = "whsec_stripe_6a7d2"
 		stripeKey     = "sk_test_b93c5"
+		orderTokens   = "order-token-secret-9f8e7d6c5b4a39281"
 	)
 	sandboxSecret := secret(sandboxKey)
 	vars := map[string]string{
@@ -309,6 +323,7 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		"XENDIT_SECRET_KEY":      xenditKey,
 		"STRIPE_WEBHOOK_SECRET":  stripeHook,
 		"STRIPE_SECRET_KEY":      stripeKey,
+		"ORDER_TOKEN_SECRET":     orderTokens,
 	}
 	c, err := config.Load(env(vars))
 	if err != nil {
@@ -316,15 +331,16 @@ func TestLogValueHidesSecrets(t *testing.T) {
 	}
 	secrets := []string{
 		adminPassword, apiToken, dbPassword, redisPassword, smtpPassword, sandboxKey, sandboxSecret,
-		midtransKey, xenditToken, xenditKey, stripeHook, stripeKey,
-		strings.TrimPrefix(sandboxSecret, "whsec_"), // also how a []byte key is written in JSON
+		midtransKey, xenditToken, xenditKey, stripeHook, stripeKey, orderTokens,
+		base64.StdEncoding.EncodeToString([]byte(orderTokens)), // a []byte in JSON
+		strings.TrimPrefix(sandboxSecret, "whsec_"),            // also how a []byte key is written in JSON
 	}
 	for name, v := range map[string]any{"value": c, "pointer": &c} {
 		var buf bytes.Buffer
 		slog.New(slog.NewJSONHandler(&buf, nil)).Info("starting", "config", v)
 		out := buf.String()
 		// The line must actually carry the config, or the checks below prove nothing.
-		for _, want := range []string{"db.internal", "cache.internal", "mail.internal", "admin_password", "stripe_secret_key",
+		for _, want := range []string{"db.internal", "cache.internal", "mail.internal", "admin_password", "stripe_secret_key", `"order_token_secret":"set"`,
 			`"order_ttl":"15m0s"`} { // durations as people write them, not nanoseconds
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: log line lacks %q: %s", name, want, out)
@@ -424,6 +440,35 @@ func TestDevelopmentSecretOnlyWithTheSandboxGateway(t *testing.T) {
 	}
 	if c.SandboxSecretIsDefault || len(c.SandboxKeys) != 1 || string(c.SandboxKeys[0]) != "own" {
 		t.Errorf("a secret of its own: default %v, keys %q", c.SandboxSecretIsDefault, c.SandboxKeys)
+	}
+}
+
+// Order access tokens are derived from ORDER_TOKEN_SECRET, which the web
+// role cannot run without: its public development default stands in only
+// where the sandbox gateway runs.
+func TestOrderTokenSecretRequiredByTheWebRole(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckWeb(); err == nil || !strings.HasPrefix(err.Error(), "ORDER_TOKEN_SECRET: ") {
+		t.Errorf("CheckWeb without ORDER_TOKEN_SECRET: %v, want an error naming it", err)
+	}
+	c, err = config.Load(env(map[string]string{"SANDBOX_GATEWAY": "on"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.OrderTokenKeyIsDefault || string(c.OrderTokenKey) != config.DevOrderTokenSecret || c.CheckWeb() != nil {
+		t.Errorf("SANDBOX_GATEWAY=on without a secret: default %v, CheckWeb %v; want the development secret", c.OrderTokenKeyIsDefault, c.CheckWeb())
+	}
+	own := strings.Repeat("k", config.MinOrderTokenSecret)
+	c, err = config.Load(env(map[string]string{"SANDBOX_GATEWAY": "on", "ORDER_TOKEN_SECRET": own}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OrderTokenKeyIsDefault || string(c.OrderTokenKey) != own {
+		t.Errorf("a secret of its own: default %v, key %q", c.OrderTokenKeyIsDefault, c.OrderTokenKey)
 	}
 }
 

@@ -51,9 +51,10 @@ func New(db *gorm.DB, now func() time.Time, requestTimeout time.Duration) *Keys 
 
 // MinKeyLength is the shortest key accepted. A key is a capability:
 // whoever sends it again with the same body gets the stored answer — an
-// order's answer carries its access token, which reads and cancels the
-// order. So keys must be hard to guess: random, as the shop's forms and
-// the docs make them (a UUID has 36 characters), never a word such as
+// order's answer names the order (and carries its access token for the
+// client that made it, who may share an address with others). So keys
+// must be hard to guess: random, as the shop's forms and the docs make
+// them (a UUID has 36 characters), never a word such as
 // "my-first-order".
 const MinKeyLength = 16
 
@@ -78,7 +79,7 @@ func ParseKey(header string) (string, error) {
 	}
 	if len(key) < MinKeyLength {
 		return "", models.Errorf(models.EIdempotencyTooShort, "the Idempotency-Key must be at least %d characters, and random "+
-			"(a UUID will do): whoever sends a key again with the same body gets its answer, the order's access token included", MinKeyLength)
+			"(a UUID will do): whoever sends a key again with the same body gets its answer", MinKeyLength)
 	}
 	return key, nil
 }

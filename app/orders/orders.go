@@ -7,6 +7,7 @@ package orders
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -49,9 +50,15 @@ type Service struct {
 	// buyer cannot hold a product's whole stock while not paying
 	// (ORDER_MAX_UNITS).
 	MaxUnits int64
-	// OpenPerClient caps the unpaid orders one client address may hold at
-	// once (OPEN_ORDERS_PER_CLIENT); 0: no cap.
+	// OpenPerClient caps the unpaid orders one client may hold at once
+	// (OPEN_ORDERS_PER_CLIENT); 0: no cap.
 	OpenPerClient int
+	// TokenKey is the key access tokens are derived from
+	// (ORDER_TOKEN_SECRET, the same in every web process). NewService
+	// sets a random key of this process's own, for tests: the tokens it
+	// derives open their orders anywhere (their hash is stored), but
+	// another process cannot derive them again for a replay.
+	TokenKey []byte
 }
 
 // Tasks makes the outbox row of the task that expires an order at its
@@ -63,15 +70,19 @@ type Tasks interface {
 // NewService returns the orders service. now is the clock; ttl is how long
 // a pending order holds its stock; tasks writes its expiry.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, ttl time.Duration, tasks Tasks) *Service {
-	return &Service{db: db, log: log, now: now, ttl: ttl, tasks: tasks, MaxUnits: DefaultMaxUnits}
+	key := make([]byte, 32)
+	rand.Read(key)
+	return &Service{db: db, log: log, now: now, ttl: ttl, tasks: tasks, MaxUnits: DefaultMaxUnits, TokenKey: key}
 }
 
 // CreateRequest is the body of POST /api/orders.
 type CreateRequest struct {
 	CustomerEmail string        `json:"customer_email"`
 	Items         []ItemRequest `json:"items"`
-	// Client is the address of the client asking, set by the web layer
-	// (not part of the body): the one whose unpaid orders are counted.
+	// Client is who is asking, set by the web layer (not part of the
+	// body): the client identity of its address (an IPv4 address, an
+	// IPv6 /64; web.ClientIdentity), or a fork's customer account. Its
+	// unpaid orders are counted, and it is kept as orders.client_addr.
 	Client string `json:"-"`
 }
 
@@ -155,17 +166,19 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 	}
 
 	now := s.now().UTC().Truncate(time.Microsecond) // as PostgreSQL stores it
-	token := NewAccessToken()
+	id, nonce := models.NewOrderID(now), rand.Text()
+	token := AccessToken(s.TokenKey, id, nonce)
 	o := &models.Order{
-		ClientAddr:      models.Truncate(req.Client, 255),
-		ID:              models.NewOrderID(now),
-		CustomerEmail:   req.CustomerEmail,
-		Status:          models.OrderPending,
-		ExpiresAt:       now.Add(s.ttl),
-		CreatedAt:       now,
-		UpdatedAt:       now,
-		AccessToken:     token,
-		AccessTokenHash: HashAccessToken(token),
+		ClientAddr:       models.Truncate(req.Client, 255),
+		ID:               id,
+		CustomerEmail:    req.CustomerEmail,
+		Status:           models.OrderPending,
+		ExpiresAt:        now.Add(s.ttl),
+		CreatedAt:        now,
+		UpdatedAt:        now,
+		AccessToken:      token,
+		AccessTokenHash:  HashAccessToken(token),
+		AccessTokenNonce: nonce,
 	}
 	err := tx.Transaction(func(tx *gorm.DB) error {
 		if err := s.checkOpenOrders(tx, o.ClientAddr, now); err != nil {
@@ -223,7 +236,7 @@ func (s *Service) CreateTx(tx *gorm.DB, req CreateRequest) (*models.Order, error
 
 // checkOpenOrders refuses an order from a client that already holds
 // OpenPerClient unpaid orders that have not expired. It counts under an
-// advisory lock of the client's address, taken in the order's
+// advisory lock of the client, taken in the order's
 // transaction, so that orders sent at once from one client are counted
 // one after the other and the cap holds exactly.
 func (s *Service) checkOpenOrders(tx *gorm.DB, client string, now time.Time) error {
@@ -260,16 +273,24 @@ func missing(skus []string, found []models.Product) string {
 	return strings.Join(out, ", ")
 }
 
-// NewAccessToken returns a fresh order access token: 192 bits from
-// crypto/rand, base64url.
-func NewAccessToken() string {
-	b := make([]byte, 24)
-	rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+// AccessToken is the access token of order id with nonce (random per
+// order, kept in orders.access_token_nonce) under key
+// (ORDER_TOKEN_SECRET): the first 192 bits of HMAC-SHA256(key, label ‖
+// id ‖ nonce), base64url. Derived rather than drawn, so that a replay of
+// the order's creation can show it again while no copy of it is kept —
+// not in the order, not in the stored answer. Deriving it takes the
+// secret and the database's nonce: neither alone (an order id is no
+// secret). Orders made before tokens were derived keep their random
+// ones; only the hash is ever compared.
+func AccessToken(key []byte, id, nonce string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("order access token\x00" + id + "\x00" + nonce))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:24])
 }
 
-// HashAccessToken is what is stored of a token. A token has 192 random
-// bits, so one SHA-256 is enough: there is nothing to guess slowly.
+// HashAccessToken is what is stored of a token. A token has 192 bits
+// that cannot be guessed, so one SHA-256 is enough: there is nothing to
+// guess slowly.
 func HashAccessToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
@@ -283,6 +304,37 @@ func TokenOpens(o *models.Order, token string) bool {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(HashAccessToken(token)), []byte(o.AccessTokenHash)) == 1
+}
+
+// ReplayToken is the access token that a replay of order id's creation
+// under its Idempotency-Key shows to client: derived again, for the
+// client that made the order only (orders.client_addr; the web layer's
+// client identity), and only when it is the token whose hash the order
+// keeps. Anyone else who sends the same key and body gets the same
+// answer without the token, and so does the order's own client when
+// the token cannot be derived again: an order made before tokens were
+// derived (no nonce), or under another ORDER_TOKEN_SECRET.
+func (s *Service) ReplayToken(ctx context.Context, id, client string) (string, error) {
+	client = models.Truncate(client, 255) // as CreateTx keeps it
+	if client == "" || !models.ValidOrderID(id) {
+		return "", nil
+	}
+	var o models.Order
+	err := s.db.WithContext(ctx).Select("id", "access_token_hash", "access_token_nonce", "client_addr").Take(&o, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("orders.ReplayToken: %w", store.Classify(err))
+	}
+	if o.ClientAddr != client || o.AccessTokenNonce == "" {
+		return "", nil
+	}
+	token := AccessToken(s.TokenKey, id, o.AccessTokenNonce)
+	if !TokenOpens(&o, token) {
+		return "", nil
+	}
+	return token, nil
 }
 
 // Open returns the order when token is its access token (or admin is

@@ -279,7 +279,7 @@ func TestCreateReservesStockAndSchedulesExpiry(t *testing.T) {
 	if o.AccessToken == "" || !orders.TokenOpens(stored, o.AccessToken) {
 		t.Errorf("the token Create returned (%q) does not open the stored order", o.AccessToken)
 	}
-	if orders.TokenOpens(stored, orders.NewAccessToken()) || orders.TokenOpens(stored, "") {
+	if orders.TokenOpens(stored, orders.AccessToken([]byte("another key"), o.ID, stored.AccessTokenNonce)) || orders.TokenOpens(stored, "") {
 		t.Error("a wrong or empty token opens the order")
 	}
 	if n := e.count("orders", "row_to_json(orders)::text LIKE ?", "%"+o.AccessToken+"%"); n != 0 {
@@ -364,7 +364,7 @@ func TestOpenNeedsTheTokenOrAdmin(t *testing.T) {
 
 	unknown := models.NewOrderID(e.clock.Now())
 	for _, c := range []struct{ what, id, token string }{
-		{"a wrong token", o.ID, orders.NewAccessToken()},
+		{"a wrong token", o.ID, orders.AccessToken([]byte("another key"), o.ID, "")},
 		{"no token", o.ID, ""},
 		{"an unknown id", unknown, o.AccessToken},
 		{"a malformed id", "ORD-nope", o.AccessToken},
@@ -387,6 +387,86 @@ func TestOpenNeedsTheTokenOrAdmin(t *testing.T) {
 	wantCode(t, err, models.ENotFound, "an order without a token, opened with none")
 	if _, err := e.s.Open(ctx, o.ID, "", true); err != nil {
 		t.Errorf("admin opening an order without a token: %v", err)
+	}
+}
+
+// An access token is derived from the order id and its random nonce
+// under the service's key: another key, id or nonce derives another
+// token; it has 192 bits in base64url; and it is the token Create hands
+// out, while the order keeps its nonce and hash only.
+func TestAccessTokenIsDerived(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.product("MUG", 75_000, 10)
+	o := e.order(request("ayu@example.com", item("MUG", 1)))
+	var stored models.Order
+	if err := e.db.Take(&stored, "id = ?", o.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	key, nonce := e.s.TokenKey, stored.AccessTokenNonce
+	if len(nonce) < 22 || o.AccessToken != orders.AccessToken(key, o.ID, nonce) {
+		t.Errorf("Create's token %q, nonce %q: want AccessToken(key, id, a random nonce)", o.AccessToken, nonce)
+	}
+	if len(o.AccessToken) != 32 || strings.Trim(o.AccessToken, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		t.Errorf("token %q: want 32 base64url characters (192 bits)", o.AccessToken)
+	}
+	for what, token := range map[string]string{
+		"another key":   orders.AccessToken([]byte("another key"), o.ID, nonce),
+		"another id":    orders.AccessToken(key, models.NewOrderID(e.clock.Now()), nonce),
+		"another nonce": orders.AccessToken(key, o.ID, nonce+"x"),
+		"no nonce":      orders.AccessToken(key, o.ID, ""),
+	} {
+		if token == o.AccessToken {
+			t.Errorf("%s derives the same token", what)
+		}
+	}
+	o2 := e.order(request("ayu@example.com", item("MUG", 1)))
+	var nonce2 string
+	e.db.Raw("SELECT access_token_nonce FROM orders WHERE id = ?", o2.ID).Scan(&nonce2)
+	if nonce2 == nonce {
+		t.Errorf("two orders share the nonce %q", nonce)
+	}
+}
+
+// A replay of an order's creation shows the token again to the client
+// that made the order only, and only the token whose hash the order
+// keeps: not to another client, not for an order whose token was random
+// (made before tokens were derived) or derived under another key.
+func TestReplayTokenIsForTheOrdersClientOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.product("MUG", 75_000, 10)
+	req := request("ayu@example.com", item("MUG", 1))
+	req.Client = "2001:db8:1:2::/64"
+	o := e.order(req)
+	ctx := t.Context()
+	replay := func(s *orders.Service, id, client string) string {
+		t.Helper()
+		token, err := s.ReplayToken(ctx, id, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != o.AccessToken {
+		t.Errorf("the order's own client: %q, want its token %q", got, o.AccessToken)
+	}
+	for what, client := range map[string]string{"another client": "2001:db8:1:3::/64", "no client": ""} {
+		if got := replay(e.s, o.ID, client); got != "" {
+			t.Errorf("%s: %q, want no token", what, got)
+		}
+	}
+	if got := replay(e.s, models.NewOrderID(e.clock.Now()), "2001:db8:1:2::/64"); got != "" {
+		t.Errorf("an unknown order: %q, want no token", got)
+	}
+	rotated := orders.NewService(e.db, testenv.Logger(t), e.clock.Now, ttl, jobs.Tasks{}) // a key of its own
+	if got := replay(rotated, o.ID, "2001:db8:1:2::/64"); got != "" {
+		t.Errorf("under another key: %q, want no token (it would not open the order)", got)
+	}
+	e.exec("UPDATE orders SET access_token_hash = ?, access_token_nonce = '' WHERE id = ?",
+		orders.HashAccessToken("a random token of an older order"), o.ID)
+	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != "" {
+		t.Errorf("an order from before derived tokens: %q, want no token", got)
 	}
 }
 

@@ -135,7 +135,7 @@ func TestRefusedDeliveriesCostBoundedRows(t *testing.T) {
 		N          int64
 	}
 	db.Raw("SELECT remote_addr, count(*) AS n FROM callback_deliveries GROUP BY remote_addr ORDER BY remote_addr").Scan(&byAddr)
-	want := fmt.Sprint([]any{map[string]any{"198.51.100.5": 1}, map[string]any{"203.0.113.66": refusedPerAddress}})
+	want := fmt.Sprint([]any{map[string]any{"198.51.100.5": 1}, map[string]any{"203.0.113.66": refusedPerClient}})
 	got := []any{}
 	for _, r := range byAddr {
 		got = append(got, map[string]any{r.RemoteAddr: int(r.N)})
@@ -146,8 +146,40 @@ func TestRefusedDeliveriesCostBoundedRows(t *testing.T) {
 	if n := testutil.ToFloat64(m.Callbacks.WithLabelValues("sandbox", models.EInvalidPayload)); n != 501 {
 		t.Errorf("sekali_callbacks_total{result=invalid_payload} = %v, want every one of the 501", n)
 	}
-	if n := testutil.ToFloat64(m.RefusedRowsSkipped); n != 500-refusedPerAddress {
-		t.Errorf("skipped rows counted %v, want %d", n, 500-refusedPerAddress)
+	if n := testutil.ToFloat64(m.RefusedRowsSkipped); n != 500-refusedPerClient {
+		t.Errorf("skipped rows counted %v, want %d", n, 500-refusedPerClient)
+	}
+}
+
+// A sender with an IPv6 /64 has 2^64 addresses to send from: the budget
+// counts the client the web layer names (Delivery.Client, the /64), so
+// refused deliveries from a new address each still cost at most the
+// client's budget of rows, and each row keeps its own address.
+func TestRefusalBudgetCountsTheClientNotTheAddress(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	m := metrics.New()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) // one minute: the budget is not renewed meanwhile
+	s := NewService(db, testenv.Logger(t), func() time.Time { return at }, m, jobs.Tasks{}, testProvider{})
+	const sent = refusedPerClient + 40
+	for i := range sent {
+		out := s.Receive(context.Background(), Delivery{Provider: "sandbox", Body: strings.NewReader("{"),
+			ContentType: "application/json", Header: http.Header{},
+			RemoteAddr: fmt.Sprintf("2001:db8:1:2::%x", i+1), Client: "2001:db8:1:2::/64"})
+		if out.Status() != 400 {
+			t.Fatalf("a malformed body: %d %s, want 400", out.Status(), out.Result)
+		}
+	}
+	s.Close() // writes what is queued
+	var rows, addrs, others int64
+	db.Raw("SELECT count(*), count(DISTINCT remote_addr), count(*) FILTER (WHERE remote_addr NOT LIKE '2001:db8:1:2::%') FROM callback_deliveries").
+		Row().Scan(&rows, &addrs, &others)
+	if rows != refusedPerClient || addrs != refusedPerClient || others != 0 {
+		t.Errorf("%d rows from %d addresses (%d outside the /64); want the client's budget, %d, each with its own address",
+			rows, addrs, others, refusedPerClient)
+	}
+	if n := testutil.ToFloat64(m.RefusedRowsSkipped); n != sent-refusedPerClient {
+		t.Errorf("skipped rows counted %v, want %d", n, sent-refusedPerClient)
 	}
 }
 
@@ -156,7 +188,7 @@ func TestRefusalBudgetResetsEachMinute(t *testing.T) {
 	t.Parallel()
 	b := newRefusalBudget()
 	now := time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
-	for i := range refusedPerAddress {
+	for i := range refusedPerClient {
 		if !b.allow("a", now) {
 			t.Fatalf("row %d refused within the budget", i+1)
 		}

@@ -6,6 +6,7 @@
 package payments
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,8 +140,11 @@ type Delivery struct {
 	Header      http.Header
 	Body        io.Reader
 	ContentType string
-	RemoteAddr  string
-	RequestID   string
+	RemoteAddr  string // the sender's address, as its row and log show it
+	// Client is who the budget of refused rows counts the sender as (an
+	// IPv6 /64 is one client, see web.ClientIdentity); RemoteAddr when "".
+	Client    string
+	RequestID string
 }
 
 // Result is what became of a delivery: processed, stale, duplicate,
@@ -251,7 +255,7 @@ type Service struct {
 	relays *outbox.Notifier
 	// parsed remembers the events of recent bodies.
 	parsed *parsedBodies
-	// refusals rations the rows of refused deliveries per client address.
+	// refusals rations the rows of refused deliveries per client.
 	refusals *refusalBudget
 	metrics  *metrics.Set
 }
@@ -299,7 +303,7 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	out.Provider = p.Name()
 	switch {
 	case out.recorded: // written inside the applying transaction
-	case out.Result == Refused && !s.refusals.allow(d.RemoteAddr, s.now()):
+	case out.Result == Refused && !s.refusals.allow(cmp.Or(d.Client, d.RemoteAddr), s.now()):
 		s.metrics.RefusedRowsSkipped.Inc() // over the budget: counted, not written (refusals.go)
 	default:
 		s.deliveries.add(ctx, models.CallbackDelivery{

@@ -31,9 +31,10 @@ import (
 const MaxReason = 500
 
 // Tasks is what the service needs of the job system: the outbox row of
-// the job that sends refund request id of order orderID.
+// the job that sends refund record refundRequestID of order orderID,
+// asked for by the admin's HTTP request requestID.
 type Tasks interface {
-	Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage
+	Refund(refundRequestID int64, orderID, requestID string, now time.Time) models.OutboxMessage
 }
 
 // answerApplier applies a gateway's answer as its notification would be
@@ -79,6 +80,10 @@ type Request struct {
 	Amount string
 	Reason string
 	Admin  string // who asks: an admin's email, or "api"
+	// RequestID is the id of the HTTP request that asks: its job and
+	// their log lines carry it, so that one search follows the refund
+	// from the admin's button to the gateway.
+	RequestID string
 }
 
 // decimal is what an amount may look like: digits, and a fraction.
@@ -172,7 +177,7 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 		if err := tx.Create(&req).Error; err != nil {
 			return store.Classify(err)
 		}
-		return outbox.Add(tx, s.tasks.Refund(req.ID, o.ID, s.now()))
+		return outbox.Add(tx, s.tasks.Refund(req.ID, o.ID, r.RequestID, s.now()))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("refunds.Request: %w", err)

@@ -182,21 +182,21 @@ func TestRefundHalfThenTheRest(t *testing.T) {
 	if queued != 1 {
 		t.Fatalf("%d refund:send tasks in the outbox, want 1", queued)
 	}
-	done, err := e.refunds.Send(context.Background(), first.ID)
+	done, err := e.refunds.Send(context.Background(), first.ID, "req-test")
 	if err != nil || done.Phase != models.GatewayDone || done.ProviderObjectID != "rf-1" {
 		t.Fatalf("send: %+v, %v", done, err)
 	}
 	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 50000 || n != 1 {
 		t.Fatalf("after half: %s, refunded %d, %d refunds; want partially_refunded, 50000, 1", status, refunded, n)
 	}
-	if _, err := e.refunds.Send(context.Background(), first.ID); err != nil || e.gw.calls.Load() != 1 {
+	if _, err := e.refunds.Send(context.Background(), first.ID, "req-test"); err != nil || e.gw.calls.Load() != 1 {
 		t.Fatalf("send again: %v, %d calls; want nothing asked", err, e.gw.calls.Load())
 	}
 	rest := e.mustAsk("") // all that is left
 	if rest.Amount != 50000 || rest.IdempotencyKey != e.orderID+"-R2" {
 		t.Fatalf("the rest: %+v", rest)
 	}
-	if _, err := e.refunds.Send(context.Background(), rest.ID); err != nil {
+	if _, err := e.refunds.Send(context.Background(), rest.ID, "req-test"); err != nil {
 		t.Fatal(err)
 	}
 	if status, refunded, n := e.state(); status != models.OrderRefunded || refunded != price || n != 2 {
@@ -268,7 +268,7 @@ func TestTwoAdminsAtOnceRefundOnce(t *testing.T) {
 	if len(rs) != 1 {
 		t.Fatalf("%d refund records, want 1", len(rs))
 	}
-	if _, err := e.refunds.Send(context.Background(), rs[0].ID); err != nil {
+	if _, err := e.refunds.Send(context.Background(), rs[0].ID, "req-test"); err != nil {
 		t.Fatal(err)
 	}
 	if status, refunded, n := e.state(); status != models.OrderRefunded || refunded != price || n != 1 || e.gw.made() != 1 {
@@ -294,7 +294,7 @@ func TestConcurrentSendsCallOnce(t *testing.T) {
 	for i := range errs {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = e.refunds.Send(context.Background(), r.ID)
+			_, errs[i] = e.refunds.Send(context.Background(), r.ID, "req-test")
 			returned.Add(1)
 		})
 	}
@@ -334,7 +334,7 @@ func TestLostAnswerIsRepeatedWithTheSameKey(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := e.refunds.Send(context.Background(), r.ID); !errors.Is(err, refunds.ErrUnanswered) {
+	if _, err := e.refunds.Send(context.Background(), r.ID, "req-test"); !errors.Is(err, refunds.ErrUnanswered) {
 		t.Fatalf("first send: %v, want ErrUnanswered", err)
 	}
 	var row models.GatewayRequest
@@ -345,13 +345,13 @@ func TestLostAnswerIsRepeatedWithTheSameKey(t *testing.T) {
 	if _, _, n := e.state(); n != 0 {
 		t.Fatalf("%d refunds recorded before the answer", n)
 	}
-	if _, err := e.refunds.Send(context.Background(), r.ID); !errors.Is(err, refunds.ErrBusy) {
+	if _, err := e.refunds.Send(context.Background(), r.ID, "req-test"); !errors.Is(err, refunds.ErrBusy) {
 		t.Fatalf("send within the lease: %v, want ErrBusy", err)
 	}
 	var done *models.GatewayRequest
 	testenv.Eventually(t, "the repeat after the lease", func() bool {
 		var err error
-		done, err = e.refunds.Send(context.Background(), r.ID)
+		done, err = e.refunds.Send(context.Background(), r.ID, "req-test")
 		return err == nil
 	})
 	keys := e.gw.keys
@@ -376,7 +376,7 @@ func TestNotificationAndAnswerConverge(t *testing.T) {
 	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 25000 || n != 1 {
 		t.Fatalf("after the notification: %s, refunded %d, %d rows", status, refunded, n)
 	}
-	done, err := e.refunds.Send(context.Background(), r.ID)
+	done, err := e.refunds.Send(context.Background(), r.ID, "req-test")
 	if err != nil || done.Phase != models.GatewayDone {
 		t.Fatalf("send: %+v, %v", done, err)
 	}
@@ -397,7 +397,7 @@ func TestRefusedRefundFails(t *testing.T) {
 	e := newEnv(t)
 	r := e.mustAsk("")
 	e.gw.refuse = &outbound.Refused{Status: 400, Message: "charge already refunded"}
-	failed, err := e.refunds.Send(context.Background(), r.ID)
+	failed, err := e.refunds.Send(context.Background(), r.ID, "req-test")
 	if err != nil || failed.Phase != models.GatewayFailed || failed.LastError == "" {
 		t.Fatalf("send: %+v, %v; want failed with the gateway's words", failed, err)
 	}
@@ -496,7 +496,7 @@ func TestRefundASecondCharge(t *testing.T) {
 	if own, err := e.refunds.Refundable(ctx, e.orderID, ""); err != nil || own.Left != price || own.Payment != e.charge() {
 		t.Errorf("the order's own charge: %+v, %v; want all of %s left", own, err, e.charge())
 	}
-	if _, err := e.refunds.Send(ctx, r.ID); err != nil {
+	if _, err := e.refunds.Send(ctx, r.ID, "req-test"); err != nil {
 		t.Fatal(err)
 	}
 	var o models.Order

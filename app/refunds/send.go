@@ -27,8 +27,10 @@ var ErrUnanswered = errors.New("refunds: the gateway did not answer")
 // "no"), or left sent — ErrUnanswered — when the answer is unknown. A
 // refund that is over is returned as it is. Safe to call again and from
 // many processes: only the holder of the row's lease calls, and a repeat
-// carries the same key.
-func (s *Service) Send(ctx context.Context, id int64) (*models.GatewayRequest, error) {
+// carries the same key. requestID is the request this send is for, which
+// its log lines carry: the admin's that asked for the refund (its job
+// passes it on), or the one pressing "Send again now".
+func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models.GatewayRequest, error) {
 	r, err := s.get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -52,7 +54,7 @@ func (s *Service) Send(ctx context.Context, id int64) (*models.GatewayRequest, e
 		return nil, ErrBusy
 	}
 	log := s.log.With("provider", r.Provider, "order_id", r.OrderID, "idempotency_key", r.IdempotencyKey,
-		"refund_request_id", r.ID, "attempt", r.Attempts)
+		"request_id", requestID, "refund_request_id", r.ID, "attempt", r.Attempts)
 	callCtx, cancel := context.WithTimeout(ctx, s.CallTimeout)
 	defer cancel()
 	answer, err := refunder.Refund(callCtx, outbound.RefundRequest{OrderID: r.OrderID, Key: r.IdempotencyKey,

@@ -82,7 +82,7 @@ type Reader struct {
 type Tasks interface {
 	Expire(orderID string, expiresAt time.Time) models.OutboxMessage
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
-	Refund(requestID int64, orderID string, now time.Time) models.OutboxMessage
+	Refund(refundRequestID int64, orderID, requestID string, now time.Time) models.OutboxMessage
 	RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
 }
 
@@ -126,7 +126,7 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 	keys := r.taskIDs(id)
 	for _, g := range s.GatewayRequests {
 		if g.Kind == models.GatewayRefund {
-			keys = append(keys, r.tasks.Refund(g.ID, id, time.Time{}).TaskID)
+			keys = append(keys, r.tasks.Refund(g.ID, id, "", time.Time{}).TaskID)
 		}
 	}
 	emailKeys := []string{mail.Key(mail.OrderPaid, id)}

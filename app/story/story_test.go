@@ -532,7 +532,7 @@ func TestOrderStoryShowsARefundAndItsJob(t *testing.T) {
 	if err := w.db.Create(&r).Error; err != nil {
 		t.Fatal(err)
 	}
-	task := jobs.Tasks{}.Refund(r.ID, o.ID, time.Now())
+	task := jobs.Tasks{}.Refund(r.ID, o.ID, "req-1", time.Now())
 	if err := w.db.Create(&task).Error; err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,9 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
+// OrderTokenSecret is the ORDER_TOKEN_SECRET of the servers tests start.
+const OrderTokenSecret = "test-order-token-secret-0123456789abcdef"
+
 // SandboxSecret is the sandbox secret tests sign with; SandboxKey is its key.
 const SandboxSecret = "whsec_dGVzdC1zYW5kYm94LXNlY3JldC1mb3Itc2VrYWxp"
 

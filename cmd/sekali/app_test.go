@@ -64,6 +64,7 @@ func newTestApp(t *testing.T, env map[string]string) *testApp {
 	a := &testApp{env: map[string]string{
 		"HTTP_ADDR":              "127.0.0.1:0",
 		"SANDBOX_WEBHOOK_SECRET": testenv.SandboxSecret,
+		"ORDER_TOKEN_SECRET":     testenv.OrderTokenSecret,
 		"LOG_LEVEL":              "warn", // what went wrong, into the test's log
 		"DB_MAX_CONNS":           "10",
 		// Every test speaks from 127.0.0.1, many with hundreds of orders:

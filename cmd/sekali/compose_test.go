@@ -182,6 +182,10 @@ func checkSekaliEnv(t *testing.T, service string, env, want map[string]string) {
 	if !cfg.SandboxSecretIsDefault {
 		t.Errorf("%s sets SANDBOX_WEBHOOK_SECRET; leave it unset so the public development secret is used", service)
 	}
+	if err := cfg.CheckWeb(); err != nil || !cfg.OrderTokenKeyIsDefault {
+		t.Errorf("%s: the web role's order token secret: %v (development default %v); leave ORDER_TOKEN_SECRET unset, "+
+			"so that with SANDBOX_GATEWAY=on the public development secret is used", service, err, cfg.OrderTokenKeyIsDefault)
+	}
 }
 
 // The image is built once, by one service, and run by name by the others:

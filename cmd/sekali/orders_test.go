@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -102,6 +106,91 @@ func TestOrderNeedsItsAccessToken(t *testing.T) {
 	}
 }
 
+// An order's access token leaves no copy in the database: not in the
+// order (its hash and nonce only), not in the answer stored under its
+// Idempotency-Key (a replay derives the token again, and shows it only to
+// the client that made the order), not in the payment confirmation email
+// kept for it. The test pays an API order and a shop order, replays each
+// from another client, waits for both emails to go out, then reads every
+// row of every table for the tokens.
+func TestNoPlainTokenInTheDatabase(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, map[string]string{"TRUSTED_PROXIES": "127.0.0.1"})
+	sku := a.newProduct(t, 150000, 10)
+	from := func(addr string, h http.Header) http.Header { h.Set("X-Forwarded-For", addr); return h }
+
+	key := randomKey()
+	body := []byte(fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":1}]}`, sku))
+	order := func(addr string) response {
+		return a.do(t, "POST", "/api/orders", from(addr, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}), body)
+	}
+	created := order("203.0.113.7")
+	apiID, apiToken := created.str("id"), created.str("access_token")
+	if created.Status != http.StatusCreated || apiToken == "" {
+		t.Fatalf("the order: %d %s", created.Status, created.Body)
+	}
+	if r := order("198.51.100.9"); r.Status != http.StatusCreated || r.str("id") != apiID || r.str("access_token") != "" {
+		t.Errorf("a replay from another client: %d %s; want 201, the order, no token", r.Status, r.Body)
+	}
+	if r := order("203.0.113.7"); r.str("access_token") != apiToken {
+		t.Errorf("a replay from the order's client: token %q, want %q", r.str("access_token"), apiToken)
+	}
+
+	// The shop's form: the order's page is where the token goes.
+	noRedirects := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := url.Values{"idempotency_key": {randomKey()}, "sku": {sku}, "qty": {"1"}, "email": {"shopper@example.com"}}.Encode()
+	checkout := func(addr string) *http.Response {
+		req, _ := http.NewRequest("POST", a.URL+"/checkout", strings.NewReader(form))
+		req.Header = from(addr, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
+		res, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	placed, err := url.Parse(checkout("203.0.113.8").Header.Get("Location"))
+	if err != nil || placed.Query().Get("t") == "" {
+		t.Fatalf("the shop's order: to %v (%v), want its page with its token", placed, err)
+	}
+	shopID, shopToken := strings.TrimPrefix(placed.Path, "/orders/"), placed.Query().Get("t")
+	if res := checkout("198.51.100.9"); res.StatusCode != http.StatusConflict {
+		t.Errorf("the shop's form posted again from another client: %d, want 409", res.StatusCode)
+	}
+
+	for i, id := range []string{apiID, shopID} {
+		if r := a.callback(t, fmt.Sprintf("evt_tok_%d", i), testenv.SandboxBody(id, fmt.Sprintf("tx-tok-%d", i), models.EventPaid, 150000)); r.Status != 200 {
+			t.Fatalf("pay %s: %d %s", id, r.Status, r.Body)
+		}
+		a.eventually(t, 1, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", "order_paid:"+id)
+	}
+
+	var tables []string
+	if err := a.DB.Raw("SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1").Scan(&tables).Error; err != nil {
+		t.Fatal(err)
+	}
+	// rowsWith counts the rows of table whose text holds s, as text or as
+	// bytea (hex).
+	rowsWith := func(table, s string) int64 {
+		return a.count(t, fmt.Sprintf("SELECT count(*) FROM %s AS r WHERE r::text LIKE ? OR r::text LIKE ?", pgx.Identifier{table}.Sanitize()),
+			"%"+s+"%", "%"+hex.EncodeToString([]byte(s))+"%")
+	}
+	// The scan reads what it should: the orders' ids are in their rows,
+	// their answers and their emails.
+	for _, table := range []string{"orders", "api_idempotency_keys", "outbound_emails"} {
+		if n := rowsWith(table, apiID) + rowsWith(table, shopID); n < 2 {
+			t.Errorf("%s: the orders' ids found in %d rows, want both: the scan reads nothing", table, n)
+		}
+	}
+	for _, table := range tables {
+		for what, token := range map[string]string{"the API order's token": apiToken, "the shop order's token": shopToken} {
+			if n := rowsWith(table, token); n != 0 {
+				t.Errorf("%s: %d rows hold %s", table, n, what)
+			}
+		}
+	}
+}
+
 func TestOrderIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	a := startApp(t, nil)
@@ -137,8 +226,9 @@ func TestOrderIdempotencyKey(t *testing.T) {
 		}
 	})
 	// A key is a capability: whoever sends it again with the body gets the
-	// answer, the access token included. A guessable key such as the one
-	// the README used to show is refused, and nothing is created.
+	// answer (the access token too, from the order's client). A guessable
+	// key such as the one the README used to show is refused, and nothing
+	// is created.
 	t.Run("a short key", func(t *testing.T) {
 		r := a.postOrder(t, "my-first-order", body)
 		if r.Status != 422 || r.str("code") != models.EIdempotencyTooShort || !strings.Contains(r.str("detail"), "at least 16 characters") {

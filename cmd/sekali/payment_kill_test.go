@@ -65,7 +65,7 @@ func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // the process listens there, before and after the kill
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+testenv.StartRedis(t).URL(), "HTTP_ADDR="+addr,
-		"METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=warn", "PAYMENT_GATEWAY=stripe", "STRIPE_SECRET_KEY="+key,
+		"METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=warn", "ORDER_TOKEN_SECRET="+testenv.OrderTokenSecret, "PAYMENT_GATEWAY=stripe", "STRIPE_SECRET_KEY="+key,
 		"STRIPE_API_URL="+stripeAPI.URL+sandboxgw.StripeAPIPath)
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles=web")

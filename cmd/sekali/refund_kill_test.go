@@ -97,7 +97,7 @@ func TestRefundSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // the process listens there, before and after the kill
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+testenv.StartRedis(t).URL(), "HTTP_ADDR="+addr,
-		"METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=warn", "ADMIN_API_TOKEN="+adminToken, "JOB_LOCK_TTL=3s",
+		"METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=warn", "ORDER_TOKEN_SECRET="+testenv.OrderTokenSecret, "ADMIN_API_TOKEN="+adminToken, "JOB_LOCK_TTL=3s",
 		"STRIPE_SECRET_KEY="+key, "STRIPE_API_URL="+apiURL, "STRIPE_WEBHOOK_SECRET="+whsec)
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles=web,worker,relay")

@@ -67,12 +67,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if slices.Contains(roles, "web") {
+		if err := cfg.CheckWeb(); err != nil {
+			return fmt.Errorf("configuration:\n  %w", err)
+		}
+	}
 	log := newLogger(stderr, cfg.LogLevel)
 	redisconn.LogTo(log)
 	log.Info("starting", "roles", roles, "config", cfg)
 	if cfg.SandboxSecretIsDefault && slices.Contains(roles, "web") { // only the web role checks callbacks
 		log.Warn("SANDBOX_WEBHOOK_SECRET is unset: using the public development secret; never use it in production")
 		fmt.Fprintf(stdout, "WARNING: sandbox callbacks are checked with the development secret %s\n", config.DevSandboxSecret)
+	}
+	if cfg.OrderTokenKeyIsDefault && slices.Contains(roles, "web") {
+		log.Warn("ORDER_TOKEN_SECRET is unset: order access tokens are derived from the public development secret; never use it in production")
 	}
 
 	db, err := store.Open(ctx, cfg.PoolURL(), cfg.DBMaxConns, log)
@@ -93,6 +101,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	orderService := orders.NewService(db, log, time.Now, cfg.OrderTTL, jobs.Tasks{})
 	orderService.MaxUnits = int64(cfg.OrderMaxUnits)
 	orderService.OpenPerClient = cfg.OpenOrdersPerClient
+	if cfg.OrderTokenKey != nil { // the web role's (CheckWeb); no other role derives tokens
+		orderService.TokenKey = cfg.OrderTokenKey
+	}
 	// The web role listens first: the sandbox gateway answers on its
 	// address, and the gateways that ask it need to know where.
 	var ln net.Listener

@@ -32,3 +32,15 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// The web role derives orders' access tokens from ORDER_TOKEN_SECRET: it
+// does not start without one (but with SANDBOX_GATEWAY=on, where the
+// development secret stands in), and the error names the variable.
+func TestWebRoleNeedsTheOrderTokenSecret(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"sekali", "serve", "--roles=web"}, func(string) string { return "" }, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "ORDER_TOKEN_SECRET: unset") {
+		t.Errorf("serve --roles=web without ORDER_TOKEN_SECRET: %v, want an error naming it", err)
+	}
+}

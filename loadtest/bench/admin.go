@@ -459,7 +459,7 @@ func seqScanRows(ctx context.Context, db *pgx.Conn) (map[string]int64, error) {
 
 func adminEnv(dbURL, redisURL string) []string {
 	return append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+redisURL, "HTTP_ADDR=127.0.0.1:0",
-		"SANDBOX_WEBHOOK_SECRET="+benchSecret, "LOG_LEVEL=error", "ADMIN_API_TOKEN="+adminToken,
+		"SANDBOX_WEBHOOK_SECRET="+benchSecret, "ORDER_TOKEN_SECRET="+orderTokenSecret, "LOG_LEVEL=error", "ADMIN_API_TOKEN="+adminToken,
 		"ADMIN_EMAIL="+adminEmail, "ADMIN_PASSWORD="+adminPassword, "COOKIE_SECURE=false")
 }
 

@@ -30,6 +30,10 @@ import (
 
 const benchSecret = "whsec_YmVuY2gtc2VjcmV0LWZvci1zZWthbGktcnVucw=="
 
+// orderTokenSecret is the servers' ORDER_TOKEN_SECRET, which the web role
+// needs.
+const orderTokenSecret = "bench-order-token-secret-0123456789abcdef"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -47,7 +47,7 @@ func startServer(bin, dbURL, redisURL string, o serverOptions) (*server, error) 
 		return nil, err
 	}
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+redisURL, "HTTP_ADDR=127.0.0.1:0",
-		"SANDBOX_WEBHOOK_SECRET="+benchSecret, "LOG_LEVEL=error", "ORDER_TTL=24h", "OPEN_ORDERS_PER_CLIENT=0",
+		"SANDBOX_WEBHOOK_SECRET="+benchSecret, "ORDER_TOKEN_SECRET="+orderTokenSecret, "LOG_LEVEL=error", "ORDER_TTL=24h", "OPEN_ORDERS_PER_CLIENT=0",
 		// /metrics and /debug/pprof on a port of their own, as in production.
 		"METRICS_PUBLIC=false", "METRICS_ADDR="+metricsAddr)
 	if o.maxConns > 0 {

@@ -503,7 +503,7 @@ func (w *world) hurryRefunds(ctx context.Context) {
 	defer insp.Close()
 	n := 0
 	for _, id := range ids {
-		args := jobs.RefundArgs{RequestID: id}
+		args := jobs.RefundArgs{RefundRequestID: id}
 		if insp.RunTask(jobs.QueueCritical, args.Kind().ID(args.Key())) == nil { // an error: not waiting for a retry (pending, running)
 			n++
 		}

@@ -164,10 +164,12 @@ func setUp(ctx context.Context, opts options) (*world, error) {
 	w.stripe = newStripe()
 	w.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 
-	// The processes.
+	// The processes. Both web processes derive order tokens from one
+	// secret, as in production.
+	orderTokenSecret := randomHex(32)
 	base := []string{
 		"DATABASE_URL=" + w.proxyURL, "REDIS_URL=" + w.redis.url(),
-		"ADMIN_API_TOKEN=" + w.token, "SANDBOX_WEBHOOK_SECRET=" + w.secret,
+		"ADMIN_API_TOKEN=" + w.token, "SANDBOX_WEBHOOK_SECRET=" + w.secret, "ORDER_TOKEN_SECRET=" + orderTokenSecret,
 		"JOB_LOCK_TTL=5s", "RECONCILE_AFTER=" + reconcileAfter.String(), "ORDER_MAX_UNITS=1000", "OPEN_ORDERS_PER_CLIENT=0",
 		"REQUEST_TIMEOUT=5s", "METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=" + opts.LogLevel,
 		"PUBLIC_URL=" + publicURL,

@@ -488,7 +488,7 @@ func (s *shop) refundHalf(refunder outbound.Refunder) *models.GatewayRequest {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	done, err := svc.Send(s.t.Context(), r.ID)
+	done, err := svc.Send(s.t.Context(), r.ID, "req-test")
 	if err != nil || done.Phase != models.GatewayDone {
 		s.t.Fatalf("send: %+v, %v", done, err)
 	}
@@ -713,7 +713,7 @@ func (s *shop) send(svc *refunds.Service, reason string) *models.GatewayRequest 
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sent, err := svc.Send(s.t.Context(), r.ID)
+	sent, err := svc.Send(s.t.Context(), r.ID, "req-test")
 	if err != nil {
 		s.t.Fatalf("send: %v", err)
 	}

@@ -25,14 +25,14 @@ var Guide = []HelpStep{
 		Text: []string{
 			"Everything that must happen once has a key: a callback's idempotency key (the gateway's event id), a job's task id (`invoice:generate:ORD-…`, `email:send:order_paid:ORD-…`, `order:expire:ORD-…`), an order id, a client's Idempotency-Key. Start from the key you have.",
 			"The order page tells the whole story on one timeline: every callback and how often it was delivered, every status change and what caused it, the stock movements, the outbox rows, each job run (attempts, fence, worker, error), the invoice and the email.",
-			"In the logs, one search for a callback's `request_id` finds its delivery and the invoice and email jobs it caused: their tasks carry it, and each job line says the status it found and left (`status_before`, `status_after`).",
+			"In the logs, one search for a callback's `request_id` finds its delivery and the invoice and email jobs it caused: their tasks carry it, and each job line says the status it found and left (`status_before`, `status_after`). The same holds for a refund: the admin's request id (`X-Request-Id` of the console's form or the admin API's call) is on the request's own line, on every line of its `refund:send` job and on the gateway call's (`refund done`, `refund not answered yet`), each of those with the refund record's `refund_request_id` too.",
 		},
 		Links: []HelpLink{
 			{"Callbacks by key prefix", "/admin/callbacks?key=evt_"},
 			{"Jobs by key or order id", "/admin/jobs?key=ORD-"},
 			{"Orders", "/admin/orders"},
 		},
-		Fields: []string{"idempotency_key", "order_id", "request_id", "external_job_id", "business_key"},
+		Fields: []string{"idempotency_key", "order_id", "request_id", "refund_request_id", "external_job_id", "business_key"},
 	},
 	{
 		Title: "2. Read the timeline: processing → commit → ack → retry",

@@ -1,0 +1,126 @@
+package refunds_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/refunds"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
+)
+
+// lines keeps the JSON log lines written to it, for a test to read.
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// with are the lines whose key is value.
+func (l *lines) with(t *testing.T, key string, value any) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("a log line that is not JSON: %s", sc.Text())
+		}
+		if fmt.Sprint(m[key]) == fmt.Sprint(value) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A refund's job used to log request_id "" (its payload's request_id was
+// the refund record's number, and failed to decode as a string): nothing
+// led from the admin's request to the gateway's answer. Now every line of
+// the job — the guard's and the send's — carries the admin's request id
+// and the refund record's id. A payload of the first version, still in an
+// outbox or a queue, runs as before and logs the record's id.
+func TestRefundJobLogsTheAdminsRequestAndTheRefund(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	logs := &lines{}
+	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testenv.LogWriter(t)), nil))
+	svc := refunds.NewService(e.db, log, time.Now, e.pay, jobs.Tasks{}, e.gw)
+	guard := jobs.NewGuard(e.db, testenv.NewRedis(t), log, "worker-1", 30*time.Second, metrics.New())
+	run := func(task models.OutboxMessage) {
+		t.Helper()
+		j := jobs.Job{Key: task.TaskID, Type: task.TaskType, Queue: task.Queue, Payload: task.Payload, Attempt: 1}
+		if outcome, err := guard.Run(context.Background(), j, jobs.RefundPrepare(svc), jobs.RefundEffect()); outcome != jobs.RunSucceeded {
+			t.Fatalf("%s: %s, %v; want succeeded", task.TaskID, outcome, err)
+		}
+	}
+	task := func(r *models.GatewayRequest) models.OutboxMessage {
+		t.Helper()
+		var m models.OutboxMessage
+		if err := e.db.Take(&m, "task_id = ?", fmt.Sprintf("%s:%d", jobs.TaskRefundSend, r.ID)).Error; err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	asked, err := e.request(refunds.Request{OrderID: e.orderID, Amount: "40000", Reason: "a broken cup",
+		Admin: "admin@example.com", RequestID: "req-admin-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(task(asked))
+	mine := logs.with(t, "refund_request_id", asked.ID)
+	msgs := map[string]bool{}
+	for _, l := range mine {
+		msgs[fmt.Sprint(l["msg"])] = true
+		if l["request_id"] != "req-admin-7" {
+			t.Errorf("%q: request_id %v, want the admin's req-admin-7", l["msg"], l["request_id"])
+		}
+	}
+	if !msgs["refund done"] || !msgs["job succeeded"] {
+		t.Errorf("lines of refund %d: %v; want the send's and the guard's", asked.ID, msgs)
+	}
+	if n := len(logs.with(t, "request_id", "req-admin-7")); n != len(mine) {
+		t.Errorf("%d lines carry the admin's request id, %d the refund's; want the same lines", n, len(mine))
+	}
+
+	// A payload of the first version: request_id was the record's id.
+	old, err := e.request(refunds.Request{OrderID: e.orderID, Amount: "10000", Reason: "a chipped saucer", Admin: "admin@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := task(old)
+	m.Payload = fmt.Appendf(nil, `{"request_id":%d,"order_id":%q}`, old.ID, e.orderID)
+	run(m)
+	var after models.GatewayRequest
+	e.db.Take(&after, old.ID)
+	if after.Phase != models.GatewayDone || e.gw.made() != 2 {
+		t.Errorf("the first version's payload: refund %s, %d refunds at the gateway; want done, 2", after.Phase, e.gw.made())
+	}
+	done := false
+	for _, l := range logs.with(t, "refund_request_id", old.ID) {
+		done = done || l["msg"] == "job succeeded"
+		if l["request_id"] != "" {
+			t.Errorf("%q of the first version's payload: request_id %v, want none", l["msg"], l["request_id"])
+		}
+	}
+	if !done {
+		t.Errorf("no job line names the first version's refund %d", old.ID)
+	}
+}
