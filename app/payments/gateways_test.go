@@ -588,7 +588,7 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 func midtransRefund(orderID, txID, status string, confirmed bool, refunds ...midtrans.NotifiedRefund) delivery {
 	var total int64
 	for i := range refunds {
-		amount, _ := payments.MinorFromDecimal(refunds[i].RefundAmount, "IDR")
+		amount, _ := payments.ParseAmount(refunds[i].RefundAmount, "IDR")
 		total += amount
 		if confirmed {
 			refunds[i].BankConfirmedAt = "2026-12-01 10:00:00"

@@ -144,8 +144,8 @@ func (x *xenditAPI) createRefund(c echo.Context) apiAnswer {
 	}
 	amount := p.amount - p.refunded
 	if req.Amount != nil {
-		n, ok := payments.MinorFromDecimal(string(*req.Amount), p.currency)
-		if !ok {
+		n, err := payments.ParseAmount(string(*req.Amount), p.currency)
+		if err != nil {
 			return xenditInvalid("amount must be a positive number that " + p.currency + " can hold")
 		}
 		amount = n

@@ -23,7 +23,8 @@
 //     expires); cancel → failed; expire → expired; refund, partial_refund
 //     → refunded. Anything else is ignored.
 //   - Amount: gross_amount is a decimal text in the currency's major unit
-//     ("150000.00").
+//     ("150000.00"), read by payments.ParseAmount, as are refund_amount and
+//     each refunds[].refund_amount.
 package midtrans
 
 import (
@@ -204,11 +205,7 @@ func parse(body []byte) (payments.Event, error) {
 		f.Fail("fraud_status must be accept, challenge or deny")
 	}
 	f.Currency("currency", n.Currency)
-	amount, ok := payments.MinorFromDecimal(n.GrossAmount, n.Currency)
-	if !ok {
-		f.Fail("gross_amount %q is not an amount of %s", n.GrossAmount, n.Currency)
-	}
-	ev.Amount = amount
+	ev.Amount = f.Amount("gross_amount", n.GrossAmount, n.Currency)
 	if status == models.EventRefunded && f.Err == nil {
 		readRefunds(&ev, n, &f)
 	}
@@ -233,9 +230,13 @@ func readRefunds(ev *payments.Event, n Notification, f *payments.Fields) {
 			key = "chargeback:" + r.RefundChargebackID.String()
 		}
 		f.Text(fmt.Sprintf("refunds[%d].refund_key or refund_chargeback_id", i), key)
-		amount, ok := payments.MinorFromDecimal(r.RefundAmount, n.Currency)
-		if !ok || amount == 0 {
-			f.Fail("refunds[%d].refund_amount %q is not an amount of %s", i, r.RefundAmount, n.Currency)
+		amount := f.Amount(fmt.Sprintf("refunds[%d].refund_amount", i), r.RefundAmount, n.Currency)
+		if f.Err != nil {
+			return // the first problem is the answer: read no further
+		}
+		if amount == 0 {
+			f.Fail("refunds[%d].refund_amount must be above 0", i)
+			return
 		}
 		ev.Refunds = append(ev.Refunds, payments.Refund{Key: key, Amount: amount})
 		sum += amount
@@ -243,9 +244,9 @@ func readRefunds(ev *payments.Event, n Notification, f *payments.Fields) {
 	}
 	switch {
 	case n.RefundAmount != "":
-		total, ok := payments.MinorFromDecimal(n.RefundAmount, n.Currency)
-		if !ok || total < sum {
-			f.Fail("refund_amount %q is not an amount of %s of at least its refunds", n.RefundAmount, n.Currency)
+		total := f.Amount("refund_amount", n.RefundAmount, n.Currency)
+		if f.Err == nil && total < sum {
+			f.Fail("refund_amount %s is less than its refunds add up to", n.RefundAmount)
 		}
 		ev.Amount = total
 	case len(n.Refunds) > 0:

@@ -11,7 +11,9 @@
 //     and its status (id:status): PAID then SETTLED are two facts.
 //   - Status: PAID and SETTLED → paid (the second is stale); EXPIRED →
 //     expired; PENDING → pending. Anything else is ignored.
-//   - Amount: paid_amount, a JSON number in the currency's major unit.
+//   - Amount: paid_amount, a JSON number in the currency's major unit, read
+//     by payments.ParseAmount: no exponent, no sign, at most 16 digits
+//     before the point.
 //
 // The body is the invoice callback of github.com/xendit/xendit-node
 // docs/Invoice.md (InvoiceCallback): id, external_id (the order id),
@@ -123,12 +125,9 @@ func parse(eventID string, v any) (payments.Event, error) {
 	}
 	if event == models.EventPaid && f.Err == nil {
 		// A number, as Xendit documents it: a number in quotes is refused.
-		paid := f.Number("paid_amount")
-		amount, ok := payments.MinorFromDecimal(string(paid), ev.Currency)
-		if f.Err == nil && !ok {
-			f.Fail("paid_amount %s is not an amount of %s", paid, ev.Currency)
+		if paid := f.Number("paid_amount"); f.Err == nil {
+			ev.Amount = f.Amount("paid_amount", string(paid), ev.Currency)
 		}
-		ev.Amount = amount
 	}
 	return ev, f.Err
 }
