@@ -24,10 +24,12 @@
 //     → refunded. Anything else is ignored.
 //   - Amount: gross_amount is a decimal text in the currency's major unit
 //     ("150000.00"), read by payments.ParseAmount, as are refund_amount and
-//     each refunds[].refund_amount.
+//     each refunds[].refund_amount; a refund notification names at most
+//     payments.MaxRefunds refunds.
 package midtrans
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha512"
 	"crypto/subtle"
@@ -175,10 +177,15 @@ func (*Provider) Parse(_ http.Header, body []byte) (payments.Event, error) {
 // parse reads a notification, or a status answer: the status API answers
 // with the notification's fields.
 func parse(body []byte) (payments.Event, error) {
-	var n Notification
-	if err := json.Unmarshal(body, &n); err != nil {
+	var in struct {
+		Notification
+		Refunds boundedRefunds `json:"refunds"` // read instead of Notification.Refunds
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
 		return payments.Event{}, models.Errorf(models.EMissingField, "the notification's fields must be strings: %v", err)
 	}
+	n := in.Notification
+	n.Refunds = in.Refunds.list
 	// Midtrans has written statuses in capitals (a DANA and ShopeePay
 	// sample of its status API says "PENDING").
 	n.TransactionStatus, n.FraudStatus = strings.ToLower(n.TransactionStatus), strings.ToLower(n.FraudStatus)
@@ -207,9 +214,56 @@ func parse(body []byte) (payments.Event, error) {
 	f.Currency("currency", n.Currency)
 	ev.Amount = f.Amount("gross_amount", n.GrossAmount, n.Currency)
 	if status == models.EventRefunded && f.Err == nil {
-		readRefunds(&ev, n, &f)
+		if in.Refunds.count > payments.MaxRefunds {
+			f.Fail("refunds has %d elements, at most %d are read", in.Refunds.count, payments.MaxRefunds)
+		} else {
+			readRefunds(&ev, n, &f)
+		}
 	}
 	return ev, f.Err
+}
+
+// boundedRefunds decodes a notification's refunds — which its signature
+// does not cover — only when there are at most payments.MaxRefunds; more
+// it counts, without decoding any: a 64 KiB body holds over a thousand,
+// and decoding them only to refuse them doubled the cost of its Parse.
+type boundedRefunds struct {
+	list  []NotifiedRefund
+	count int
+}
+
+func (r *boundedRefunds) UnmarshalJSON(data []byte) error {
+	if r.count = countElements(data); r.count > payments.MaxRefunds {
+		return nil
+	}
+	return json.Unmarshal(data, &r.list)
+}
+
+// countElements counts the elements of data when it is an array, else
+// is 0. data is one JSON value, valid and without surrounding space, as
+// encoding/json gives an Unmarshaler.
+func countElements(data []byte) int {
+	if len(data) < 2 || data[0] != '[' || len(bytes.TrimSpace(data[1:len(data)-1])) == 0 {
+		return 0
+	}
+	count, depth, inString := 1, 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character cannot end the string
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			count++
+		}
+	}
+	return count
 }
 
 // readRefunds reads a refund notification's refunds, keyed by their
@@ -223,7 +277,7 @@ func parse(body []byte) (payments.Event, error) {
 // refund in an older format) refunds the gross amount.
 func readRefunds(ev *payments.Event, n Notification, f *payments.Fields) {
 	confirmed := len(n.Refunds) > 0
-	var sum int64
+	var sum int64 // at most MaxRefunds × models.MaxTotal: no overflow
 	for i, r := range n.Refunds {
 		key := r.RefundKey
 		if key == "" {
