@@ -57,9 +57,10 @@ migrate-new: ## create the next migration: make migrate-new name=add_things
 	 printf -- '-- +goose Up\n\n-- +goose Down\n' > $$file; echo "created $$file"
 
 .PHONY: fuzz
-fuzz: ## fuzz the callback parser and the canonicaliser for 30s each
+fuzz: ## fuzz the callback parser, the canonicaliser and the amount parser for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzSandboxParse -fuzztime=30s ./app/gateways/sandbox/
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=30s ./app/canonjson/
+	$(GO) test -run='^$$' -fuzz=FuzzParseAmount -fuzztime=30s ./app/payments/
 
 .PHONY: bench
 bench: build ## the goals of docs/performance.md as ratios to /healthz and the best pgbench ceiling, a pool sweep, paid → invoice → email latency, the admin console on 200k orders (loadtest/results/), then the Go benchmarks; BENCH_FLAGS=-only=callbacks|admin|pipeline, -profile

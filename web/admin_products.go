@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -47,7 +48,7 @@ func (s *Server) adminCreateProduct(c echo.Context) error {
 	// A form shown again gets a new key: the old one may have stored
 	// this refusal, and the corrected form is another request.
 	form := views.ProductForm{Key: newFormKey(), Values: values, Errors: map[string]string{}}
-	price, perr := strconv.ParseInt(values["price"], 10, 64)
+	price, perr := payments.ParseMinorUnits(values["price"]) // the grammar of every amount: no sign, no exponent
 	if perr != nil {
 		form.Errors["price"] = "a whole number of minor units (IDR has none: 150000 is Rp 150.000)"
 	}

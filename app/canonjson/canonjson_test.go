@@ -1,7 +1,9 @@
 package canonjson_test
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sekali/sekali/app/canonjson"
@@ -102,4 +104,44 @@ func mustFingerprint(t *testing.T, body string) string {
 		t.Fatalf("Fingerprint(%q): %v", body, err)
 	}
 	return fp
+}
+
+// numberBodies are 64 KiB bodies of the numbers math/big would choke on:
+// exponents, and digits as long as a body holds. Numbers are kept as
+// written (json.Number), never converted, so they cost what their bytes
+// do: compare with the same size of short numbers.
+func numberBodies() map[string][]byte {
+	const size = 64 << 10
+	list := func(n string) []byte {
+		b := []byte(`{"a":[` + n)
+		for len(b)+len(n)+3 <= size {
+			b = append(append(b, ','), n...)
+		}
+		return append(b, "]}"...)
+	}
+	return map[string][]byte{
+		"exponents":    list("1e1000000"),
+		"short":        list("123456789"),
+		"64KiB-number": []byte(`{"a":` + strings.Repeat("9", size-6) + `}`),
+	}
+}
+
+// The numbers of numberBodies are kept exactly as written.
+func TestFingerprintKeepsLongNumbers(t *testing.T) {
+	t.Parallel()
+	for name, body := range numberBodies() {
+		if c, err := canonjson.Canonicalize(body); err != nil || !bytes.Equal(c, body) {
+			t.Errorf("%s: canonical form differs (%d bytes, %v)", name, len(c), err)
+		}
+	}
+}
+
+func BenchmarkFingerprintNumbers(b *testing.B) {
+	for name, body := range numberBodies() {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				canonjson.Fingerprint(body)
+			}
+		})
+	}
 }

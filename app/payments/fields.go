@@ -2,9 +2,6 @@ package payments
 
 import (
 	"encoding/json"
-	"math/big"
-	"strconv"
-	"strings"
 
 	"github.com/sekali/sekali/models"
 )
@@ -85,9 +82,19 @@ func (f *Fields) MinorUnits(name string) int64 {
 		f.Fail("%s is missing or not a number", name)
 		return 0
 	}
-	v, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil || v < 0 || v > models.MaxTotal {
-		f.Fail("%s must be a whole number of minor units, 0 to %d", name, int64(models.MaxTotal))
+	v, err := ParseMinorUnits(string(n))
+	if err != nil {
+		f.Fail("%s must be a whole number of minor units, 0 to %d: %v", name, int64(models.MaxTotal), err)
+	}
+	return v
+}
+
+// Amount reads text, the member name, as ParseAmount does: minor units
+// of currency, or a problem that says why not.
+func (f *Fields) Amount(name, text, currency string) int64 {
+	v, err := ParseAmount(text, currency)
+	if err != nil {
+		f.Fail("%s %s is not an amount of %s: %v", name, QuoteAmount(text), currency, err)
 	}
 	return v
 }
@@ -98,34 +105,3 @@ func (f *Fields) Currency(name, code string) {
 		f.Fail("%s must be an ISO 4217 code such as IDR", name)
 	}
 }
-
-// Amounts arrive in each gateway's own notation: Midtrans writes
-// "150000.00", Xendit a JSON number in the currency's major unit, Stripe
-// an integer in *its* minor unit (its package converts). Sekali keeps
-// every amount in the currency's own minor unit (models.CurrencyExponent:
-// IDR 0, USD 2), so each adapter converts, exactly, or refuses.
-
-// MinorFromDecimal turns a decimal text in the currency's major unit
-// ("150000.00", "12.5") into minor units; a fraction the currency cannot
-// hold ("150000.50" IDR) or a number beyond the bounds is refused.
-func MinorFromDecimal(text, currency string) (int64, bool) {
-	r, ok := new(big.Rat).SetString(strings.TrimSpace(text))
-	if !ok || r.Sign() < 0 {
-		return 0, false
-	}
-	r.Mul(r, new(big.Rat).SetInt(Pow10(models.CurrencyExponent(currency))))
-	if !r.IsInt() || !r.Num().IsInt64() || r.Num().Int64() > models.MaxTotal {
-		return 0, false
-	}
-	return r.Num().Int64(), true
-}
-
-// MajorText writes minor units of currency as a decimal text in its major
-// unit with at least `decimals` decimals: 150000 IDR, 2 → "150000.00".
-func MajorText(amount int64, currency string, decimals int) string {
-	exp := models.CurrencyExponent(currency)
-	return new(big.Rat).SetFrac(big.NewInt(amount), Pow10(exp)).FloatString(max(decimals, exp))
-}
-
-// Pow10 is 10ⁿ.
-func Pow10(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil) }

@@ -679,7 +679,7 @@ func mustParseMidtrans(t *testing.T, body []byte) payments.Event {
 func midtransRefund(orderID, txID, status string, confirmed bool, refunds ...midtrans.NotifiedRefund) delivery {
 	var total int64
 	for i := range refunds {
-		amount, _ := payments.MinorFromDecimal(refunds[i].RefundAmount, "IDR")
+		amount, _ := payments.ParseAmount(refunds[i].RefundAmount, "IDR")
 		total += amount
 		if confirmed {
 			refunds[i].BankConfirmedAt = "2026-12-01 10:00:00"
@@ -766,6 +766,61 @@ func TestMidtransPartialRefundsAddUp(t *testing.T) {
 	report, err := audit.WithoutJobs(f.db).Run(context.Background(), 0)
 	if err != nil || !report.OK {
 		t.Fatalf("audit: %v %+v", err, report.Violations)
+	}
+}
+
+// The refunds of a Midtrans notification are not signed: whoever holds
+// one genuine notification can fill them with "1e1000000", which math/big
+// expanded into a million digits — 0.1 s of CPU an element, minutes for
+// a 64 KiB body, and the handler kept computing after its connection
+// closed. Such a body is refused with 422 missing_field, saying which
+// bound it breaks, and writes nothing: more refunds than MaxRefunds
+// before any is read, fewer at their first exponent. (How cheaply:
+// BenchmarkCostlyRefundBodies in app/gateways/midtrans.)
+func TestMidtransExponentRefundsAreRefused(t *testing.T) {
+	t.Parallel()
+	f := gatewayFixture(t)
+	id, _ := f.orderIn(models.OrderPending)
+	tx := "tx-exponent-" + id
+	if out := f.send(midtransNotification(id, tx, "settlement", "", "50000.00", "IDR")); out.Result != models.ResultProcessed {
+		t.Fatalf("paying: %+v", out)
+	}
+	genuine := midtransRefund(id, tx, "partial_refund", false, midtrans.NotifiedRefund{RefundAmount: "20000.00", RefundKey: "rk-" + id})
+	// withRefunds is the genuine notification with count refunds of
+	// "1e1000000", or as many as fit in a delivery when count is 0.
+	withRefunds := func(count int) delivery {
+		room := payments.MaxBodyBytes - len(forge(genuine, map[string]any{"refunds": []any{}}).body)
+		var refunds []any
+		for count == 0 || len(refunds) < count {
+			r := map[string]any{"refund_amount": "1e1000000", "refund_key": fmt.Sprint(len(refunds))}
+			b, _ := json.Marshal(r)
+			if count == 0 && len(b)+1 > room { // +1: a comma
+				break
+			}
+			room -= len(b) + 1
+			refunds = append(refunds, r)
+		}
+		if count == 0 && len(refunds) <= payments.MaxRefunds {
+			t.Fatalf("only %d refunds fit in %d bytes", len(refunds), payments.MaxBodyBytes)
+		}
+		return forge(genuine, map[string]any{"refunds": refunds})
+	}
+	for _, tt := range []struct {
+		name string
+		d    delivery
+		says string
+	}{
+		{"as many refunds as 64 KiB holds", withRefunds(0), fmt.Sprintf("at most %d are read", payments.MaxRefunds)},
+		{"MaxRefunds refunds", withRefunds(payments.MaxRefunds), `refunds[0].refund_amount "1e1000000" is not an amount of IDR: it has an exponent`},
+		{"refund_amount", forge(genuine, map[string]any{"refund_amount": "1e1000000"}), "refund_amount \"1e1000000\" is not an amount of IDR: it has an exponent"},
+	} {
+		out := f.send(tt.d)
+		if out.Status() != 422 || out.Refusal != models.EMissingField || !strings.Contains(out.Detail, tt.says) {
+			t.Errorf("%s (%d bytes): %d %s (%s); want 422 missing_field: %s", tt.name, len(tt.d.body), out.Status(), out.Refusal, out.Detail, tt.says)
+		}
+	}
+	if refunded, rows := f.refundsOf(id); refunded != 0 || len(rows) != 0 || f.snapshot(id, "").status != models.OrderPaid {
+		t.Errorf("after the refused notifications: refunded %d, refunds %v; want nothing written, the order paid", refunded, rows)
 	}
 }
 

@@ -119,9 +119,17 @@ type Event struct {
 	Amount   int64
 	Currency string
 	// Refunds are the refunds a refunded event names, by the gateway's
-	// id of each (none where the gateway tells only the total).
+	// id of each (none where the gateway tells only the total); at most
+	// MaxRefunds.
 	Refunds []Refund
 }
+
+// MaxRefunds bounds the refunds one refunded event may name; a gateway's
+// Parse refuses more (422 missing_field) before reading any of them.
+// Each is an admin's decision, so a charge refunded in more than 100
+// parts is not a shop's; and each new one is a row written in the
+// callback's transaction, so the bound also bounds that transaction.
+const MaxRefunds = 100
 
 // Refund is one refund at the gateway: its id there, its amount in minor
 // units of the event's currency, its state there ("" is succeeded: a

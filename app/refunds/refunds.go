@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -86,9 +85,6 @@ type Request struct {
 	RequestID string
 }
 
-// decimal is what an amount may look like: digits, and a fraction.
-var decimal = regexp.MustCompile(`^[0-9]{1,19}(\.[0-9]{1,6})?$`)
-
 // Validate checks what does not need the database.
 func (r Request) Validate() error {
 	if err := CheckAmount(r.Amount); err != nil {
@@ -97,11 +93,15 @@ func (r Request) Validate() error {
 	return CheckReason(r.Reason)
 }
 
-// CheckAmount checks that an amount looks like one ("" is all that is
-// left).
+// CheckAmount checks that an amount is written as one, before its
+// currency is known ("" is all that is left): the form
+// payments.ParseAmount reads.
 func CheckAmount(amount string) error {
-	if amount != "" && !decimal.MatchString(amount) {
-		return models.Errorf(models.EInvalid, "amount must be a positive number in major units, such as 75000 or 12.50")
+	if amount == "" {
+		return nil
+	}
+	if err := payments.CheckAmountText(amount); err != nil {
+		return models.Errorf(models.EInvalid, "amount must be a positive number in major units, such as 75000 or 12.50 (%v)", err)
 	}
 	return nil
 }
@@ -256,8 +256,11 @@ func (r Refundable) Amount(text string) (int64, error) {
 	}
 	amount := r.Left
 	if text != "" {
-		var ok bool
-		if amount, ok = payments.MinorFromDecimal(text, r.Currency); !ok || amount == 0 {
+		var err error
+		if amount, err = payments.ParseAmount(text, r.Currency); err != nil {
+			return 0, models.Errorf(models.EInvalid, "amount %s is not a positive amount of %s: %v", text, r.Currency, err)
+		}
+		if amount == 0 {
 			return 0, models.Errorf(models.EInvalid, "amount %s is not a positive amount of %s", text, r.Currency)
 		}
 	}

@@ -451,6 +451,9 @@ func TestRefundableAmount(t *testing.T) {
 		{"0.001", 0, "amount 0.001 is not a positive amount of USD"}, // a cent cannot be split
 		{"-1", 0, "amount must be a positive number"},
 		{"1e3", 0, "amount must be a positive number"},
+		{"12345678901234567", 0, "amount must be a positive number in major units, such as 75000 or 12.50 (it has more than 16 digits before the point)"},
+		{"1.0000000", 0, "amount must be a positive number in major units, such as 75000 or 12.50 (it has more than 6 digits after the point)"},
+		{"10000000000000.01", 0, "amount 10000000000000.01 is not a positive amount of USD: it is above 1000000000000000 minor units"},
 	} {
 		got, err := r.Amount(tt.text)
 		switch {

@@ -208,8 +208,8 @@ func (g *Gateway) refundMidtrans(c echo.Context) apiAnswer {
 		}
 		n = latest
 	}
-	gross, ok := payments.MinorFromDecimal(n.GrossAmount, n.Currency)
-	if !ok {
+	gross, err := payments.ParseAmount(n.GrossAmount, n.Currency)
+	if err != nil {
 		return coreError(http.StatusInternalServerError, midtransFailed)
 	}
 	key := req.RefundKey

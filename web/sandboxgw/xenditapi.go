@@ -186,11 +186,11 @@ func (x *xenditAPI) createInvoice(c echo.Context) apiAnswer {
 	case req.Amount == "":
 		return xenditInvalid("amount is required")
 	}
-	if amount, ok := payments.MinorFromDecimal(string(req.Amount), currency); !ok || amount < 1 {
+	if amount, err := payments.ParseAmount(string(req.Amount), currency); err != nil || amount < 1 {
 		return xenditInvalid("amount must be a positive number that " + currency + " can hold")
 	}
 	for _, it := range req.Items {
-		if _, ok := payments.MinorFromDecimal(string(it.Price), currency); !ok || it.Name == "" || it.Quantity < 1 {
+		if _, err := payments.ParseAmount(string(it.Price), currency); err != nil || it.Name == "" || it.Quantity < 1 {
 			return xenditInvalid("each item needs a name, a positive quantity and a price")
 		}
 	}

@@ -130,8 +130,8 @@ func (g *Gateway) notifyXenditRefund(re xenditRefund) {
 	if _, speaks := g.senders[xendit.Name]; !speaks || orderID == "" {
 		return
 	}
-	amount, ok := payments.MinorFromDecimal(string(re.Amount), re.Currency)
-	if !ok {
+	amount, err := payments.ParseAmount(string(re.Amount), re.Currency)
+	if err != nil {
 		return
 	}
 	status, reason := models.RefundSucceeded, ""
@@ -188,8 +188,8 @@ func (x *xenditAPI) createRefund(c echo.Context, failLater func() bool) (apiAnsw
 	}
 	amount := p.amount - p.refunded
 	if req.Amount != nil {
-		n, ok := payments.MinorFromDecimal(string(*req.Amount), p.currency)
-		if !ok {
+		n, err := payments.ParseAmount(string(*req.Amount), p.currency)
+		if err != nil {
 			return xenditInvalid("amount must be a positive number that " + p.currency + " can hold"), nil
 		}
 		amount = n

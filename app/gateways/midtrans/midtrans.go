@@ -25,10 +25,13 @@
 //     took the money back: refunds of the charge are refused from then
 //     on). Anything else is ignored.
 //   - Amount: gross_amount is a decimal text in the currency's major unit
-//     ("150000.00").
+//     ("150000.00"), read by payments.ParseAmount, as are refund_amount and
+//     each refunds[].refund_amount; a refund notification names at most
+//     payments.MaxRefunds refunds.
 package midtrans
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha512"
 	"crypto/subtle"
@@ -178,10 +181,15 @@ func (*Provider) Parse(_ http.Header, body []byte) (payments.Event, error) {
 // parse reads a notification, or a status answer: the status API answers
 // with the notification's fields.
 func parse(body []byte) (payments.Event, error) {
-	var n Notification
-	if err := json.Unmarshal(body, &n); err != nil {
+	var in struct {
+		Notification
+		Refunds boundedRefunds `json:"refunds"` // read instead of Notification.Refunds
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
 		return payments.Event{}, models.Errorf(models.EMissingField, "the notification's fields must be strings: %v", err)
 	}
+	n := in.Notification
+	n.Refunds = in.Refunds.list
 	// Midtrans has written statuses in capitals (a DANA and ShopeePay
 	// sample of its status API says "PENDING").
 	n.TransactionStatus, n.FraudStatus = strings.ToLower(n.TransactionStatus), strings.ToLower(n.FraudStatus)
@@ -208,13 +216,11 @@ func parse(body []byte) (payments.Event, error) {
 		f.Fail("fraud_status must be accept, challenge or deny")
 	}
 	f.Currency("currency", n.Currency)
-	amount, ok := payments.MinorFromDecimal(n.GrossAmount, n.Currency)
-	if !ok {
-		f.Fail("gross_amount %q is not an amount of %s", n.GrossAmount, n.Currency)
-	}
-	ev.Amount = amount
+	ev.Amount = f.Amount("gross_amount", n.GrossAmount, n.Currency)
 	switch {
 	case f.Err != nil:
+	case (status == models.EventRefunded || status == models.EventDisputeLost) && in.Refunds.count > payments.MaxRefunds:
+		f.Fail("refunds has %d elements, at most %d are read", in.Refunds.count, payments.MaxRefunds)
 	case status == models.EventRefunded:
 		readRefunds(&ev, n, &f)
 	case status == models.EventDisputeLost:
@@ -232,11 +238,10 @@ func parse(body []byte) (payments.Event, error) {
 func readChargeback(ev *payments.Event, n Notification, f *payments.Fields) {
 	var sum int64
 	for i, r := range n.Refunds {
-		amount, ok := payments.MinorFromDecimal(r.RefundAmount, n.Currency)
-		if !ok {
-			f.Fail("refunds[%d].refund_amount %q is not an amount of %s", i, r.RefundAmount, n.Currency)
+		sum += f.Amount(fmt.Sprintf("refunds[%d].refund_amount", i), r.RefundAmount, n.Currency)
+		if f.Err != nil {
+			return
 		}
-		sum += amount
 	}
 	readTotal(ev, n, sum, f)
 }
@@ -249,9 +254,9 @@ func readChargeback(ev *payments.Event, n Notification, f *payments.Fields) {
 func readTotal(ev *payments.Event, n Notification, sum int64, f *payments.Fields) {
 	switch {
 	case n.RefundAmount != "":
-		total, ok := payments.MinorFromDecimal(n.RefundAmount, n.Currency)
-		if !ok || total < sum {
-			f.Fail("refund_amount %q is not an amount of %s of at least its refunds", n.RefundAmount, n.Currency)
+		total := f.Amount("refund_amount", n.RefundAmount, n.Currency)
+		if f.Err == nil && total < sum {
+			f.Fail("refund_amount %s is less than its refunds add up to", n.RefundAmount)
 		}
 		ev.Amount = total
 	case len(n.Refunds) > 0:
@@ -260,6 +265,49 @@ func readTotal(ev *payments.Event, n Notification, sum int64, f *payments.Fields
 		f.Fail("a %s notification needs refund_amount or refunds", n.TransactionStatus)
 	}
 	ev.Key += ":" + payments.MajorText(ev.Amount, n.Currency, 2)
+}
+
+// boundedRefunds decodes a notification's refunds — which its signature
+// does not cover — only when there are at most payments.MaxRefunds; more
+// it counts, without decoding any: a 64 KiB body holds over a thousand,
+// and decoding them only to refuse them doubled the cost of its Parse.
+type boundedRefunds struct {
+	list  []NotifiedRefund
+	count int
+}
+
+func (r *boundedRefunds) UnmarshalJSON(data []byte) error {
+	if r.count = countElements(data); r.count > payments.MaxRefunds {
+		return nil
+	}
+	return json.Unmarshal(data, &r.list)
+}
+
+// countElements counts the elements of data when it is an array, else
+// is 0. data is one JSON value, valid and without surrounding space, as
+// encoding/json gives an Unmarshaler.
+func countElements(data []byte) int {
+	if len(data) < 2 || data[0] != '[' || len(bytes.TrimSpace(data[1:len(data)-1])) == 0 {
+		return 0
+	}
+	count, depth, inString := 1, 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case inString && c == '\\':
+			i++ // the escaped character cannot end the string
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			count++
+		}
+	}
+	return count
 }
 
 // readRefunds reads a refund notification's refunds, keyed by their
@@ -273,16 +321,20 @@ func readTotal(ev *payments.Event, n Notification, sum int64, f *payments.Fields
 // refund in an older format) refunds the gross amount.
 func readRefunds(ev *payments.Event, n Notification, f *payments.Fields) {
 	confirmed := len(n.Refunds) > 0
-	var sum int64
+	var sum int64 // at most MaxRefunds × models.MaxTotal: no overflow
 	for i, r := range n.Refunds {
 		key := r.RefundKey
 		if key == "" {
 			key = "chargeback:" + r.RefundChargebackID.String()
 		}
 		f.Text(fmt.Sprintf("refunds[%d].refund_key or refund_chargeback_id", i), key)
-		amount, ok := payments.MinorFromDecimal(r.RefundAmount, n.Currency)
-		if !ok || amount == 0 {
-			f.Fail("refunds[%d].refund_amount %q is not an amount of %s", i, r.RefundAmount, n.Currency)
+		amount := f.Amount(fmt.Sprintf("refunds[%d].refund_amount", i), r.RefundAmount, n.Currency)
+		if f.Err != nil {
+			return // the first problem is the answer: read no further
+		}
+		if amount == 0 {
+			f.Fail("refunds[%d].refund_amount must be above 0", i)
+			return
 		}
 		ev.Refunds = append(ev.Refunds, payments.Refund{Key: key, Amount: amount, Status: models.RefundSucceeded})
 		sum += amount

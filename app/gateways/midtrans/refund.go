@@ -156,8 +156,8 @@ func (f *Refunder) listed(ctx context.Context, r outbound.RefundRequest, msg str
 		if listed.RefundKey != r.Key {
 			continue
 		}
-		amount, ok := payments.MinorFromDecimal(listed.RefundAmount, "IDR")
-		if !ok || amount < 1 {
+		amount, err := payments.ParseAmount(listed.RefundAmount, "IDR")
+		if err != nil || amount < 1 {
 			return outbound.Refunded{}, fmt.Errorf("midtrans refund: the status API lists refund_key %s with refund_amount %q", r.Key, listed.RefundAmount)
 		}
 		return outbound.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: amount}, nil

@@ -30,7 +30,7 @@ func scriptedMidtrans(t *testing.T, statusBody string, listed map[string]string)
 		var total int64
 		for key, amount := range listed {
 			n.Refunds = append(n.Refunds, NotifiedRefund{RefundKey: key, RefundAmount: amount})
-			minor, _ := payments.MinorFromDecimal(amount, "IDR")
+			minor, _ := payments.ParseAmount(amount, "IDR")
 			total += minor
 		}
 		n.RefundAmount = payments.MajorText(total, "IDR", 2)

@@ -1,9 +1,8 @@
 package stripe
 
 import (
-	"math/big"
+	"math"
 
-	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
 
@@ -25,22 +24,37 @@ func exponent(currency string) int {
 }
 
 // MinorUnits turns a Stripe amount of currency (upper case) into Sekali's
-// minor units: 15000000 IDR (Stripe's hundredths) is 150000.
+// minor units: 15000000 IDR (Stripe's hundredths) is 150000. An amount
+// that is negative, above models.MaxTotal once converted, or a fraction
+// of Sekali's unit is refused.
 func MinorUnits(amount int64, currency string) (int64, bool) {
-	r := new(big.Rat).SetFrac(big.NewInt(amount), payments.Pow10(exponent(currency)))
-	r.Mul(r, new(big.Rat).SetInt(payments.Pow10(models.CurrencyExponent(currency))))
-	if amount < 0 || !r.IsInt() || !r.Num().IsInt64() || r.Num().Int64() > models.MaxTotal {
+	if amount < 0 {
 		return 0, false
 	}
-	return r.Num().Int64(), true
+	minor, ok := scale(amount, models.CurrencyExponent(currency)-exponent(currency))
+	return minor, ok && minor <= models.MaxTotal
 }
 
 // Amount is MinorUnits's inverse: 150000 IDR is Stripe's 15000000.
 func Amount(minor int64, currency string) (int64, bool) {
-	r := new(big.Rat).SetFrac(big.NewInt(minor), payments.Pow10(models.CurrencyExponent(currency)))
-	r.Mul(r, new(big.Rat).SetInt(payments.Pow10(exponent(currency))))
-	if minor < 0 || !r.IsInt() || !r.Num().IsInt64() {
+	if minor < 0 {
 		return 0, false
 	}
-	return r.Num().Int64(), true
+	return scale(minor, exponent(currency)-models.CurrencyExponent(currency))
 }
+
+// scale is v × 10^shift for a shift of -3 to 3 (the exponents differ by
+// at most 3), exact or refused: a remainder or an int64 overflow.
+func scale(v int64, shift int) (int64, bool) {
+	if shift < 0 {
+		d := pow10[-shift]
+		return v / d, v%d == 0
+	}
+	m := pow10[shift]
+	if v > math.MaxInt64/m {
+		return 0, false
+	}
+	return v * m, true
+}
+
+var pow10 = [...]int64{1, 10, 100, 1000}

@@ -1,6 +1,7 @@
 package stripe_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/sekali/sekali/app/gateways/stripe"
@@ -33,6 +34,9 @@ func TestStripeAmounts(t *testing.T) {
 		{models.MaxTotal + 1, "USD", -1},
 		{models.MaxTotal * 100, "IDR", models.MaxTotal},
 		{models.MaxTotal*100 + 100, "IDR", -1}, // beyond any order
+		{math.MaxInt64, "IDR", -1},             // a fraction of a rupiah, and beyond any order
+		{math.MaxInt64 - 7, "IDR", -1},         // whole rupiah, beyond any order
+		{math.MaxInt64, "BIF", -1},             // × 100 would overflow
 	} {
 		minor, ok := stripe.MinorUnits(tc.stripe, tc.currency)
 		if want := tc.minor >= 0; ok != want || ok && minor != tc.minor {
@@ -58,6 +62,7 @@ func TestStripeAmountRefusesWhatStripeCannotState(t *testing.T) {
 		{-1, "USD"},
 		{50050, "BIF"}, // 500.50 BIF: Stripe has no fraction of a franc
 		{1, "BIF"},
+		{math.MaxInt64/100 + 1, "IDR"}, // × 100 would overflow
 	} {
 		if got, ok := stripe.Amount(tc.minor, tc.currency); ok {
 			t.Errorf("Amount(%d, %s) = %d, want refused", tc.minor, tc.currency, got)

@@ -205,8 +205,8 @@ func refunded(code int, a refundAnswer, r outbound.RefundRequest) (outbound.Refu
 	default:
 		return outbound.Refunded{}, fmt.Errorf("xendit refund %s: status %q", a.ID, a.Status)
 	}
-	if amount, ok := payments.MinorFromDecimal(string(a.Amount), strings.ToUpper(r.Currency)); a.Amount != "" && (!ok || amount != r.Amount) {
-		return outbound.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + string(a.Amount) + " is not the one asked")
+	if amount, err := payments.ParseAmount(string(a.Amount), strings.ToUpper(r.Currency)); a.Amount != "" && (err != nil || amount != r.Amount) {
+		return outbound.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + payments.QuoteAmount(string(a.Amount)) + " is not the one asked")
 	}
 	return outbound.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount, Pending: a.Status == "PENDING"}, nil
 }

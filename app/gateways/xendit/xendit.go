@@ -16,7 +16,9 @@
 //     same token → refunded, one refund by its id (rfd-…) with its status
 //     (PENDING, SUCCEEDED, FAILED, CANCELLED) and failure_code: a refund
 //     that fails after Xendit answered PENDING gives its amount back.
-//   - Amount: paid_amount, a JSON number in the currency's major unit.
+//   - Amount: paid_amount, a JSON number in the currency's major unit, read
+//     by payments.ParseAmount: no exponent, no sign, at most 16 digits
+//     before the point.
 //
 // The body is the invoice callback of github.com/xendit/xendit-node
 // docs/Invoice.md (InvoiceCallback): id, external_id (the order id),
@@ -133,12 +135,9 @@ func parse(eventID string, v any) (payments.Event, error) {
 	}
 	if event == models.EventPaid && f.Err == nil {
 		// A number, as Xendit documents it: a number in quotes is refused.
-		paid := f.Number("paid_amount")
-		amount, ok := payments.MinorFromDecimal(string(paid), ev.Currency)
-		if f.Err == nil && !ok {
-			f.Fail("paid_amount %s is not an amount of %s", paid, ev.Currency)
+		if paid := f.Number("paid_amount"); f.Err == nil {
+			ev.Amount = f.Amount("paid_amount", string(paid), ev.Currency)
 		}
-		ev.Amount = amount
 	}
 	return ev, f.Err
 }
@@ -195,11 +194,10 @@ func parseRefund(eventID, event string, obj map[string]any) (payments.Event, err
 	}
 	amount := f.Number("amount")
 	if f.Err == nil {
-		minor, ok := payments.MinorFromDecimal(string(amount), ev.Currency)
-		if !ok || minor < 1 {
-			f.Fail("amount %s is not an amount of %s", amount, ev.Currency)
+		ev.Amount = f.Amount("amount", string(amount), ev.Currency)
+		if f.Err == nil && ev.Amount < 1 {
+			f.Fail("amount must be above 0")
 		}
-		ev.Amount = minor
 	}
 	reason := ""
 	if !state.Counts() {
