@@ -563,3 +563,39 @@ func TestDisputedChargeRefusesRefunds(t *testing.T) {
 		}
 	}
 }
+
+// A refund the gateway accepted and then failed: the failure gives its
+// amount back and fails the refund record, so the charge can be refunded
+// again, under a new key. Should a crash have left the record done beside
+// its failed refund (between the answer's Done and the check that
+// follows it), sending it again marks it failed.
+func TestRefundFailedAfterAcceptance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustAsk("")
+	if done, err := e.refunds.Send(context.Background(), r.ID, "req-1"); err != nil || done.Phase != models.GatewayDone {
+		t.Fatalf("send: %+v, %v", done, err)
+	}
+	body := fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":%d,"currency":"IDR","refund_id":%q,"refund_status":"failed","failure_reason":"account closed"}`,
+		e.orderID, e.charge(), price, r.IdempotencyKey)
+	e.notify("evt_failed_"+e.orderID, body)
+	status, refunded, _ := e.state()
+	var after models.GatewayRequest
+	e.db.Take(&after, r.ID)
+	if status != models.OrderPaid || refunded != 0 || after.Phase != models.GatewayFailed || after.LastError != payments.FailedAfterAcceptance {
+		t.Fatalf("after the failure: order %s, refunded %d, record %s (%q); want paid, 0, failed", status, refunded, after.Phase, after.LastError)
+	}
+	again := e.mustAsk("")
+	if again.Amount != price || again.IdempotencyKey != e.orderID+"-R2" {
+		t.Errorf("asked again: %+v; want all of it under a new key", again)
+	}
+
+	// The record done beside its failed refund, as a crash would leave it.
+	e.db.Model(&models.GatewayRequest{}).Where("id = ?", r.ID).Updates(map[string]any{"phase": models.GatewayDone, "last_error": ""})
+	if sent, err := e.refunds.Send(context.Background(), r.ID, "req-2"); err != nil || sent.Phase != models.GatewayFailed {
+		t.Errorf("sending the done record again: %+v, %v; want it failed", sent, err)
+	}
+	if calls := e.gw.calls.Load(); calls != 1 {
+		t.Errorf("%d calls to the gateway, want 1: a done refund is never asked again", calls)
+	}
+}

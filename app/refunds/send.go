@@ -35,7 +35,13 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 	if err != nil {
 		return nil, err
 	}
-	if r.Phase == models.GatewayDone || r.Phase == models.GatewayFailed {
+	switch r.Phase {
+	case models.GatewayDone: // a crash may have come between Done and failIfFailed
+		if err := s.failIfFailed(ctx, r); err != nil {
+			return nil, fmt.Errorf("refunds.Send: %w", err)
+		}
+		return s.get(ctx, r.ID)
+	case models.GatewayFailed:
 		return r, nil
 	}
 	refunder, ok := s.refunders[r.Provider]
@@ -124,21 +130,26 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 	// The gateway may have failed the refund already — its notification
 	// applied before this answer, or between the answer and Done — and
 	// the notification marks failed only a request that is done.
-	if err := s.failIfFailed(ctx, r, a.RefundKey); err != nil {
+	r.ProviderObjectID = a.ObjectID
+	if err := s.failIfFailed(ctx, r); err != nil {
 		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}
 	return s.get(ctx, r.ID)
 }
 
-// failIfFailed marks refund request r failed when its refund at the
-// gateway, named by key, is recorded failed or canceled.
-func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest, key string) error {
-	if key == "" {
-		return nil
+// failIfFailed marks refund request r, done, failed when its refund at
+// the gateway — named by the gateway's id of it or by Sekali's key, as
+// payments' failAfterAcceptance finds it — is recorded failed or
+// canceled: the notification of the failure marks only requests that
+// were done when it was applied.
+func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest) error {
+	keys := []string{r.IdempotencyKey}
+	if r.ProviderObjectID != "" {
+		keys = append(keys, r.ProviderObjectID)
 	}
 	var failed int64
-	err := s.db.WithContext(ctx).Model(&models.Refund{}).Where("provider = ? AND refund_key = ? AND status IN ?",
-		r.Provider, key, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).Count(&failed).Error
+	err := s.db.WithContext(ctx).Model(&models.Refund{}).Where("provider = ? AND payment_id = ? AND refund_key IN ? AND status IN ?",
+		r.Provider, r.PaymentID, keys, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).Count(&failed).Error
 	if err != nil || failed == 0 {
 		return store.Classify(err)
 	}

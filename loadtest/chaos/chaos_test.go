@@ -57,6 +57,7 @@ func TestChaos(t *testing.T) {
 		}, Gateway: []gatewayFault{
 			{At: time.Second, N: 1, On: "session"}, {At: time.Second, N: 1, On: "refund"},
 			{At: 3 * time.Second, Hang: true, N: 1, On: "session"}, {At: 3 * time.Second, Hang: true, N: 1, On: "refund"},
+			{At: time.Second, Later: true, N: 1},
 		}},
 		// Longer, and early: the loss may be put off by up to 7.5 s
 		// (clearOfMinuteTurn) and must still come while callbacks pay
@@ -118,6 +119,20 @@ func TestChaos(t *testing.T) {
 	if len(r1.Frozen) == 0 || r1.TakenOver == 0 || r1.Fenced != r1.TakenOver {
 		t.Errorf("round 1: the freeze held jobs %v, %d taken over while it was frozen, %d of those finished by the taker; want at least one taken over, all of them fenced off for the resumed run",
 			r1.Frozen, r1.TakenOver, r1.Fenced)
+	}
+	// The one refund the gateway failed moves its order back unless its
+	// failure was applied before anything counted it (the answer lost,
+	// say): the money is held to the gateway's by the comparison.
+	if r1.FailedLater != 1 || r1.Reversed > 1 {
+		t.Errorf("round 1: %d refunds failed after the gateway accepted them, %d orders moved back; want the one the gateway failed, at most its order",
+			r1.FailedLater, r1.Reversed)
+	}
+	var succeeded, emailed int64
+	for _, r := range res.Rounds {
+		succeeded, emailed = succeeded+r.Succeeded, emailed+r.RefundEmails
+	}
+	if succeeded == 0 || succeeded != emailed {
+		t.Errorf("%d refunds succeeded, %d refund emails sent; want some, one each", succeeded, emailed)
 	}
 	if len(r1.Interrupted) == 0 || r1.Resumed != len(r1.Interrupted) {
 		t.Errorf("round 1: the kill interrupted jobs %v, %d of them ran again and succeeded; want at least one, all of them", r1.Interrupted, r1.Resumed)

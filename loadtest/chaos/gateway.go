@@ -130,6 +130,10 @@ func (s *stripeGateway) close() {
 
 // arm sets a fault switch.
 func (s *stripeGateway) arm(f gatewayFault) {
+	if f.Later {
+		s.g.Faults().FailRefundsLater(f.N)
+		return
+	}
 	if f.Hang {
 		s.g.Faults().TimeOutAfterActing(f.N)
 	} else {
@@ -173,7 +177,8 @@ func (s *stripeGateway) takeDue(call int) (fault int, ok bool) {
 }
 
 // disarm turns the gateway's own switches off at the storm's end; the
-// faults due to calls of a kind wait until endRound.
+// faults due to calls of a kind, and refunds to fail later, wait until
+// endRound.
 func (s *stripeGateway) disarm() {
 	s.g.Faults().FailNext(0)
 	s.g.Faults().TimeOutAfterActing(0)
@@ -182,6 +187,7 @@ func (s *stripeGateway) disarm() {
 // endRound returns the faults calls met in the round and forgets the
 // ones no call met.
 func (s *stripeGateway) endRound() faultsMet {
+	s.g.Faults().FailRefundsLater(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.met
@@ -258,7 +264,11 @@ func (w *statusWriter) WriteHeader(status int) {
 type gatewayFault struct {
 	At   time.Duration // after the storm's start
 	Hang bool          // TimeOutAfterActing; else FailNext
-	N    int           // the calls it applies to, whichever they are
+	// Later accepts the next N refunds and fails them afterwards
+	// (FailRefundsLater): Stripe's pending, then refund.failed. It waits
+	// for refunds until the round ends.
+	Later bool
+	N     int // the calls it applies to, whichever they are
 	// On, when it names a kind of call (callNames), makes the fault due
 	// from At to the next N calls of that kind, and to no other call
 	// (armAtCall); "" flips the gateway's own switch at At, for
@@ -270,6 +280,9 @@ type gatewayFault struct {
 var callNames = [2]string{"session", "refund"}
 
 func (f gatewayFault) describe() string {
+	if f.Later {
+		return fmt.Sprintf("gateway accepts a refund and fails it later ×%d", f.N)
+	}
 	what := fmt.Sprintf("gateway 500 ×%d", f.N)
 	if f.Hang {
 		what = fmt.Sprintf("gateway acts, no answer ×%d", f.N)
@@ -289,8 +302,10 @@ type gatewayRow struct {
 
 // settledRows waits (until deadline) until no refund asked of Stripe is
 // planned or sent: each has its answer, and no create_payment row of a
-// pending order waits either (a press after the lease records it). It
-// returns the rows still waiting at the end.
+// pending order waits either (a press after the lease records it); and
+// until every refund the gateway failed after accepting it is failed in
+// Sekali too (its refund.failed applied). It returns the rows still
+// waiting at the end.
 func (w *world) settledRows(ctx context.Context, deadline time.Time) []gatewayRow {
 	var waiting []gatewayRow
 	pollUntil(ctx, time.Until(deadline), func() bool {
@@ -305,9 +320,17 @@ func (w *world) settledRows(ctx context.Context, deadline time.Time) []gatewayRo
 				waiting = append(waiting, r)
 			}
 		}
-		return len(waiting) == 0
+		failed, err := w.refundsFailed(ctx)
+		return len(waiting) == 0 && err == nil && failed == w.stripe.g.Faults().FailedLater()
 	})
 	return waiting
+}
+
+// refundsFailed counts the refunds Sekali holds failed.
+func (w *world) refundsFailed(ctx context.Context) (int, error) {
+	var n int
+	err := w.db.QueryRow(ctx, "SELECT count(*) FROM refunds WHERE status = 'failed'").Scan(&n)
+	return n, err
 }
 
 // gatewayRows reads Stripe's gateway_requests rows that match where.
@@ -405,7 +428,9 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 				c.Unrecorded++ // no press can record it now; the one session it may have is its order's
 			}
 		case models.GatewayRefund:
-			asked[r.key] = r.phase == string(models.GatewayDone) || r.phase == string(models.GatewaySent)
+			// A failed row may have a refund at the gateway: one the
+			// gateway failed (checked below).
+			asked[r.key] = r.phase != string(models.GatewayPlanned)
 			got := refunds[r.key]
 			list := ids(len(got), func(i int) string { return got[i].ID })
 			switch {
@@ -413,8 +438,16 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 				problem("refund %s of order %s is done (%s) but the gateway has %d refunds under its key: %s", r.key, r.orderID, r.object, len(got), list)
 			case r.phase == string(models.GatewayDone) && (got[0].ID != r.object || got[0].Amount != want):
 				problem("refund %s of order %s is done as %s of %d, the gateway's refund is %s of %d", r.key, r.orderID, r.object, want, got[0].ID, got[0].Amount)
-			case r.phase == string(models.GatewayFailed):
-				problem("refund %s of order %s failed (%s); the gateway made %d under its key %s", r.key, r.orderID, r.lastError, len(got), list)
+			case r.phase == string(models.GatewayDone) && got[0].Status == stripego.RefundStatusFailed:
+				problem("refund %s of order %s is done, but the gateway failed its refund %s", r.key, r.orderID, got[0].ID)
+			case r.phase == string(models.GatewayFailed) && r.lastError == payments.FailedAfterAcceptance &&
+				(len(got) != 1 || got[0].ID != r.object || got[0].Status != stripego.RefundStatusFailed):
+				problem("refund %s of order %s failed after the gateway accepted it (%s), but the gateway has %d refunds under its key: %s",
+					r.key, r.orderID, r.object, len(got), list)
+			case r.phase == string(models.GatewayFailed) && slices.ContainsFunc(got, func(re *stripego.Refund) bool { return re.Status != stripego.RefundStatusFailed }):
+				// A refund the gateway failed may be learnt from its answer
+				// (a repeat finds it failed) instead of its notification.
+				problem("refund %s of order %s failed (%s); the gateway made %d under its key that did not fail: %s", r.key, r.orderID, r.lastError, len(got), list)
 			case len(got) > 1:
 				problem("refund %s of order %s is %s and the gateway made %d refunds under its key: %s", r.key, r.orderID, r.phase, len(got), list)
 			}
@@ -434,41 +467,56 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 	}
 	for _, key := range slices.Sorted(maps.Keys(refunds)) {
 		if !asked[key] {
-			problem("the gateway made refund(s) %s under key %q, which no done or sent refund of Sekali's has",
+			problem("the gateway made refund(s) %s under key %q, which no refund of Sekali's has asked",
 				ids(len(refunds[key]), func(i int) string { return refunds[key][i].ID }), key)
 		}
 	}
 
 	// No payment refunded above what it took.
-	took := map[string]int64{}
-	prs, err := w.db.Query(ctx, "SELECT provider_reference, amount, currency FROM payments WHERE provider = 'stripe'")
+	took, countedRefunded := map[string]int64{}, map[string]int64{}
+	prs, err := w.db.Query(ctx, "SELECT provider_reference, amount, refunded_amount, currency FROM payments WHERE provider = 'stripe'")
 	if err != nil {
 		return c, err
 	}
 	for prs.Next() {
 		var ref, currency string
-		var amount int64
-		if err := prs.Scan(&ref, &amount, &currency); err != nil {
+		var amount, refundedAmount int64
+		if err := prs.Scan(&ref, &amount, &refundedAmount, &currency); err != nil {
 			prs.Close()
 			return c, err
 		}
 		took[ref], _ = stripegw.Amount(amount, currency)
+		countedRefunded[ref], _ = stripegw.Amount(refundedAmount, currency)
 	}
 	prs.Close()
 	if err := prs.Err(); err != nil {
 		return c, err
 	}
-	refunded := map[string]int64{}
+	refunded := map[string]int64{} // what counts: refunds not failed
 	for _, re := range all {
 		pi := ""
 		if re.PaymentIntent != nil {
 			pi = re.PaymentIntent.ID
 		}
-		refunded[pi] += re.Amount
+		refunded[pi] += 0 // a charge whose refunds all failed counts 0
+		if re.Status != stripego.RefundStatusFailed && re.Status != stripego.RefundStatusCanceled {
+			refunded[pi] += re.Amount
+		}
+	}
+	for pi, counted := range countedRefunded {
+		if _, ok := refunded[pi]; !ok && counted > 0 {
+			refunded[pi] = 0 // Sekali counts refunds the gateway never made
+		}
 	}
 	for _, pi := range slices.Sorted(maps.Keys(refunded)) {
 		if amount, ok := took[pi]; !ok || refunded[pi] > amount {
 			problem("payment %q is refunded %d at the gateway; it took %d", pi, refunded[pi], amount)
+		}
+		// What Sekali counts refunded of each charge is what the gateway
+		// refunded of it: a refund that failed after acceptance counts at
+		// neither.
+		if counted := countedRefunded[pi]; counted != refunded[pi] {
+			problem("payment %q: Sekali counts %d refunded, the gateway %d (refunds that did not fail)", pi, counted, refunded[pi])
 		}
 	}
 	return c, nil

@@ -101,6 +101,9 @@ func randomPlan(rng *rand.Rand, storm time.Duration) plan {
 		p.Gateway = append(p.Gateway, gatewayFault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Hang: rng.IntN(2) == 0,
 			N: 1 + rng.IntN(3), On: []string{"", callNames[pageCall], callNames[refundCall]}[rng.IntN(3)]})
 	}
+	if rng.IntN(2) == 0 { // a bank that refuses refunds days later, in one round of two
+		p.Gateway = append(p.Gateway, gatewayFault{At: time.Second + time.Duration(rng.Int64N(int64(window))), Later: true, N: 1 + rng.IntN(2)})
+	}
 	sort.Slice(p.Gateway, func(i, j int) bool { return p.Gateway[i].At < p.Gateway[j].At })
 	return p
 }
@@ -119,7 +122,7 @@ type roundResult struct {
 	Deliveries   uint64
 	Paid         int64
 	Invoices     int64
-	Emails       int64
+	Emails       int64 // order_paid emails sent
 	Rerun        int64 // jobs claimed more than once (a kill, a lost lock or task)
 	Redispatched int64 // outbox rows handed to the queue again after Redis lost them
 
@@ -131,6 +134,10 @@ type roundResult struct {
 	RefundsTaken   int       // refund requests answered 202
 	RefundsRefused int       // answered 422 (or 409, the order refunded by then): another took what was left
 	RefundsDone    int64     // refund rows done (the gateway answered it refunded)
+	FailedLater    int64     // refunds the gateway accepted and then failed: given back in Sekali
+	Reversed       int64     // orders a failed refund moved back (refunded → partially_refunded or paid, …)
+	Succeeded      int64     // refunds (named by the gateway) that succeeded
+	RefundEmails   int64     // refund_succeeded emails sent: one per succeeded refund
 	GatewayFaults  faultsMet // calls that met a fault
 	Sessions       int       // Checkout Sessions at the gateway, after the round
 	GatewayRefunds int       // refunds at the gateway, after the round
@@ -350,7 +357,7 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	}
 	for _, f := range p.Gateway {
 		at(f.At, func() {
-			if f.On != "" {
+			if f.On != "" && !f.Later {
 				w.stripe.armAtCall(f, func() { event("%s: the first met", f.describe()) })
 				event("%s: due to the next %d %s call(s)", f.describe(), f.N, f.On)
 				return
@@ -485,6 +492,9 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 		return r, err
 	}
 	problems, taken, refused := shop.judgeRefunds()
+	if succeeded, emailed := w.refundEmailsSent(ctx, time.Now().Add(w.opts.DrainTimeout)); succeeded != emailed {
+		problems = append(problems, fmt.Sprintf("%d refunds succeeded, %d refund emails sent; want one each", succeeded, emailed))
+	}
 	r.Gateway = append(cmp.Problems, problems...)
 	r.RefundsTaken, r.RefundsRefused = taken, refused
 	r.Sessions, r.GatewayRefunds, r.Unrecorded = cmp.Sessions, cmp.Refunds, cmp.Unrecorded
@@ -517,10 +527,13 @@ func (w *world) round(ctx context.Context, n int, p plan) (roundResult, error) {
 	}
 	r.Paid, r.Invoices, r.Emails = after[0]-before[0], after[1]-before[1], after[2]-before[2]
 	r.Rerun, r.Redispatched, r.RefundsDone = after[3]-before[3], after[4]-before[4], after[5]-before[5]
+	r.FailedLater, r.Succeeded, r.RefundEmails, r.Reversed = after[6]-before[6], after[7]-before[7], after[8]-before[8], after[9]-before[9]
 	w.say("round %d done in %s: %d deliveries, %d paid, %d invoices, %d emails; %d jobs ran more than once, %d tasks dispatched again; "+
-		"%d Pay presses, %d pages, %d paid through Stripe; refunds %d taken, %d refused, %d done; gateway faults met %s; %d violation(s)",
+		"%d Pay presses, %d pages, %d paid through Stripe; refunds %d taken, %d refused, %d done, %d failed later (%d orders moved back), %d succeeded with %d emails; "+
+		"gateway faults met %s; %d violation(s)",
 		n, time.Since(start).Round(100*time.Millisecond), r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched,
-		r.Presses, r.Pages, r.StripePaid, r.RefundsTaken, r.RefundsRefused, r.RefundsDone, r.GatewayFaults, r.Violations)
+		r.Presses, r.Pages, r.StripePaid, r.RefundsTaken, r.RefundsRefused, r.RefundsDone, r.FailedLater, r.Reversed, r.Succeeded, r.RefundEmails,
+		r.GatewayFaults, r.Violations)
 	if w.opts.Verbose || r.Violations > 0 {
 		for _, line := range r.Timeline {
 			w.say("  %s", line)
@@ -685,18 +698,25 @@ func (w *world) freezeMidJob(ctx context.Context, p *proc, timeout time.Duration
 }
 
 // effects counts paid orders (refunded since, or not), invoices and sent
-// emails; the jobs claimed more than once, and the outbox rows
+// order_paid emails; the jobs claimed more than once, and the outbox rows
 // dispatched more than once without a relay error (the reconciler's
-// work: a relay that failed to enqueue records last_error); and the
-// refunds done.
-func (w *world) effects(ctx context.Context) ([6]int64, error) {
-	var e [6]int64
+// work: a relay that failed to enqueue records last_error); the refunds
+// done; the refunds failed after acceptance, and those that succeeded
+// (named by the gateway, not a charge total) with their sent emails; and
+// the orders a failed refund moved back.
+func (w *world) effects(ctx context.Context) ([10]int64, error) {
+	var e [10]int64
 	err := w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE status IN ('paid', 'partially_refunded', 'refunded')),
 	       (SELECT count(*) FROM invoices),
-	       (SELECT count(*) FROM outbound_emails WHERE status = 'sent'),
+	       (SELECT count(*) FROM outbound_emails WHERE status = 'sent' AND key LIKE 'order_paid:%'),
 	       (SELECT count(*) FROM job_executions WHERE attempts > 1),
 	       (SELECT count(*) FROM outbox_messages WHERE attempts > 1 AND last_error = ''),
-	       (SELECT count(*) FROM gateway_requests WHERE kind = 'refund' AND phase = 'done')`).Scan(&e[0], &e[1], &e[2], &e[3], &e[4], &e[5])
+	       (SELECT count(*) FROM gateway_requests WHERE kind = 'refund' AND phase = 'done'),
+	       (SELECT count(*) FROM refunds WHERE status = 'failed'),
+	       (SELECT count(*) FROM refunds WHERE status = 'succeeded' AND refund_key NOT LIKE '%:refunded:%'),
+	       (SELECT count(*) FROM outbound_emails WHERE status = 'sent' AND key LIKE 'refund_succeeded:%'),
+	       (SELECT count(*) FROM order_transitions WHERE from_status IN ('refunded', 'partially_refunded') AND to_status IN ('paid', 'partially_refunded'))`).
+		Scan(&e[0], &e[1], &e[2], &e[3], &e[4], &e[5], &e[6], &e[7], &e[8], &e[9])
 	return e, err
 }
 
@@ -728,11 +748,11 @@ func printTable(out io.Writer, res *result) {
 	defer func() { out.Write(buf.Bytes()) }()
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "round\tkills web/worker/relay\tRedis losses\tdatabase cuts\tjobs frozen past lease/taken over/fenced\tdeliveries\tpaid orders\tinvoices\temails\tjobs run again\ttasks re-dispatched\t"+
-		"Pay presses/pages\trefunds taken/refused/done\tgateway faults 500/no answer\tviolations\t")
+		"Pay presses/pages\trefunds taken/refused/done\trefunds failed later/reversed\trefunds succeeded/emailed\tgateway faults 500/no answer\tviolations\t")
 	row := func(name string, r roundResult, frozen int) {
-		fmt.Fprintf(tw, "%s\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%d/%d\t%d\t\n", name, r.Kills[0], r.Kills[1], r.Kills[2],
+		fmt.Fprintf(tw, "%s\t%d/%d/%d\t%d\t%d\t%d/%d/%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%d/%d/%d\t%d/%d\t%d/%d\t%d/%d\t%d\t\n", name, r.Kills[0], r.Kills[1], r.Kills[2],
 			r.RedisLosses, r.DBCuts, frozen, r.TakenOver, r.Fenced, r.Deliveries, r.Paid, r.Invoices, r.Emails, r.Rerun, r.Redispatched,
-			r.Presses, r.Pages, r.RefundsTaken, r.RefundsRefused, r.RefundsDone,
+			r.Presses, r.Pages, r.RefundsTaken, r.RefundsRefused, r.RefundsDone, r.FailedLater, r.Reversed, r.Succeeded, r.RefundEmails,
 			r.GatewayFaults[pageCall][failedCall]+r.GatewayFaults[refundCall][failedCall], r.GatewayFaults[pageCall][heldCall]+r.GatewayFaults[refundCall][heldCall],
 			r.Violations)
 	}
@@ -759,6 +779,10 @@ func printTable(out io.Writer, res *result) {
 		t.RefundsTaken += r.RefundsTaken
 		t.RefundsRefused += r.RefundsRefused
 		t.RefundsDone += r.RefundsDone
+		t.FailedLater += r.FailedLater
+		t.Reversed += r.Reversed
+		t.Succeeded += r.Succeeded
+		t.RefundEmails += r.RefundEmails
 		t.GatewayFaults.add(r.GatewayFaults)
 		t.Violations += r.Violations
 	}
@@ -803,4 +827,17 @@ func (w *world) finishedByOthers(ctx context.Context, jobs []string, id string) 
 	w.db.QueryRow(ctx, "SELECT count(*) FROM job_executions WHERE idempotency_key = ANY($1) AND status = 'succeeded' AND worker_id <> $2",
 		jobs, id).Scan(&n)
 	return n
+}
+
+// refundEmailsSent waits (until deadline) until every refund that
+// succeeded has its email sent — the refunds' notifications applied
+// while the round settled wrote email tasks that run after the drain —
+// and returns the two counts.
+func (w *world) refundEmailsSent(ctx context.Context, deadline time.Time) (succeeded, emailed int64) {
+	pollUntil(ctx, time.Until(deadline), func() bool {
+		err := w.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM refunds WHERE status = 'succeeded' AND refund_key NOT LIKE '%:refunded:%'),
+		       (SELECT count(*) FROM outbound_emails WHERE status = 'sent' AND key LIKE 'refund_succeeded:%')`).Scan(&succeeded, &emailed)
+		return err == nil && succeeded == emailed
+	})
+	return succeeded, emailed
 }

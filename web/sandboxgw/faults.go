@@ -23,6 +23,8 @@ type Faults struct {
 	hang  int
 	held  int // calls that acted and wait for their caller to give up
 	later int // refunds to accept, then fail
+	// failedLater counts the refunds accepted, then failed.
+	failedLater int
 }
 
 // FailRefundsLater makes the next n refunds the emulated Stripe and
@@ -43,9 +45,18 @@ func (f *Faults) failLater() bool {
 	defer f.mu.Unlock()
 	if f.later > 0 {
 		f.later--
+		f.failedLater++
 		return true
 	}
 	return false
+}
+
+// FailedLater is how many refunds the gateway has accepted and then
+// failed (FailRefundsLater), since it started.
+func (f *Faults) FailedLater() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failedLater
 }
 
 // FailNext makes the next n API calls answer 500, in the gateway's error
