@@ -301,3 +301,62 @@ func TestBrowserRefundASecondCharge(t *testing.T) {
 	}, id)
 	a.verify(t)
 }
+
+// TestBrowserRefundFailedAtTheGateway: a refund the gateway accepted and
+// then failed (the sandbox's refund notification says so, with the
+// bank's reason) turns the order back to paid on its page, without a
+// reload: the refund record failed, the gateway's reason beside it, and
+// "Send again…", which leads to the page that asks first with the same
+// amount and reason — pressing it asks a new refund, under a new key.
+func TestBrowserRefundFailedAtTheGateway(t *testing.T) {
+	t.Parallel()
+	_, env := gatewayEnv(t, "sandbox")
+	a := startApp(t, env)
+	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, a)
+	id := b.buyAndPayOnGatewaysPage("sandbox", "") // one mug: Rp 75.000
+	ensureAdmin(t, a)
+	if st := b.logIn(testAdminEmail, testAdminPassword); st != http.StatusOK {
+		t.Fatalf("log in: status %d", st)
+	}
+	b.refund(id, "sandbox", "75000", "the mug arrived broken", "Rp 75.000", "Rp 0", false)
+	b.waitForRefunds("refunded", "Rp 75.000 refunded", 1)
+
+	// The bank refuses the refund days later; the gateway says so.
+	var key, charge string
+	a.DB.Raw("SELECT idempotency_key FROM gateway_requests WHERE order_id = ? AND kind = 'refund'", id).Scan(&key)
+	a.DB.Raw("SELECT provider_reference FROM payments WHERE order_id = ?", id).Scan(&charge)
+	body := `{"order_id":"` + id + `","transaction_id":"` + charge + `","payment_status":"refunded","paid_amount":75000,` +
+		`"currency":"IDR","refund_id":"` + key + `","refund_status":"failed","failure_reason":"the customer's card account is closed"}`
+	if r := a.callback(t, "evt_refund_failed_"+id, []byte(body)); r.Status != http.StatusOK {
+		t.Fatalf("the refund's failure: %d %s", r.Status, r.Body)
+	}
+	b.markPage()
+	b.waitFor("the order paid again, the refund failed",
+		`document.querySelector("#order .stat .badge").innerText === "paid" &&
+		 (rows => rows.length === 1 && rows[0].phase === "failed")(`+refundRowsJS+`) &&
+		 document.querySelector("#refund-list").innerText.includes("card account is closed")`,
+		`[document.querySelector("#order .stat .badge").innerText, `+refundRowsJS+`]`)
+	b.assertNotReloaded()
+	b.screenshot("order-refund-failed")
+
+	orderPage := "/admin/orders/" + id
+	st := b.follow("press Send again…", chromedp.Click(chromedp.CSS(`#refund-list a.button`)))
+	if loc := b.location(); st != http.StatusOK || !strings.HasPrefix(loc, orderPage+"/refund?") || b.text("h1") != "Refund Rp 75.000 of order "+id+"?" {
+		t.Fatalf("Send again…: status %d at %s (%q); want the page that asks first, for Rp 75.000", st, loc, b.text("h1"))
+	}
+	st = b.follow("press Refund Rp 75.000", chromedp.Click(chromedp.CSS(`form[method="post"][action$="/refund"] button.danger`)))
+	if loc := b.location(); st != http.StatusOK || loc != orderPage+"#refunds" {
+		t.Fatalf("the refund button: status %d at %s", st, loc)
+	}
+	b.waitFor("the second refund done",
+		`(rows => rows.length === 2 && rows[1].phase === "done")(`+refundRowsJS+`) && document.querySelector("#order .stat .badge").innerText === "refunded"`,
+		refundRowsJS)
+	a.expectCounts(t, []countCheck{
+		{"refund records: one failed after acceptance, one done", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund' AND (phase = 'done' OR last_error LIKE 'the gateway accepted the refund%')", 2},
+		{"refunds at the gateway: one failed, one succeeded", "SELECT count(*) FROM refunds WHERE order_id = ? AND status IN ('failed', 'succeeded')", 2},
+	}, id)
+	a.verify(t)
+}
