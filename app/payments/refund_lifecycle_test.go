@@ -187,7 +187,7 @@ func TestXenditRefundCallbacks(t *testing.T) {
 	// Sekali's refunder got PENDING (refunds.Service applies the answer so).
 	answer := payments.Event{Key: "refund:" + id + "-R1", OrderID: id, TransactionID: inv, Status: models.EventRefunded, Amount: price, Currency: "IDR",
 		Refunds: []payments.Refund{{Key: "rfd-1-" + id, Amount: price, Status: models.RefundPending}}}
-	if out, err := f.pay.ApplyAnswer(context.Background(), xendit.Name, answer); err != nil || out.OrderStatus != models.OrderRefunded {
+	if out, err := f.pay.ApplyAnswer(context.Background(), xendit.Name, "req-refund-1", answer); err != nil || out.OrderStatus != models.OrderRefunded {
 		t.Fatalf("the PENDING answer: %+v %v", out, err)
 	}
 	out := f.send(xenditRefundCallback("refund.failed", id, inv, "rfd-1-"+id, price, "FAILED", "REFUND_FAILED"))

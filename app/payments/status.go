@@ -135,9 +135,12 @@ func Answer(ev Event, err error) (Event, bool, error) {
 // ApplyAnswer applies what a gateway answered to a call Sekali made to
 // it — a refund — as a delivery of its notification of the same fact
 // would be applied: the answer and the notification converge on one
-// effect, whichever comes first. An error means nothing was applied.
-func (s *Service) ApplyAnswer(ctx context.Context, provider string, ev Event) (Outcome, error) {
-	out := s.applyFact(ctx, provider, ev, Delivery{Provider: provider, RemoteAddr: "gateway answer", RequestID: "answer"})
+// effect, whichever comes first. requestID is the request the call was
+// made for (the admin's that asked for the refund): its delivery row,
+// its log line and the tasks it writes (a refund's email) carry it; ""
+// is "answer". An error means nothing was applied.
+func (s *Service) ApplyAnswer(ctx context.Context, provider, requestID string, ev Event) (Outcome, error) {
+	out := s.applyFact(ctx, provider, ev, Delivery{Provider: provider, RemoteAddr: "gateway answer", RequestID: cmp.Or(requestID, "answer")})
 	if out.Result == models.ResultError {
 		return out, fmt.Errorf("payments.ApplyAnswer: %s %s could not be applied", provider, ev.Key)
 	}

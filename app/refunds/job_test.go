@@ -99,6 +99,15 @@ func TestRefundJobLogsTheAdminsRequestAndTheRefund(t *testing.T) {
 	if n := len(logs.with(t, "request_id", "req-admin-7")); n != len(mine) {
 		t.Errorf("%d lines carry the admin's request id, %d the refund's; want the same lines", n, len(mine))
 	}
+	// The gateway's answer is applied under the admin's request too: its
+	// delivery row, and the email the refund's success writes.
+	var answered, emails int64
+	e.db.Model(&models.CallbackDelivery{}).Where("remote_addr = 'gateway answer' AND request_id = ?", "req-admin-7").Count(&answered)
+	e.db.Raw(`SELECT count(*) FROM outbox_messages WHERE task_type = ? AND convert_from(payload, 'UTF8')::jsonb ->> 'template' = 'refund_succeeded'
+		AND convert_from(payload, 'UTF8')::jsonb ->> 'request_id' = ?`, jobs.TaskEmailSend, "req-admin-7").Scan(&emails)
+	if answered != 1 || emails != 1 {
+		t.Errorf("%d answer deliveries and %d refund emails carry the admin's request id, want 1 and 1", answered, emails)
+	}
 
 	// A payload of the first version: request_id was the record's id.
 	old, err := e.request(refunds.Request{OrderID: e.orderID, Amount: "10000", Reason: "a chipped saucer", Admin: "admin@example.com"})

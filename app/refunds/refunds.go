@@ -39,7 +39,7 @@ type Tasks interface {
 // answerApplier applies a gateway's answer as its notification would be
 // applied (payments.Service).
 type answerApplier interface {
-	ApplyAnswer(ctx context.Context, provider string, ev payments.Event) (payments.Outcome, error)
+	ApplyAnswer(ctx context.Context, provider, requestID string, ev payments.Event) (payments.Outcome, error)
 }
 
 // Service asks gateways for refunds.

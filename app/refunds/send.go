@@ -69,7 +69,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 	wctx := context.WithoutCancel(ctx)
 	switch {
 	case err == nil && answer.ObjectID != "":
-		return s.done(wctx, r, &charge, answer, log)
+		return s.done(wctx, r, &charge, answer, requestID, log)
 	case err == nil:
 		err = errors.New("the gateway's answer names no refund")
 	case outbound.IsRefused(err):
@@ -95,7 +95,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 // again adds nothing (the refunds table's unique key, or the charge's
 // stated total). The gateway's notification of the refund converges the
 // same way, whichever comes first.
-func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *models.Payment, a outbound.Refunded, log *slog.Logger) (*models.GatewayRequest, error) {
+func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *models.Payment, a outbound.Refunded, requestID string, log *slog.Logger) (*models.GatewayRequest, error) {
 	ev := payments.Event{
 		Key: "refund:" + r.IdempotencyKey, OrderID: r.OrderID, TransactionID: charge.ProviderReference,
 		Status: models.EventRefunded, Amount: a.Amount, Currency: r.Currency,
@@ -110,7 +110,7 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 	if a.Total > 0 {
 		ev.Amount = a.Total
 	}
-	out, err := s.payments.ApplyAnswer(ctx, r.Provider, ev)
+	out, err := s.payments.ApplyAnswer(ctx, r.Provider, requestID, ev)
 	if err != nil {
 		return nil, fmt.Errorf("refunds.Send: apply the gateway's answer: %w", err)
 	}
