@@ -334,6 +334,10 @@ func TestRefundSendAgainNow(t *testing.T) {
 	if len(rows) != 1 || rows[0].Phase != models.GatewayPlanned {
 		t.Fatalf("refunds %+v, want one planned", rows)
 	}
+	// A refund not answered yet names no gateway refund: it says so.
+	if cell := c.get("/admin/orders/" + o.ID).Doc(t).Find("#refund-list tbody tr td").Eq(5).Text(); !strings.Contains(cell, "sandbox: not answered yet") {
+		t.Errorf("the planned refund's gateway refund reads %q, want \"sandbox: not answered yet\"", strings.TrimSpace(cell))
+	}
 	retry := "/admin/gateway-requests/" + strconv.FormatInt(rows[0].ID, 10) + "/retry"
 	list := c.get("/admin/gateway-requests?phase=open").Doc(t)
 	if list.Find(`form[action="`+retry+`"] button`).Length() != 1 {
