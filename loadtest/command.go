@@ -37,7 +37,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 		names = append(names, s.Name)
 	}
 	scenario := fs.String("scenario", "all", "scenario to run: all, "+strings.Join(names, ", "))
-	target := fs.String("target", localURL(getenv("HTTP_ADDR")), "base URL of the server (default: this machine at HTTP_ADDR)")
+	target := fs.String("target", localURL(getenv("HTTP_ADDR")), "base URL of the server; the default is this machine at HTTP_ADDR")
 	events := fs.Int("events", d.Events, "events (orders) per scenario")
 	copies := fs.Int("copies", d.Copies, "deliveries of each event")
 	concurrency := fs.Int("concurrency", d.Concurrency, "requests in flight at once")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +48,22 @@ func TestCommandLineMistakes(t *testing.T) {
 	var usage UsageError
 	if !errors.As(err, &usage) || usage.Msg != "replay needs the server's admin token: -token or ADMIN_API_TOKEN" {
 		t.Errorf("without a token: %v", err)
+	}
+}
+
+// -h names each flag's default once: the flag package writes it, and a
+// usage text that says it too ("(default: …)") printed two.
+func TestHelpNamesEachDefaultOnce(t *testing.T) {
+	t.Parallel()
+	var out, errs bytes.Buffer
+	Command(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &errs)
+	help := errs.String()
+	if !strings.Contains(help, "-target") {
+		t.Fatalf("-h printed no -target:\n%s", help)
+	}
+	for _, line := range strings.Split(help, "\n") {
+		if n := strings.Count(line, "(default"); n > 1 {
+			t.Errorf("a line of -h names %d defaults: %q", n, line)
+		}
 	}
 }
