@@ -76,8 +76,12 @@ func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.
 	if !o.Status.WasPaid() {
 		return nil, nil
 	}
-	e := OrderPaidEmail(&o)
-	db = db.WithContext(ctx)
+	return intent(db.WithContext(ctx), OrderPaidEmail(&o))
+}
+
+// intent is the outbound_emails row of e's key: e, created unless it
+// exists, or the row made before (and perhaps sent since).
+func intent(db *gorm.DB, e models.OutboundEmail) (*models.OutboundEmail, error) {
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
 		return nil, err
 	}
@@ -123,14 +127,7 @@ func RefundSucceededIntent(ctx context.Context, db *gorm.DB, orderID string, ref
 	if r.Status != models.RefundSucceeded {
 		return nil, nil
 	}
-	e := RefundSucceededEmail(&o, &r)
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-		return nil, err
-	}
-	if err := db.Take(&e, "key = ?", e.Key).Error; err != nil {
-		return nil, err
-	}
-	return &e, nil
+	return intent(db, RefundSucceededEmail(&o, &r))
 }
 
 // RefundSucceededEmail is the email of refund r of o, not sent yet. Like

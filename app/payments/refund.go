@@ -38,6 +38,10 @@ import (
 // total: {reference}:refunded:{total}.
 const placeholderInfix = ":refunded:"
 
+// placeholder reports whether key is such a refund's: it stands for
+// refunds not named yet, and is no refund of its own.
+func placeholder(key string) bool { return strings.Contains(key, placeholderInfix) }
+
 // refundPlan is what refund news does to its charge.
 type refundPlan struct {
 	rows   []models.Refund // new refunds: key, amount, status, reason
@@ -107,7 +111,7 @@ func planRefunds(tx *gorm.DB, provider string, ev Event, charge *models.Payment)
 		if r.Status == models.RefundFailed || r.Status == models.RefundCanceled {
 			failed += r.Amount
 		}
-		if strings.Contains(r.RefundKey, placeholderInfix) && r.Status.Counts() {
+		if placeholder(r.RefundKey) && r.Status.Counts() {
 			placeholders = append(placeholders, r)
 		}
 	}
@@ -209,7 +213,7 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 		}
 		for _, r := range plan.rows {
 			switch {
-			case strings.Contains(r.RefundKey, placeholderInfix): // no refund of its own: no email
+			case placeholder(r.RefundKey): // no refund of its own: no email
 			case r.Status == models.RefundSucceeded:
 				succeeded = append(succeeded, r.ID)
 			case !r.Status.Counts():
@@ -249,7 +253,7 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 			return "", false, err
 		}
 	}
-	if err := failAfterAcceptance(tx, charge.Provider, failed, now); err != nil {
+	if err := FailAfterAcceptance(tx, charge.Provider, failed, now); err != nil {
 		return "", false, err
 	}
 	var rows []models.OutboxMessage
@@ -299,13 +303,14 @@ func changedOne(res *gorm.DB, what, key string) error {
 	return nil
 }
 
-// failAfterAcceptance marks failed the refunds Sekali asked for (console,
-// admin API) whose gateway refunds, named by keys (the gateway's id of
-// the refund, or Sekali's key where the gateway names it so), failed
-// after the gateway had accepted them: their record says why, and what they asked
-// no longer counts as asked. A refund whose answer is not recorded yet is
-// marked by refunds.Service when it records it.
-func failAfterAcceptance(tx *gorm.DB, provider string, keys []string, now time.Time) error {
+// FailAfterAcceptance marks failed the done refunds Sekali asked for
+// (console, admin API) whose gateway refunds, named by keys (the
+// gateway's id of the refund, or Sekali's key where the gateway names it
+// so), failed after the gateway had accepted them: their record says
+// why, and what they asked no longer counts as asked. The news of the
+// failure calls it; so does refunds.Service for a refund whose answer it
+// records after that news was applied.
+func FailAfterAcceptance(tx *gorm.DB, provider string, keys []string, now time.Time) error {
 	if len(keys) == 0 {
 		return nil
 	}

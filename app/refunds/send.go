@@ -139,7 +139,7 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 
 // failIfFailed marks refund request r, done, failed when its refund at
 // the gateway — named by the gateway's id of it or by Sekali's key, as
-// payments' failAfterAcceptance finds it — is recorded failed or
+// payments.FailAfterAcceptance finds it — is recorded failed or
 // canceled: the notification of the failure marks only requests that
 // were done when it was applied.
 func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest) error {
@@ -153,9 +153,7 @@ func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest) er
 	if err != nil || failed == 0 {
 		return store.Classify(err)
 	}
-	return s.db.WithContext(ctx).Model(&models.GatewayRequest{}).
-		Where("id = ? AND phase = ?", r.ID, models.GatewayDone).
-		Updates(map[string]any{"phase": models.GatewayFailed, "last_error": payments.FailedAfterAcceptance, "updated_at": s.now().UTC()}).Error
+	return payments.FailAfterAcceptance(s.db.WithContext(ctx), r.Provider, keys, s.now().UTC())
 }
 
 // get reads refund request id.

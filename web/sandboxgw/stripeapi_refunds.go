@@ -250,22 +250,25 @@ func (g *Gateway) notifyStripeRefund(told stripeRefundTold, failed *stripeRefund
 		return
 	}
 	currency := strings.ToUpper(told.currency)
-	var evs []event
-	for _, t := range []*stripeRefundTold{&told, failed} {
-		if t == nil {
-			continue
-		}
-		amount, ok1 := stripegw.MinorUnits(t.amount, currency)
-		total, ok2 := stripegw.MinorUnits(t.total, currency)
-		if !ok1 || !ok2 {
+	// refundEvent is the event of t, the refund by its id, in its state.
+	refundEvent := func(t stripeRefundTold) (event, bool) {
+		amount, ok := stripegw.MinorUnits(t.amount, currency)
+		return event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: told.orderID, TransactionID: told.pi,
+			Status: models.EventRefunded, Amount: amount, Currency: currency, RefundID: t.refund, RefundStatus: t.status, RefundReason: t.reason}}, ok
+	}
+	made, ok1 := refundEvent(told)
+	total, ok2 := stripegw.MinorUnits(told.total, currency)
+	if !ok1 || !ok2 {
+		return
+	}
+	evs := []event{made, {format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: told.orderID,
+		TransactionID: told.pi, Status: models.EventRefunded, Amount: total, Currency: currency}}}
+	if failed != nil {
+		ev, ok := refundEvent(*failed)
+		if !ok {
 			return
 		}
-		evs = append(evs, event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: told.orderID, TransactionID: told.pi,
-			Status: models.EventRefunded, Amount: amount, Currency: currency, RefundID: t.refund, RefundStatus: t.status, RefundReason: t.reason}})
-		if t == &told {
-			evs = append(evs, event{format: stripegw.Name, fact: payments.Fact{EventID: newID("evt_"), OrderID: told.orderID,
-				TransactionID: told.pi, Status: models.EventRefunded, Amount: total, Currency: currency}})
-		}
+		evs = append(evs, ev)
 	}
 	g.wg.Add(1)
 	go func() {

@@ -1,6 +1,7 @@
 package xendit
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,10 +71,7 @@ func (s Sender) Sign(body []byte, eventID string, _ time.Time) (http.Header, []b
 // f.TransactionID: refund.failed when it failed, refund.succeeded
 // otherwise (Xendit sends no callback of a pending refund).
 func refundBody(f payments.Fact) ([]byte, error) {
-	state := f.RefundStatus
-	if state == "" {
-		state = models.RefundSucceeded
-	}
+	state := cmp.Or(f.RefundStatus, models.RefundSucceeded)
 	status, ok := refundStatuses[state]
 	if !ok || state == models.RefundPending {
 		return nil, fmt.Errorf("xendit refund %s: %w", state, payments.ErrNotExpressible)
