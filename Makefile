@@ -24,22 +24,31 @@ run: build ## migrate, seed and serve on :8080
 	$(BIN) seed
 	SANDBOX_GATEWAY=$${SANDBOX_GATEWAY:-on} $(BIN) serve
 
+# How many test binaries run at once (go test -p; its default is the
+# number of cores). The slow ones mostly wait (Asynq's leases, a browser,
+# a killed process), so one more than two cores keeps them busy.
+TEST_P ?= 3
+
 .PHONY: test
-test: loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis), and the k6 type-check
+test: test-deps loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis running), and the k6 type-check; installs what it needs first (make test-deps)
 	@echo "compiling with the race detector: each package is listed as it compiles (the first time, all of them: a few minutes on 2 cores)"
 	$(GO) build -race -v ./...
-	@echo "testing: each package's result is printed when it finishes; the slowest (a renamed fork's suite, the chaos rounds, the browser) take 2-7 minutes"
-	@# tools/rename, the longest, runs beside the others from the start, in
-	@# a go test of its own: go test prints a package's result only after
-	@# those listed before it, and listed first it held every line back for
-	@# minutes. Its result is printed when it ends. The timeout is a backstop
-	@# for a hang, well above a busy machine's run: tests take their waits
-	@# from it (testenv.Budget) and fail on conditions, not on the clock.
-	@log=$$(mktemp); \
-	$(GO) test -race -count=1 -timeout 60m ./tools/rename >$$log 2>&1 & rename=$$!; \
-	$(GO) test -race -count=1 -timeout 60m $$($(GO) list ./... | grep -v '/tools/rename$$'); rest=$$?; \
-	wait $$rename; renamed=$$?; cat $$log; rm -f $$log; \
-	test $$rest -eq 0 && test $$renamed -eq 0
+	@echo "testing: each package's result is printed when it finishes; the slowest (the browser and the processes killed mid-work in cmd/sekali, the chaos rounds) take 2-4 minutes"
+	@# go test -json streams each package's events as they come (plain go
+	@# test holds a package's lines back until those listed before it are
+	@# done); testreport turns them back into go test's lines. The
+	@# timeout is a backstop for a hang, well above a busy machine's run:
+	@# tests take their waits from it (testenv.Budget) and fail on
+	@# conditions, not on the clock. testclean then drops the template
+	@# database the test binaries shared (app/testenv).
+	@set -o pipefail; \
+	$(GO) test -race -count=1 -timeout 60m -p $(TEST_P) -json ./... | $(GO) run ./tools/testreport; status=$$?; \
+	$(GO) run ./tools/testclean || echo "make test-clean failed: test databases may be left behind"; \
+	exit $$status
+
+.PHONY: test-deps
+test-deps: ## install what the tests run besides Go when it is missing: Chromium, PgBouncer, Node.js with npm, redis-server (apt-get, with sudo when not root; TEST_DEPS=check only says what to run)
+	@./tools/testdeps.sh
 
 .PHONY: loadtest-typecheck
 loadtest-typecheck: ## type-check the k6 scripts against @types/k6 (needs Node.js and npm)
@@ -66,8 +75,11 @@ migrate-new: ## create the next migration: make migrate-new name=add_things
 	 printf -- '-- +goose Up\n\n-- +goose Down\n' > $$file; echo "created $$file"
 
 .PHONY: fuzz
-fuzz: ## fuzz the callback parser, the canonicaliser and the amount parser for 30s each
+fuzz: ## fuzz each gateway's callback parser, the canonicaliser and the amount parser for 30s each
 	$(GO) test -run='^$$' -fuzz=FuzzSandboxParse -fuzztime=30s ./app/gateways/sandbox/
+	$(GO) test -run='^$$' -fuzz=FuzzStripeParse -fuzztime=30s ./app/gateways/stripe/
+	$(GO) test -run='^$$' -fuzz=FuzzMidtransParse -fuzztime=30s ./app/gateways/midtrans/
+	$(GO) test -run='^$$' -fuzz=FuzzXenditParse -fuzztime=30s ./app/gateways/xendit/
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=30s ./app/canonjson/
 	$(GO) test -run='^$$' -fuzz=FuzzParseAmount -fuzztime=30s ./app/payments/
 
@@ -83,7 +95,7 @@ chaos: build ## under duplicate storms, Pay presses and refunds, kill processes,
 	$(GO) run ./loadtest/chaos -bin $(BIN) -rounds $(CHAOS_ROUNDS) $(CHAOS_FLAGS)
 
 .PHONY: test-clean
-test-clean: ## drop what killed test runs left: this checkout's template (sekali_tmpl_<hash of its migrations>) and the sekali_test_* databases nobody is connected to, over 1h old (tools/testclean)
+test-clean: ## drop what test runs of this checkout left: its template databases and its test databases nobody is connected to, over 1h old (tools/testclean; make test runs it when done)
 	$(GO) run ./tools/testclean
 
 .PHONY: rename

@@ -70,7 +70,7 @@ func (e *env) flakyWorker(queue string) *worker {
 	g := jobs.NewGuard(e.db, e.rdb, e.log, queue, 30*time.Second, metrics.New())
 	mux := asynq.NewServeMux()
 	mux.Handle(jobs.TaskInvoiceGenerate, g.Wrap(failFirst(jobs.InvoiceEffect(time.Now, metrics.New()))))
-	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
+	email := jobs.NewEmail(e.db, e.mailer, "shop@example.com", time.Now, metrics.New())
 	mux.Handle(jobs.TaskEmailSend, g.WrapPrepared(failFirstPrepare(email.Prepare), email.Effect))
 	return e.startWorker(queue, mux)
 }
@@ -248,7 +248,7 @@ func TestConsoleRerunAfterRedisLostTheTask(t *testing.T) {
 	c := e.console()
 	ctx := context.Background()
 	relay := jobs.NewRelay(e.db, e.client, e.log, retention, "", metrics.New())
-	e.sender.failFirst = 1
+	e.mailer.failFirst = 1
 	// The retry would come in an hour: Redis loses it before.
 	wd := e.normalWorker(jobs.QueueDefault, withRetryDelay(time.Hour))
 	orderID := e.paidOrder()
@@ -380,7 +380,7 @@ func TestConsoleRerunAllOfAType(t *testing.T) {
 	if n := len(wd.results(email.TaskID)); n != 1 {
 		t.Errorf("the email ran %d times, want once", n)
 	}
-	if tries, _ := e.sender.calls(); len(tries) != 0 {
+	if tries, _ := e.mailer.calls(); len(tries) != 0 {
 		t.Errorf("%d emails sent, want none", len(tries))
 	}
 	if counts, err := c.RerunAll(ctx, invoiceOnly); err != nil || len(counts) != 0 {

@@ -55,7 +55,7 @@ func emailJob() Spec {
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  2 * time.Minute,
 		Handler: func(d Deps) asynq.HandlerFunc {
-			email := NewEmail(d.DB, d.Sender, d.MailFrom, d.Now, d.Metrics)
+			email := NewEmail(d.DB, d.Mailer, d.MailFrom, d.Now, d.Metrics)
 			return d.Guard.WrapPrepared(email.Prepare, email.Effect)
 		},
 	}
@@ -74,7 +74,7 @@ func emailJob() Spec {
 // message (see app/mail).
 type Email struct {
 	db      *gorm.DB
-	sender  mail.Sender
+	mailer  mail.Mailer
 	from    string
 	now     func() time.Time
 	metrics *metrics.Set
@@ -82,8 +82,8 @@ type Email struct {
 
 // NewEmail returns the email job; a message found sent counts in m as a
 // save of the outbound_emails table.
-func NewEmail(db *gorm.DB, sender mail.Sender, from string, now func() time.Time, m *metrics.Set) *Email {
-	return &Email{db: db, sender: sender, from: from, now: now, metrics: m}
+func NewEmail(db *gorm.DB, mailer mail.Mailer, from string, now func() time.Time, m *metrics.Set) *Email {
+	return &Email{db: db, mailer: mailer, from: from, now: now, metrics: m}
 }
 
 // emailArgs decodes the job's args; a template this worker does not know
@@ -123,7 +123,7 @@ func (m *Email) Prepare(ctx context.Context, j Job) error {
 		m.metrics.UniqueViolationSaves.WithLabelValues("outbound_emails").Inc()
 		return nil
 	}
-	return mail.Deliver(ctx, m.db, m.sender, m.from, e)
+	return mail.Deliver(ctx, m.db, m.mailer, m.from, e)
 }
 
 // Effect marks the email sent, in the guard's transaction.
@@ -143,7 +143,7 @@ func (m *Email) Effect(ctx context.Context, tx *gorm.DB, j Job) (string, error) 
 		}
 		return "not paid: nothing to send", nil
 	}
-	if _, err := mail.MarkSentTx(tx, key, m.now()); err != nil {
+	if _, err := mail.MarkSentTx(tx, key, m.now(), mail.Logs(m.mailer)); err != nil {
 		return "", err
 	}
 	return e.MessageID, nil

@@ -161,13 +161,13 @@ func TestLostLockCancelsTheRun(t *testing.T) {
 	}
 }
 
-// blockingSender holds every Send until release is closed.
-type blockingSender struct {
+// blockingMailer holds every Send until release is closed.
+type blockingMailer struct {
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *blockingSender) Send(ctx context.Context, _ mail.Message) error {
+func (s *blockingMailer) Send(ctx context.Context, _ mail.Message) error {
 	close(s.entered)
 	select {
 	case <-s.release:
@@ -186,15 +186,15 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 	e := newEnv(t)
 	orderID := e.paidOrder()
 	m := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now())
-	sender := &blockingSender{entered: make(chan struct{}), release: make(chan struct{})}
+	mailer := &blockingMailer{entered: make(chan struct{}), release: make(chan struct{})}
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
-	email := jobs.NewEmail(e.db, sender, "shop@example.com", time.Now, metrics.New())
+	email := jobs.NewEmail(e.db, mailer, "shop@example.com", time.Now, metrics.New())
 	done := make(chan error, 1)
 	go func() {
 		_, err := g.Run(context.Background(), jobOf(m), email.Prepare, email.Effect)
 		done <- err
 	}()
-	waitClosed(t, "the SMTP send", sender.entered)
+	waitClosed(t, "the SMTP send", mailer.entered)
 
 	// Nothing of the job's is open in PostgreSQL meanwhile.
 	if n := e.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'"); n != 0 {
@@ -216,7 +216,7 @@ func TestSlowMailServerHoldsNothing(t *testing.T) {
 		t.Fatalf("the job finished before the mail server answered: %v", err)
 	default:
 	}
-	close(sender.release)
+	close(mailer.release)
 	if err := <-done; err != nil {
 		t.Fatalf("email job: %v", err)
 	}
@@ -235,7 +235,7 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 	orderID := e.paidOrder()
 	m := jobs.Row(jobs.EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now())
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w1", time.Minute, metrics.New())
-	email := jobs.NewEmail(e.db, e.sender, "shop@example.com", time.Now, metrics.New())
+	email := jobs.NewEmail(e.db, e.mailer, "shop@example.com", time.Now, metrics.New())
 	// Between the claim and the send, a newer claim raises the fence.
 	raise := func(ctx context.Context, j jobs.Job) error {
 		if err := e.db.Model(&models.JobExecution{}).Where("idempotency_key = ?", j.Key).
@@ -248,7 +248,7 @@ func TestFencedOutRunDoesNotSend(t *testing.T) {
 	if outcome != "fenced" || !errors.Is(err, jobs.ErrFenced) {
 		t.Fatalf("run with a lost fence: %s, %v; want fenced", outcome, err)
 	}
-	if tries, _ := e.sender.calls(); len(tries) != 0 {
+	if tries, _ := e.mailer.calls(); len(tries) != 0 {
 		t.Errorf("a fenced-out run sent %d messages", len(tries))
 	}
 }

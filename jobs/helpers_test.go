@@ -53,7 +53,7 @@ type env struct {
 	pay    *payments.Service
 	client *asynq.Client
 	insp   *asynq.Inspector
-	sender *fakeSender
+	mailer *fakeMailer
 	n      int
 }
 
@@ -72,7 +72,7 @@ func newEnv(t *testing.T) *env {
 		// Built on the test's client: Asynq leaves shared connections open.
 		client: asynq.NewClientFromRedisClient(rdb),
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
-		sender: &fakeSender{},
+		mailer: &fakeMailer{},
 	}
 }
 
@@ -237,7 +237,7 @@ func (e *env) startWorker(queue string, h asynq.Handler, opts ...workerOption) *
 }
 
 // normalWorker is a worker as RunWorker builds it: a guard with a 30s lock
-// in front of jobs.NewMux, sending email through the env's fake sender.
+// in front of jobs.NewMux, sending email through the env's fake mailer.
 func (e *env) normalWorker(name string, opts ...workerOption) *worker {
 	e.t.Helper()
 	m := metrics.New()
@@ -250,7 +250,7 @@ func (e *env) normalWorker(name string, opts ...workerOption) *worker {
 		Maintenance: jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour, metrics.New()),
 		Reconciler:  jobs.NewReconciler(e.db, e.client, e.log, retention, time.Hour, metrics.New()),
 		Orders:      e.orders,
-		Sender:      e.sender,
+		Mailer:      e.mailer,
 		MailFrom:    "shop@example.com",
 	})
 	return e.startWorker(name, mux, opts...)
@@ -303,8 +303,8 @@ func blockAfter(fn jobs.Effect, reached, release chan struct{}) jobs.Effect {
 
 var errSMTPDown = errors.New("smtp: 421 service not available")
 
-// fakeSender records every Send; the first failFirst calls fail.
-type fakeSender struct {
+// fakeMailer records every Send; the first failFirst calls fail.
+type fakeMailer struct {
 	failFirst int
 
 	mu    sync.Mutex
@@ -312,7 +312,7 @@ type fakeSender struct {
 	sent  []string // Message-IDs of the accepted messages
 }
 
-func (s *fakeSender) Send(_ context.Context, m mail.Message) error {
+func (s *fakeMailer) Send(_ context.Context, m mail.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tries = append(s.tries, m.MessageID)
@@ -323,7 +323,7 @@ func (s *fakeSender) Send(_ context.Context, m mail.Message) error {
 	return nil
 }
 
-func (s *fakeSender) calls() (tries, sent []string) {
+func (s *fakeMailer) calls() (tries, sent []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.tries...), append([]string(nil), s.sent...)

@@ -56,7 +56,7 @@ func TestReconcilerRecoversTasksRedisLost(t *testing.T) {
 				e.count("SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", mail.Key(mail.OrderPaid, id)) == 1
 		})
 	}
-	if _, sent := e.sender.calls(); len(sent) != n {
+	if _, sent := e.mailer.calls(); len(sent) != n {
 		t.Errorf("%d messages sent, want %d", len(sent), n)
 	}
 	report, err := audit.New(e.db).Run(context.Background(), 10*time.Second)

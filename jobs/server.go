@@ -53,7 +53,7 @@ func NewMux(d Deps) *asynq.ServeMux {
 // RunWorker processes tasks until ctx ends, then stops taking new ones
 // and waits for the running ones (up to ShutdownTimeout).
 func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log *slog.Logger,
-	o *orders.Service, sender mail.Sender, m *metrics.Set, cfg WorkerConfig) error {
+	o *orders.Service, mailer mail.Mailer, m *metrics.Set, cfg WorkerConfig) error {
 	guard := NewGuard(db, rdb, log, cfg.WorkerID, cfg.LockTTL, m)
 	reconciler := NewReconciler(db, asynq.NewClientFromRedisClient(rdb), log,
 		cfg.TaskRetention, cfg.ReconcileAfter, m)
@@ -68,7 +68,7 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		Reconciler:  reconciler,
 		Orders:      o,
 		Refunds:     cfg.Refunds,
-		Sender:      sender,
+		Mailer:      mailer,
 		MailFrom:    cfg.MailFrom,
 	})
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{

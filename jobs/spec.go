@@ -16,8 +16,8 @@ import (
 // Spec is one job in one place: its task's type and queue, how often a
 // failed run is retried and how long a run may take, whether it runs
 // periodically, and how its handler is built. Each job's spec sits beside
-// its handler (invoice.go, email.go, expire.go, maintenance.go,
-// reconcile.go); specs lists them, and the mux (NewMux), the relay's
+// its handler (invoice.go, email.go, expire.go, refund.go,
+// maintenance.go, reconcile.go); specs lists them, and the mux (NewMux), the relay's
 // enqueue options (EnqueueOptions) and the schedule (Periodic) are
 // all read from that list.
 type Spec struct {
@@ -63,7 +63,7 @@ type Deps struct {
 	Reconciler  *Reconciler
 	Orders      *orders.Service
 	Refunds     RefundSender // nil in a worker that sends no refunds
-	Sender      mail.Sender
+	Mailer      mail.Mailer
 	MailFrom    string
 }
 
@@ -71,8 +71,8 @@ type Deps struct {
 // queues are in task.go).
 const QueueMaintenance = "maintenance"
 
-// QueueWeights are the queues and their weights: invoices first, emails
-// and expiry next, maintenance when there is room.
+// QueueWeights are the queues and their weights: invoices and refunds
+// first, emails and expiry next, maintenance when there is room.
 func QueueWeights() map[string]int {
 	return map[string]int{QueueCritical: 6, QueueDefault: 3, QueueMaintenance: 1}
 }

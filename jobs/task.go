@@ -12,8 +12,8 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// The queues of the business tasks: invoices first, then emails and
-// expiry (QueueWeights). The periodic tasks run on QueueMaintenance.
+// The queues of the business tasks: invoices and refunds first, then
+// emails and expiry (QueueWeights). The periodic tasks run on QueueMaintenance.
 const (
 	QueueCritical = "critical"
 	QueueDefault  = "default"
@@ -33,7 +33,7 @@ func (k Kind) ID(key string) string { return k.Type + ":" + key }
 // Args are the typed arguments of a business task, in the style of Asynq's
 // and River's jobs: they own the task's kind and the key it acts on, and
 // as JSON they are its payload. Each kind has its file, with its spec and
-// handler beside its args: invoice.go, email.go, expire.go.
+// handler beside its args: invoice.go, email.go, expire.go, refund.go.
 type Args interface {
 	Kind() Kind
 	// Key is what the task acts on ("" when the args name nothing, which
@@ -69,7 +69,7 @@ func decode[A Args](j Job) (A, error) {
 	var args A
 	err := json.Unmarshal(j.Payload, &args)
 	if err == nil && args.Key() == "" {
-		err = errors.New("no order id")
+		err = errors.New("nothing to act on: no order or refund id")
 	}
 	if err != nil {
 		return args, fmt.Errorf("decode %s: %v: %w", j.Type, err, asynq.SkipRetry)
@@ -78,7 +78,7 @@ func decode[A Args](j Job) (A, error) {
 }
 
 // Tasks makes the outbox rows of the business tasks for the app packages
-// that cause them (orders, payments) and the story that shows them. Those
+// that cause them (orders, payments, refunds) and the story that shows them. Those
 // packages declare the part they need (orders.Tasks, payments.Tasks,
 // story.Tasks) and do not import this package; cmd/sekali hands them
 // Tasks{}.

@@ -38,6 +38,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	scenario := fs.String("scenario", "all", "scenario to run: all, "+strings.Join(names, ", "))
 	target := fs.String("target", localURL(getenv("HTTP_ADDR")), "base URL of the server; the default is this machine at HTTP_ADDR")
+	metricsURL := fs.String("metrics", "", "the server's /metrics, where the delivery rows it dropped are counted (a scenario in which rows were dropped fails); the default is -target's /metrics")
 	events := fs.Int("events", d.Events, "events (orders) per scenario")
 	copies := fs.Int("copies", d.Copies, "deliveries of each event")
 	concurrency := fs.Int("concurrency", d.Concurrency, "requests in flight at once")
@@ -81,7 +82,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 		return UsageError{"-events, -copies, -concurrency and -rate must be at least 1"}
 	}
 	reports, err := Run(ctx, Config{
-		Target: *target, Provider: *provider, Secret: *secret, Token: *token,
+		Target: *target, MetricsURL: *metricsURL, Provider: *provider, Secret: *secret, Token: *token,
 		Events: *events, Copies: *copies, Concurrency: *concurrency,
 		Duration: *duration, Rate: *rate, DrainTimeout: *drain,
 		Progress: stderr, TTY: isTerminal(stderr),

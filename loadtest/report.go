@@ -31,6 +31,11 @@ type Report struct {
 	Throughput float64        `json:"throughput_rps"`
 	Duration   Millis         `json:"duration_ms"`
 	Audit      *AuditReport   `json:"audit"`
+	// DeliveryRowsDropped is how many callback delivery rows the server
+	// dropped while the scenario ran (DroppedRowsSeries); null when its
+	// /metrics could not be read.
+	DeliveryRowsDropped *float64 `json:"delivery_rows_dropped"`
+	Warnings            []string `json:"warnings"`
 }
 
 // Millis is a duration in milliseconds, as the JSON report writes it.
@@ -88,7 +93,7 @@ func (s *stats) report(name string) Report {
 // PrintSummary writes the reports as a table, then each scenario's problems.
 func PrintSummary(w io.Writer, reports []Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tverdict\trequests\tstatuses\tresults\tp50\tp95\tp99\treq/s\taudit")
+	fmt.Fprintln(tw, "scenario\tverdict\trequests\tstatuses\tresults\tp50\tp95\tp99\treq/s\taudit\trows dropped")
 	for _, r := range reports {
 		verdict, audit := "PASS", "-"
 		if !r.OK {
@@ -100,13 +105,20 @@ func PrintSummary(w io.Writer, reports []Report) {
 				audit = fmt.Sprintf("RED (%d)", len(r.Audit.Violations))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", r.Scenario, verdict, r.Requests,
-			pairs(r.Statuses), pairs(r.Results), r.LatencyP50, r.LatencyP95, r.LatencyP99, r.Throughput, audit)
+		dropped := "?"
+		if r.DeliveryRowsDropped != nil {
+			dropped = fmt.Sprintf("%.0f", *r.DeliveryRowsDropped)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\n", r.Scenario, verdict, r.Requests,
+			pairs(r.Statuses), pairs(r.Results), r.LatencyP50, r.LatencyP95, r.LatencyP99, r.Throughput, audit, dropped)
 	}
 	tw.Flush()
 	for _, r := range reports {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "  %s: %s\n", r.Scenario, p)
+		}
+		for _, p := range r.Warnings {
+			fmt.Fprintf(w, "  %s: WARN %s\n", r.Scenario, p)
 		}
 		if r.Audit != nil {
 			for _, v := range r.Audit.Violations {

@@ -1,7 +1,9 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -22,6 +24,7 @@ import (
 // scenario; the defaults keep each one to seconds.
 type Config struct {
 	Target       string        // base URL of the server
+	MetricsURL   string        // the server's /metrics, for the delivery rows it dropped; "" is Target's
 	Provider     string        // the gateway whose format the callbacks are in; "" is sandbox
 	Secret       string        // the secret the server checks that gateway's callbacks with
 	Token        string        // the server's ADMIN_API_TOKEN
@@ -78,6 +81,7 @@ func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 	}
 	c := &client{base: strings.TrimRight(cfg.Target, "/"), token: cfg.Token, send: send, secret: cfg.Secret,
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	metricsURL := cmp.Or(cfg.MetricsURL, c.base+"/metrics")
 	var reports []Report
 	found := false
 	for _, s := range Scenarios {
@@ -86,6 +90,7 @@ func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 		}
 		found = true
 		r := &runner{cfg: cfg, c: c, stats: newStats(), name: s.Name, run: randomHex(4)}
+		droppedBefore, droppedErr := DroppedDeliveryRows(ctx, c.http, metricsURL)
 		err := s.run(ctx, r)
 		rep := r.stats.report(s.Name)
 		for _, err := range []error{err, c.registrationError()} {
@@ -100,6 +105,11 @@ func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 			} else {
 				rep.Audit = &a
 			}
+		}
+		if ctx.Err() == nil {
+			// After the audit's drain: the rows are written after the answers.
+			droppedAfter, err := DroppedDeliveryRows(ctx, c.http, metricsURL)
+			NoteDroppedRows(&rep, droppedBefore, droppedAfter, errors.Join(droppedErr, err))
 		}
 		rep.OK = rep.Unexpected == 0 && len(rep.Problems) == 0 && (cfg.SkipAudit || rep.Audit != nil && rep.Audit.OK)
 		reports = append(reports, rep)

@@ -22,5 +22,8 @@ type OutboundEmail struct {
 	Attempts  int
 	LastError string
 	SentAt    *time.Time
+	// Logged: SMTP_URL was unset, so the email "sent" was written to the
+	// log and reached no one.
+	Logged    bool
 	CreatedAt time.Time
 }

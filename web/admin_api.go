@@ -12,6 +12,7 @@ import (
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
 )
 
 const scopeProductsRestock = "products.restock"
@@ -62,25 +63,6 @@ func (s *Server) getAudit(c echo.Context) error {
 	return c.JSON(http.StatusOK, report)
 }
 
-// productJSON is a product as the admin API shows it.
-type productJSON struct {
-	SKU      string `json:"sku"`
-	Name     string `json:"name"`
-	Price    int64  `json:"price"`
-	Currency string `json:"currency"`
-	Stock    int64  `json:"stock"`
-	// MaxPerOrder caps the units of the product one order may hold; null:
-	// no cap of its own.
-	MaxPerOrder *int64 `json:"max_per_order"`
-}
-
-// productAnswer is the stored answer of a product created or restocked.
-func productAnswer(p *models.Product) productJSON { return newProductJSON(*p) }
-
-func newProductJSON(p models.Product) productJSON {
-	return productJSON{SKU: p.SKU, Name: p.Name, Price: p.Price, Currency: p.Currency, Stock: p.Stock, MaxPerOrder: p.MaxPerOrder}
-}
-
 // createProduct is POST /api/products: a product and its initial stock
 // (an adjust movement).
 func (s *Server) createProduct(c echo.Context) error {
@@ -88,7 +70,7 @@ func (s *Server) createProduct(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req productJSON
+	var req views.ProductRow // a product as the console shows it and the API answers it
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
@@ -98,7 +80,7 @@ func (s *Server) createProduct(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, newProductJSON(*p))
+	return c.JSON(http.StatusCreated, productRow(*p))
 }
 
 // restockRequest is the body of a restock.

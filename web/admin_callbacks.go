@@ -38,10 +38,10 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	js, v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), newCallbackRowJSON, callbackRow)
+	v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), callbackRow)
 	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
 		From: c.QueryParam("from"), To: c.QueryParam("to")}
-	return s.show(c, "Callbacks", "callbacks", js, views.CallbacksPage(v, form, s.deps.Payments.Providers(), callbackResults))
+	return s.show(c, "Callbacks", "callbacks", v, views.CallbacksPage(v, form, s.deps.Payments.Providers(), callbackResults))
 }
 
 // adminCallback is GET /admin/callbacks/:id: the event as parsed, its
@@ -61,13 +61,13 @@ func (s *Server) adminCallback(c echo.Context) error {
 		Now: now, Callback: callbackRow(st.Callback), Deliveries: rows(st.Deliveries, deliveryRow),
 		Transitions: rows(st.Transitions, transitionRow), Movements: rows(st.Movements, movementRow),
 		Outbox: rows(st.Outbox, outboxRow),
-		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes) }),
+		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") }),
 	}
 	if st.Payment != nil {
 		p := paymentRow(*st.Payment)
 		v.Payment = &p
 	}
-	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", newCallbackDetailJSON(st, now, s.taskTypes), views.CallbackPage(v))
+	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", v, views.CallbackPage(v))
 }
 
 // adminDeliveries is GET /admin/deliveries: the raw delivery log,
@@ -85,8 +85,8 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	js, v := listPage(s, c, "/admin/deliveries", ds, formatID(next), newDeliveryJSON, deliveryRow)
+	v := listPage(s, c, "/admin/deliveries", ds, formatID(next), deliveryRow)
 	form := views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
 		Addr: f.RemoteAddr, From: c.QueryParam("from"), To: c.QueryParam("to")}
-	return s.show(c, "Deliveries", "deliveries", js, views.DeliveriesPage(v, form, s.deps.Payments.Providers(), deliveryOutcomes))
+	return s.show(c, "Deliveries", "deliveries", v, views.DeliveriesPage(v, form, s.deps.Payments.Providers(), deliveryOutcomes))
 }

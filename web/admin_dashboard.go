@@ -36,23 +36,15 @@ func (s *Server) adminDashboard(c echo.Context) error {
 		OutboxPending: d.OutboxPending, OutboxOldest: d.OutboxOldestAge,
 		ConflictsDay: d.ConflictsDay, Conflicts: rows(d.Conflicts, callbackRow),
 		OrdersHour: statusCounts(d.OrdersHour), OrdersDay: statusCounts(d.OrdersDay),
-		Archived: -1,
-	}
-	j := dashboardJSON{
-		Now: now, JobsProcessing: d.JobsProcessing, JobsFailed: d.JobsFailed, JobsStuck: d.JobsStuck,
-		JobsSucceededHour: d.JobsSucceededHour, JobsSucceededDay: d.JobsSucceededDay,
-		OutboxPending: d.OutboxPending, OutboxOldestAge: d.OutboxOldestAge,
-		ConflictsDay: d.ConflictsDay, Conflicts: rows(d.Conflicts, newCallbackRowJSON),
-		OrdersHour: statusCountsJSON(d.OrdersHour), OrdersDay: statusCountsJSON(d.OrdersDay),
+		NotRecorded: s.deps.Payments.DroppedDeliveryRows(),
 	}
 	if n, err := s.deps.Jobs.ArchivedCount(ctx); err == nil {
-		v.Archived, j.ArchivedTasks = n, &n
+		v.Archived = &n
 	} else {
 		s.log.WarnContext(ctx, "archived task count unavailable", "request_id", requestID(c), "error", err)
 	}
 	if a := d.LastAudit; a != nil {
-		v.LastAudit = &views.AuditVerdict{OK: a.OK, Violations: a.Violations, Summary: a.Summary, At: a.CreatedAt}
-		j.LastAudit = &auditVerdictJSON{OK: a.OK, Violations: a.Violations, Summary: a.Summary, At: a.CreatedAt.UTC()}
+		v.LastAudit = &views.AuditVerdict{OK: a.OK, Violations: a.Violations, Summary: a.Summary, At: a.CreatedAt.UTC()}
 	}
 
 	// The deliveries: two windows by result, and the last hour per minute.
@@ -72,12 +64,9 @@ func (s *Server) adminDashboard(c echo.Context) error {
 		}
 		perMinute[m][series] += mc.Deliveries
 	}
-	v.Deliveries = []views.DeliveryWindow{deliveryWindow("1 h", hour), deliveryWindow("24 h", day)}
+	v.Deliveries = []views.DeliveryWindow{deliveryWindow("1 h", "last_hour", start, hour), deliveryWindow("24 h", "last_24h", daySince, day)}
 	v.Chart = views.NewChart(start, chartMinutes, perMinute)
-	j.Deliveries = []deliveryWindowJSON{
-		deliveryWindowOf("last_hour", start, hour), deliveryWindowOf("last_24h", daySince, day),
-	}
-	return s.show(c, "Dashboard", "dashboard", j, views.DashboardPage(v))
+	return s.show(c, "Dashboard", "dashboard", v, views.DashboardPage(v))
 }
 
 // seriesOf puts a delivery outcome in its chart series: every refusal is
@@ -89,24 +78,13 @@ func seriesOf(outcome string) string {
 	return outcome
 }
 
-func deliveryWindow(label string, bySeries map[string]int64) views.DeliveryWindow {
-	w := views.DeliveryWindow{Label: label, ByResult: []views.StatusCount{}}
+// deliveryWindow is one window of deliveries: its label on the page, its
+// name in the JSON, since when, and bySeries, the counts by chart series.
+func deliveryWindow(label, window string, since time.Time, bySeries map[string]int64) views.DeliveryWindow {
+	w := views.DeliveryWindow{Label: label, Window: window, Since: since, ByResult: views.Counts{}}
 	for _, series := range views.ChartSeries {
 		w.Total += bySeries[series]
 		w.ByResult = append(w.ByResult, views.StatusCount{Status: series, N: bySeries[series]})
-	}
-	w.Duplicates = bySeries[models.OutcomeDuplicate]
-	w.DuplicateShare = views.Percent(w.Duplicates, w.Total)
-	return w
-}
-
-// deliveryWindowOf is one window of deliveries as JSON: since when, and
-// bySeries, the counts by chart series.
-func deliveryWindowOf(window string, since time.Time, bySeries map[string]int64) deliveryWindowJSON {
-	w := deliveryWindowJSON{Window: window, Since: since, ByResult: map[string]int64{}}
-	for _, series := range views.ChartSeries {
-		w.Total += bySeries[series]
-		w.ByResult[series] = bySeries[series]
 	}
 	w.Duplicates = bySeries[models.OutcomeDuplicate]
 	if w.Total > 0 {
@@ -116,17 +94,9 @@ func deliveryWindowOf(window string, since time.Time, bySeries map[string]int64)
 	return w
 }
 
-// statusCountsJSON is orders by status, every status present.
-func statusCountsJSON(m map[models.OrderStatus]int64) map[string]int64 {
-	out := map[string]int64{}
-	for _, st := range orderStatuses {
-		out[st] = m[models.OrderStatus(st)]
-	}
-	return out
-}
-
-func statusCounts(m map[models.OrderStatus]int64) []views.StatusCount {
-	out := []views.StatusCount{}
+// statusCounts is orders by status, every status present.
+func statusCounts(m map[models.OrderStatus]int64) views.Counts {
+	out := views.Counts{}
 	for _, st := range orderStatuses {
 		out = append(out, views.StatusCount{Status: st, N: m[models.OrderStatus(st)]})
 	}

@@ -46,10 +46,8 @@ func (s *Server) adminJobs(c echo.Context) error {
 		return err
 	}
 	now := s.deps.Now()
-	js, l := listPage(s, c, "/admin/jobs", execs, formatID(next),
-		func(j models.JobExecution) jobJSON { return newJobJSON(j, now, "", s.taskTypes) },
-		func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes) })
-	j := jobsJSON{listJSON: js, Archived: []taskJSON{}}
+	l := listPage(s, c, "/admin/jobs", execs, formatID(next),
+		func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") })
 	v := views.Jobs{
 		List: l, Filter: views.JobFilter{Status: f.Status, Type: f.Type, Key: f.Key}, Query: jobFilterQuery(f),
 		Archived: []views.TaskRow{},
@@ -59,22 +57,16 @@ func (s *Server) adminJobs(c echo.Context) error {
 		// The rows above come from PostgreSQL; the queue being away
 		// must not hide them.
 		msg := "The queue could not be asked for its archived tasks: " + models.ErrorMessage(err)
-		v.ArchivedError, j.ArchivedError = msg, &msg
+		v.ArchivedError = views.NullText(msg)
 		s.log.WarnContext(ctx, "archived tasks unavailable", "request_id", requestID(c), "error", err)
 	}
 	v.Archived = append(v.Archived, rows(archived, taskRow)...)
-	for _, t := range archived {
-		j.Archived = append(j.Archived, taskJSON{
-			ID: t.ID, Queue: t.Queue, Type: t.Type, State: t.State, Payload: t.Payload, Retried: t.Retried,
-			MaxRetry: t.MaxRetry, LastError: t.LastError, LastFailedAt: t.LastFailedAt.UTC(),
-		})
-	}
 	anyFailed, err := s.deps.Jobs.AnyFailed(ctx, f)
 	if err != nil {
 		return err
 	}
 	v.CanRerunMatching = anyFailed || len(v.Archived) > 0
-	return s.show(c, "Jobs", "jobs", j, views.JobsPage(v, jobStatuses, s.taskTypes))
+	return s.show(c, "Jobs", "jobs", v, views.JobsPage(v, jobStatuses, s.taskTypes))
 }
 
 // rerunText says what a re-run did, for people.
@@ -196,9 +188,9 @@ func (s *Server) adminOutbox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	js, v := listPage(s, c, "/admin/outbox", ms, formatID(next), newOutboxJSON, outboxRow)
+	v := listPage(s, c, "/admin/outbox", ms, formatID(next), outboxRow)
 	form := views.OutboxFilter{Status: string(f.Status), Type: f.Type, TaskID: f.TaskID}
-	return s.show(c, "Outbox", "outbox", js, views.OutboxPage(v, form, outboxStatuses, s.taskTypes))
+	return s.show(c, "Outbox", "outbox", v, views.OutboxPage(v, form, outboxStatuses, s.taskTypes))
 }
 
 // adminDispatch is POST /admin/outbox/:id/dispatch: hand the row's task

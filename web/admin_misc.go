@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/admins"
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -27,8 +27,8 @@ func (s *Server) adminActions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	js, v := listPage(s, c, "/admin/actions", as, formatID(next), newActionJSON, actionRow)
-	return s.show(c, "Actions", "actions", js, views.ActionsPage(v, views.ActionFilter{Admin: f.Admin, Action: f.Action}))
+	v := listPage(s, c, "/admin/actions", as, formatID(next), actionRow)
+	return s.show(c, "Actions", "actions", v, views.ActionsPage(v, views.ActionFilter{Admin: f.Admin, Action: f.Action}))
 }
 
 // adminHelp is GET /admin/help: the debugging guide.
@@ -140,15 +140,15 @@ func (b *pageBuffer) Write(p []byte) (int, error) {
 
 // gatewayPhases are the phase filter's choices: the open ones (planned or
 // sent: not over), then each phase.
-var gatewayPhases = []string{outbound.PhaseOpen, string(models.GatewayPlanned), string(models.GatewaySent),
+var gatewayPhases = []string{gatewaycalls.PhaseOpen, string(models.GatewayPlanned), string(models.GatewaySent),
 	string(models.GatewayDone), string(models.GatewayFailed)}
 
 // adminGatewayRequests is GET /admin/gateway-requests: the calls Sekali
-// made to payment gateways (docs/outbound.md), newest first; ?phase=open
+// made to payment gateways (docs/gateway-calls.md), newest first; ?phase=open
 // lists those not over.
 func (s *Server) adminGatewayRequests(c echo.Context) error {
 	p := newParams(c.QueryParams())
-	f := outbound.Filter{Phase: p.oneOf("phase", gatewayPhases...), Before: p.id("before"), Limit: int(p.id("limit"))}
+	f := gatewaycalls.Filter{Phase: p.oneOf("phase", gatewayPhases...), Before: p.id("before"), Limit: int(p.id("limit"))}
 	if p.err != nil {
 		return p.err
 	}
@@ -160,7 +160,7 @@ func (s *Server) adminGatewayRequests(c echo.Context) error {
 			return err
 		}
 	}
-	js, v := listPage(s, c, "/admin/gateway-requests", rs, formatID(next), newGatewayJSON, gatewayRow)
+	v := listPage(s, c, "/admin/gateway-requests", rs, formatID(next), gatewayRow)
 	page := views.GatewayRequestsPage(v, f.Phase, gatewayPhases, s.deps.Checkout != nil || s.deps.Refunds != nil)
-	return s.show(c, "Gateway calls", "orders", js, page) // reached from an order's page and the outbox
+	return s.show(c, "Gateway calls", "orders", v, page) // reached from an order's page and the outbox
 }

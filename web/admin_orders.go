@@ -32,9 +32,9 @@ func (s *Server) adminOrders(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	js, v := listPage(s, c, "/admin/orders", os, next, newOrderRowJSON, orderRow)
+	v := listPage(s, c, "/admin/orders", os, next, orderRow)
 	form := views.OrderFilter{Status: string(f.Status), Email: f.Email, ID: f.IDPrefix, From: c.QueryParam("from"), To: c.QueryParam("to")}
-	return s.show(c, "Orders", "orders", js, views.OrdersPage(v, form, orderStatuses))
+	return s.show(c, "Orders", "orders", v, views.OrdersPage(v, form, orderStatuses))
 }
 
 // adminOrder is GET /admin/orders/:id: the order's whole story on one
@@ -57,37 +57,31 @@ func (s *Server) adminOrder(c echo.Context) error {
 	}
 	v := views.OrderDetail{
 		Now: now, Order: orderRow(o), Payments: rows(o.Payments, paymentRow),
-		Items:     rows(o.Items, itemRow),
-		Callbacks: rows(st.Callbacks, callbackRow), Transitions: rows(st.Transitions, transitionRow),
-		Movements: rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
-		Gateway: rows(st.GatewayRequests, gatewayRow),
-		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
-			r := jobRow(j, now, s.taskTypes)
-			r.QueueState = queueStates[j.IdempotencyKey]
+		Items: rows(o.Items, itemRow), Invoice: invoiceRow(o.Invoice),
+		Callbacks: rows(st.Callbacks, func(cb models.PaymentCallback) views.CallbackRow {
+			r := callbackRow(cb)
+			r.OwnRefund = st.OwnRefund(cb)
 			return r
 		}),
-		CanCancel: o.Status == models.OrderPending,
-		Refunds:   refundRows(o, st.GatewayRequests, st.Refunds),
+		Transitions: rows(st.Transitions, transitionRow),
+		Movements:   rows(st.Movements, movementRow), Outbox: rows(st.Outbox, outboxRow), Emails: rows(st.Emails, emailRow),
+		Gateway: rows(st.GatewayRequests, gatewayRow),
+		Jobs: rows(st.Jobs, func(j models.JobExecution) views.JobRow {
+			return jobRow(j, now, s.taskTypes, queueStates[j.IdempotencyKey])
+		}),
+		CanCancel:      o.Status == models.OrderPending,
+		Refunds:        refundRows(o, st.GatewayRequests, st.Refunds),
+		GatewayRefunds: rows(st.Refunds, gatewayRefundRow),
+		Timeline:       rows(st.Timeline, eventRow),
 	}
 	if v.Refund, _, err = s.refundForm(c, &o, ""); err != nil {
 		return err
 	}
+	v.RefundLeft = v.Refund.Left
 	if v.Owed, err = s.owedForms(c, &o); err != nil {
 		return err
 	}
-	for _, e := range st.Timeline {
-		v.Timeline = append(v.Timeline, views.Event{At: e.At, What: e.What, Detail: e.Detail, Tone: e.Tone, URL: views.RefURL(e.Ref)})
-	}
-	if inv := o.Invoice; inv != nil {
-		v.Invoice = &views.InvoiceRow{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt}
-	}
-	js := newOrderDetailJSON(st, now, queueStates, s.taskTypes)
-	js.RefundLeft = v.Refund.Left
-	return s.show(c, "Order "+o.ID, "orders", js, views.OrderPage(v))
-}
-
-func itemRow(i models.OrderItem) views.ItemRow {
-	return views.ItemRow{SKU: i.SKU, Qty: i.Qty, UnitPrice: i.UnitPrice}
+	return s.show(c, "Order "+o.ID, "orders", v, views.OrderPage(v))
 }
 
 // adminCancelConfirm is GET /admin/orders/:id/cancel: what cancelling

@@ -29,12 +29,12 @@ func (s *Server) productsPage(c echo.Context, status int, form views.ProductForm
 	if err != nil {
 		return err
 	}
-	js, l := listPage(s, c, "/admin/products", ps, "", newProductJSON, productRow) // every product: one page
-	content := views.ProductsPage(views.Products{Rows: l.Rows, Form: form})
+	v := views.Products{List: listPage(s, c, "/admin/products", ps, "", productRow), Form: form} // every product: one page
+	content := views.ProductsPage(v)
 	if c.Request().Method != http.MethodGet {
 		return s.page(c, status, "Products", "products", content)
 	}
-	return s.show(c, "Products", "products", js, content)
+	return s.show(c, "Products", "products", v, content)
 }
 
 // adminCreateProduct is POST /admin/products: a product and its initial
@@ -120,7 +120,7 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 	if err != nil {
 		return err
 	}
-	js, l := listPage(s, c, "/admin/products/"+url.PathEscape(sku), ledger, formatID(next), newMovementJSON, movementRow)
+	l := listPage(s, c, "/admin/products/"+url.PathEscape(sku), ledger, formatID(next), movementRow)
 	v := views.ProductDetail{Product: productRow(*prod), Ledger: l, Restock: restock}
 	if limit != nil {
 		v.Limit = *limit
@@ -130,8 +130,7 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 	if c.Request().Method != http.MethodGet { // a refused form, shown again
 		return s.page(c, status, "Product "+sku, "products", views.ProductPage(v))
 	}
-	j := productDetailJSON{Product: newProductJSON(*prod), Ledger: js.Rows, Next: js.Next}
-	return s.show(c, "Product "+sku, "products", j, views.ProductPage(v))
+	return s.show(c, "Product "+sku, "products", v, views.ProductPage(v))
 }
 
 // adminRestock is POST /admin/products/:sku/restock: adds qty units with

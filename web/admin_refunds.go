@@ -44,7 +44,7 @@ func (s *Server) createRefund(c echo.Context) error {
 		func(once idempotency.Once, req refundRequestJSON) (idempotency.Response, error) {
 			r := refunds.Request{OrderID: id, Payment: req.ProviderReference, Amount: req.Amount.String(), Reason: req.Reason, Admin: "api",
 				RequestID: requestID(c)}
-			resp, err := s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, newRefundJSON))
+			resp, err := s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, refundAnswer))
 			s.recordRefund(c, "api", r, resp, err)
 			return resp, err
 		})
@@ -72,19 +72,6 @@ func (s *Server) recordRefund(c echo.Context, admin string, r refunds.Request, r
 	}
 }
 
-// refundJSON is a refund record: the call to the gateway (as every
-// gateway request shows it; amounts in minor units, as everywhere in the
-// admin JSON), why, and who asked.
-type refundJSON struct {
-	gatewayJSON
-	Reason      string `json:"reason"`
-	RequestedBy string `json:"requested_by"`
-}
-
-func newRefundJSON(r *models.GatewayRequest) refundJSON {
-	return refundJSON{gatewayJSON: newGatewayJSON(*r), Reason: r.Reason, RequestedBy: r.RequestedBy}
-}
-
 // refundsOf are an order's refund records among its gateway requests.
 func refundsOf(rs []models.GatewayRequest) []models.GatewayRequest {
 	var out []models.GatewayRequest
@@ -96,12 +83,14 @@ func refundsOf(rs []models.GatewayRequest) []models.GatewayRequest {
 	return out
 }
 
+// refundRow is a refund record as the order page shows it and the admin
+// API answers it.
 func refundRow(r models.GatewayRequest) views.RefundRow {
-	g := gatewayRow(r)
-	return views.RefundRow{ID: r.ID, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason, By: r.RequestedBy,
-		Provider: r.Provider, Key: r.IdempotencyKey, Phase: g.Phase, Attempts: r.Attempts, Object: r.ProviderObjectID,
-		LastError: r.LastError, Asked: r.CreatedAt}
+	return views.RefundRow{GatewayRequestRow: gatewayRow(r), Reason: r.Reason, By: r.RequestedBy}
 }
+
+// refundAnswer is the stored answer of a refund asked.
+func refundAnswer(r *models.GatewayRequest) views.RefundRow { return refundRow(*r) }
 
 // refundRows are the order's refund records, each with the state of its
 // refund at the gateway (found by the gateway's id of it, or Sekali's
@@ -112,7 +101,7 @@ func refundRows(o models.Order, requests []models.GatewayRequest, found []models
 	for _, rf := range found {
 		byKey[rf.RefundKey] = rf
 	}
-	var out []views.RefundRow
+	out := []views.RefundRow{}
 	for _, r := range refundsOf(requests) {
 		row := refundRow(r)
 		rf, ok := byKey[r.ProviderObjectID]
@@ -163,6 +152,10 @@ func (s *Server) refundForm(c echo.Context, o *models.Order, payment string) (vi
 // charge named by payment ("": the order's own).
 func refundFormOf(o *models.Order, r refunds.Refundable, payment string) views.RefundForm {
 	f := views.RefundForm{OrderID: o.ID, Payment: payment, Provider: r.Provider, Currency: r.Currency, Left: r.Left, Why: r.Why, Disputed: r.Disputed}
+	if r.Left == 0 && !r.Disputed && payment == "" && o.Status == models.OrderRefunded {
+		// A state, not an error: everything went back.
+		f.Why = fullyRefunded
+	}
 	if r.Left > 0 {
 		f.LeftText = payments.MajorText(r.Left, r.Currency, 0)
 		f.Owed = payment != "" || o.Status == models.OrderRefundRequired
@@ -170,6 +163,9 @@ func refundFormOf(o *models.Order, r refunds.Refundable, payment string) views.R
 	}
 	return f
 }
+
+// fullyRefunded is what a refunded order's refund form says instead.
+const fullyRefunded = "Fully refunded: nothing left to refund."
 
 // owedForms are the one-click refunds of o's other charges that must go
 // back: a second charge of a paid order.
@@ -202,6 +198,10 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 		return err
 	}
 	f.Amount, f.Reason = strings.TrimSpace(c.QueryParam("amount")), strings.TrimSpace(c.QueryParam("reason"))
+	if f.Left == 0 && f.Why == fullyRefunded {
+		s.flash(c, "warn", "Order "+o.ID+" is fully refunded: nothing left to refund.")
+		return seeOther(c, "/admin/orders/"+url.PathEscape(o.ID))
+	}
 	if f.Left == 0 {
 		s.flash(c, "bad", "Nothing can be refunded of order "+o.ID+": "+f.Why)
 		return seeOther(c, "/admin/orders/"+url.PathEscape(o.ID))
@@ -243,7 +243,7 @@ func (s *Server) adminRefund(c echo.Context) error {
 	once, err := s.formOnce(c, scopeRefunds, id)
 	var resp idempotency.Response
 	if err == nil {
-		resp, err = s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, newRefundJSON))
+		resp, err = s.deps.Refunds.RequestOnce(c.Request().Context(), once, r, answerJSON(http.StatusAccepted, refundAnswer))
 		s.recordRefund(c, adminOf(c), r, resp, err)
 	}
 	if err == nil {
@@ -251,7 +251,7 @@ func (s *Server) adminRefund(c echo.Context) error {
 	}
 	switch {
 	case err == nil:
-		var rec refundJSON
+		var rec views.RefundRow
 		json.Unmarshal(resp.Body, &rec)
 		s.flash(c, "ok", "Refund of "+views.Money(rec.Amount, rec.Currency)+" asked of "+rec.Provider+
 			". It shows as done when the gateway answers; asking again never refunds twice.")

@@ -26,13 +26,13 @@ import (
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/app/stats"
@@ -68,12 +68,12 @@ type console struct {
 // recordingOpener is the sandbox gateway's page opener, keeping each
 // page request.
 type recordingOpener struct {
-	outbound.PageOpener
+	gatewaycalls.PageOpener
 	mu       sync.Mutex
-	requests []outbound.PageRequest
+	requests []gatewaycalls.PageRequest
 }
 
-func (r *recordingOpener) OpenPage(ctx context.Context, req outbound.PageRequest) (outbound.Page, error) {
+func (r *recordingOpener) OpenPage(ctx context.Context, req gatewaycalls.PageRequest) (gatewaycalls.Page, error) {
 	r.mu.Lock()
 	r.requests = append(r.requests, req)
 	r.mu.Unlock()
@@ -81,7 +81,7 @@ func (r *recordingOpener) OpenPage(ctx context.Context, req outbound.PageRequest
 }
 
 // asked are the page requests made so far.
-func (r *recordingOpener) asked() []outbound.PageRequest {
+func (r *recordingOpener) asked() []gatewaycalls.PageRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.requests)
@@ -137,7 +137,8 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	gateway.Speak(midtransFormat) // the QA panel can send Midtrans's format too
+	gateway.Speak(midtransFormat)                      // the QA panel can send Midtrans's format too
+	gateway.Emulate(midtrans.NewEmulator(midtransKey)) // and the gateway answers as Midtrans's status API
 	t.Cleanup(gateway.Close)
 	pages := &recordingOpener{PageOpener: gateway}
 	srv := web.NewServer(log, cfg, web.Deps{
@@ -152,11 +153,11 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Stats:       stats.NewReader(db, time.Now),
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
-		Checkout:    outbound.NewPages(db, pages, log, time.Now),
+		Checkout:    gatewaycalls.NewPages(db, pages, log, time.Now),
 		// Refunds of the sandbox's charges. No worker runs here: a refund
 		// stays planned, its refund:send job written to the outbox.
 		Refunds: refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, gateway),
-		Calls:   outbound.NewLedger(db, time.Now),
+		Calls:   gatewaycalls.NewLedger(db, time.Now),
 	})
 	handler = srv
 	hs.Start()

@@ -459,7 +459,9 @@ func TestAuditPageAndDashboardVerdict(t *testing.T) {
 }
 
 // The dashboard counts deliveries from the per-minute rollup plus the
-// minutes it has not reached, by result, with the duplicate share.
+// minutes it has not reached, by result, with the duplicate share, and
+// says how many deliveries were answered but not recorded (none here;
+// app/payments' TestDroppedDeliveryRowsAreReported counts some).
 func TestDashboardCountsDeliveries(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
@@ -489,6 +491,7 @@ func TestDashboardCountsDeliveries(t *testing.T) {
 			DuplicateShare float64          `json:"duplicate_share"`
 			ByResult       map[string]int64 `json:"by_result"`
 		}
+		NotRecorded *int64 `json:"deliveries_not_recorded"`
 	}
 	if err := json.Unmarshal([]byte(c.api("/api/admin").Body), &v); err != nil || len(v.Deliveries) != 2 {
 		t.Fatalf("dashboard JSON: %+v %v", v, err)
@@ -496,6 +499,13 @@ func TestDashboardCountsDeliveries(t *testing.T) {
 	if h, d := v.Deliveries[0], v.Deliveries[1]; h.Window != "last_hour" || h.Total != 10 || h.DuplicateShare != 0.6 ||
 		h.ByResult["refused"] != 2 || d.Window != "last_24h" || d.Total != 20 || d.DuplicateShare != 0.8 {
 		t.Errorf("windows: %+v, want the hour 10 (0.6 duplicates, 2 refused) and the day 20 (0.8)", v.Deliveries)
+	}
+	// None was dropped: every delivery above has its row.
+	if v.NotRecorded == nil || *v.NotRecorded != 0 {
+		t.Errorf("deliveries_not_recorded: %v, want 0", v.NotRecorded)
+	}
+	if got := strings.TrimSpace(c.get("/admin").Doc(t).Find("#not-recorded .value").Text()); got != "0" {
+		t.Errorf("the page's deliveries not recorded: %q, want 0", got)
 	}
 	// The page says it for people.
 	if page := c.get("/admin").Body; !strings.Contains(page, "60.0% duplicates") {

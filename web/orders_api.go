@@ -19,6 +19,7 @@ import (
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
 )
 
 // Idempotency scopes: one per endpoint that accepts an Idempotency-Key.
@@ -26,28 +27,22 @@ const scopeOrdersCreate = "orders.create"
 
 // orderJSON is the order as the API shows it.
 type orderJSON struct {
-	ID            string        `json:"id"`
-	Status        string        `json:"status"`
-	CustomerEmail string        `json:"customer_email"`
-	Currency      string        `json:"currency"`
-	TotalAmount   int64         `json:"total_amount"`
-	ExpiresAt     time.Time     `json:"expires_at"`
-	PaidAt        *time.Time    `json:"paid_at"`
-	Items         []itemJSON    `json:"items"`
-	Payments      []paymentJSON `json:"payments"`
-	Invoice       *invoiceJSON  `json:"invoice"`
+	ID            string     `json:"id"`
+	Status        string     `json:"status"`
+	CustomerEmail string     `json:"customer_email"`
+	Currency      string     `json:"currency"`
+	TotalAmount   int64      `json:"total_amount"`
+	ExpiresAt     time.Time  `json:"expires_at"`
+	PaidAt        *time.Time `json:"paid_at"`
+	// Its items and invoice show as on the console's order page.
+	Items    []views.ItemRow   `json:"items"`
+	Payments []paymentJSON     `json:"payments"`
+	Invoice  *views.InvoiceRow `json:"invoice"`
 	// AccessToken is in the answer to the order's creation only, and in
 	// its replays to the same client (placeOrder): the customer's
 	// credential to read and cancel the order. The stored answer never
 	// holds it.
 	AccessToken string `json:"access_token,omitempty"`
-}
-
-type itemJSON struct {
-	SKU       string `json:"sku"`
-	Name      string `json:"name"` // the product's name when the order was made
-	Qty       int64  `json:"qty"`
-	UnitPrice int64  `json:"unit_price"`
 }
 
 type paymentJSON struct {
@@ -60,25 +55,11 @@ type paymentJSON struct {
 	UpdatedAt         time.Time `json:"updated_at"`
 }
 
-// invoiceJSON is the order's invoice, once the invoice job has issued it.
-type invoiceJSON struct {
-	Number   string    `json:"number"`
-	Amount   int64     `json:"amount"`
-	Currency string    `json:"currency"`
-	IssuedAt time.Time `json:"issued_at"`
-}
-
 func newOrderJSON(o *models.Order) orderJSON {
 	v := orderJSON{
 		ID: o.ID, Status: string(o.Status), CustomerEmail: o.CustomerEmail, Currency: o.Currency,
 		TotalAmount: o.TotalAmount, ExpiresAt: o.ExpiresAt.UTC(), PaidAt: utc(o.PaidAt),
-		Items: []itemJSON{}, Payments: []paymentJSON{},
-	}
-	if inv := o.Invoice; inv != nil {
-		v.Invoice = &invoiceJSON{Number: inv.Number, Amount: inv.Amount, Currency: inv.Currency, IssuedAt: inv.IssuedAt.UTC()}
-	}
-	for _, it := range o.Items {
-		v.Items = append(v.Items, newItemJSON(it))
+		Items: rows(o.Items, itemRow), Invoice: invoiceRow(o.Invoice), Payments: []paymentJSON{},
 	}
 	for _, p := range o.Payments {
 		v.Payments = append(v.Payments, paymentJSON{

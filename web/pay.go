@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/models"
 )
 
@@ -82,7 +82,7 @@ func (s *Server) orderPayment(c echo.Context) error {
 // presses (not on the payment attempts so far, nor on the host asked),
 // and the items carry the names they were sold under, not the
 // catalogue's of the moment.
-func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) (outbound.Page, error) {
+func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) (gatewaycalls.Page, error) {
 	ctx := c.Request().Context()
 	items := pageItems(o)
 	returnURL := s.publicBase(c) + "/orders/" + url.PathEscape(o.ID)
@@ -105,21 +105,28 @@ func (s *Server) openPaymentPage(c echo.Context, o *models.Order, token string) 
 }
 
 // publicBase is the shop's address for links that leave the request:
-// PUBLIC_URL, or without it the request's scheme and Host (development,
-// where the host is whatever the browser used).
+// PUBLIC_URL, or without it the request's own scheme and Host
+// (development, where the host is whatever the browser used). Only the
+// Host the request was sent to — which net/http has checked is a host
+// name — never X-Forwarded-Host, and only http or https: a link built so
+// leads the customer to where the customer already is.
 func (s *Server) publicBase(c echo.Context) string {
 	if s.cfg.PublicURL != "" {
 		return s.cfg.PublicURL
 	}
-	return c.Scheme() + "://" + c.Request().Host
+	scheme := "http"
+	if c.Scheme() == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + c.Request().Host
 }
 
 // pageItems are o's items as a gateway's page shows them, with the names
 // they were sold under: every press asks the gateway the same.
-func pageItems(o *models.Order) []outbound.PageItem {
-	items := make([]outbound.PageItem, len(o.Items))
+func pageItems(o *models.Order) []gatewaycalls.PageItem {
+	items := make([]gatewaycalls.PageItem, len(o.Items))
 	for i, it := range o.Items {
-		items[i] = outbound.PageItem{SKU: it.SKU, Name: cmp.Or(it.Name, it.SKU), Qty: it.Qty, UnitPrice: it.UnitPrice}
+		items[i] = gatewaycalls.PageItem{SKU: it.SKU, Name: cmp.Or(it.Name, it.SKU), Qty: it.Qty, UnitPrice: it.UnitPrice}
 	}
 	return items
 }

@@ -123,15 +123,19 @@ func TestPaymentAPI(t *testing.T) {
 // The page's return URL — where the gateway sends the customer back — is
 // built from PUBLIC_URL when it is set, whatever host the request came
 // through (a repeat under another host name must send the gateway the
-// same request); without it, from the request's own host.
+// same request); without it, from the request's own host, and only as
+// http or https.
 func TestPayReturnURLFromPublicURL(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name, publicURL string
+		proto           string // X-Forwarded-Proto
 		base            string // the return URL's scheme://host
 	}{
-		{"PUBLIC_URL", "https://shop.example.com", "https://shop.example.com"},
-		{"the request's host", "", "http://shop-b.internal"},
+		{"PUBLIC_URL", "https://shop.example.com", "", "https://shop.example.com"},
+		{"the request's host", "", "", "http://shop-b.internal"},
+		{"the request's host, https", "", "https", "https://shop-b.internal"},
+		{"the request's host, a scheme that is no web page's", "", "javascript", "http://shop-b.internal"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -139,7 +143,7 @@ func TestPayReturnURLFromPublicURL(t *testing.T) {
 			testenv.MustCreateProduct(t, c.db, "PAYURL", 50000, 5)
 			id, token := c.newShopOrder(t, "PAYURL")
 			p := c.do(http.DefaultClient, "POST", "/api/orders/"+id+"/payment", nil,
-				http.Header{"Authorization": {"Bearer " + token}, "Host": {"shop-b.internal"}})
+				http.Header{"Authorization": {"Bearer " + token}, "Host": {"shop-b.internal"}, "X-Forwarded-Proto": {tt.proto}})
 			var got map[string]string
 			if err := json.Unmarshal([]byte(p.Body), &got); err != nil || p.StatusCode != http.StatusOK {
 				t.Fatalf("payment: %d %s", p.StatusCode, p.Body)

@@ -13,6 +13,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
@@ -512,5 +513,79 @@ func TestRefundOfADisputedChargeIsRefused(t *testing.T) {
 	doc := c.get("/admin/orders/" + o.ID).Doc(t)
 	if doc.Find("#refund-form").Length() != 0 || !strings.Contains(doc.Find("#refunds").Parent().Text(), "dispute") {
 		t.Errorf("the order's page offers a refund of a disputed charge, or does not say why")
+	}
+}
+
+// A refund Sekali asked for is told twice — by the gateway's answer and
+// by its notification — and whichever comes second changes nothing
+// (stale). On the order's page that callback reads as what it is, told
+// of our own refund, in no warning colour, while the JSON keeps its
+// result. Once all is refunded, the refund form says so as a state, not
+// as an error, and asking for more says the same.
+func TestRefundToldBackAndFullyRefunded(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-TOLD")
+	if p := c.refundAPI(o.ID, "refund-told-"+o.ID, `{"reason":"the order never left"}`); p.StatusCode != http.StatusAccepted {
+		t.Fatalf("refund: %d %s", p.StatusCode, p.Body)
+	}
+	rows := c.refundRows(o.ID)
+	if p := c.post("/admin/gateway-requests/"+strconv.FormatInt(rows[0].ID, 10)+"/retry", nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send now: %d", p.StatusCode)
+	}
+	// The answer is applied at once; the sandbox's notification comes
+	// on its own.
+	testenv.Eventually(t, "the refund told by the answer and by the notification", func() bool {
+		return c.count("SELECT count(*) FROM payment_callbacks WHERE order_id = ? AND event_status = 'refunded' AND status = 'processed'", o.ID) == 2
+	})
+	if n := c.count("SELECT count(*) FROM payment_callbacks WHERE order_id = ? AND event_status = 'refunded' AND result = 'stale'", o.ID); n != 1 {
+		t.Fatalf("%d stale refunded callbacks, want 1: the second telling", n)
+	}
+
+	doc := c.get("/admin/orders/" + o.ID).Doc(t)
+	var told, staleBadges int
+	doc.Find("tbody tr").Each(func(_ int, tr *goquery.Selection) {
+		if b := tr.Find(".badge.own-refund"); b.Length() == 1 {
+			told++
+			if b.Text() != "told of our own refund" || b.HasClass("warn") {
+				t.Errorf("the told-back callback reads %q (classes %q)", b.Text(), b.AttrOr("class", ""))
+			}
+		}
+		if tr.Find(".badge.warn").Text() == "stale" {
+			staleBadges++
+		}
+	})
+	if told != 1 || staleBadges != 0 {
+		t.Errorf("the order's callbacks: %d told of our own refund, %d orange stale; want 1 and 0", told, staleBadges)
+	}
+	var js struct {
+		Callbacks []struct{ Event, Result string }
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin/orders/"+o.ID).Body), &js); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]int{}
+	for _, cb := range js.Callbacks {
+		results[cb.Event+" "+cb.Result]++
+	}
+	if results["refunded stale"] != 1 || results["refunded processed"] != 1 {
+		t.Errorf("the JSON's callbacks by event and result: %v; want the stale one kept", results)
+	}
+
+	// Fully refunded: a state.
+	if section := doc.Find("#refunds").Parent().Text(); !strings.Contains(section, "Fully refunded: nothing left to refund.") {
+		t.Errorf("the refunded order's refunds say no \"Fully refunded\": %q", strings.Join(strings.Fields(section), " "))
+	}
+	if strings.Contains(doc.Text(), "there is no payment to refund") {
+		t.Error("the refunded order's page still says \"there is no payment to refund\"")
+	}
+	ask := c.get("/admin/orders/" + o.ID + "/refund?amount=1&reason=more")
+	if ask.StatusCode != http.StatusSeeOther {
+		t.Fatalf("asking to refund a refunded order: %d, want 303 back to it", ask.StatusCode)
+	}
+	flash := c.get("/admin/orders/" + o.ID).Doc(t).Find("#flash .flash")
+	if flash.Text() != "Order "+o.ID+" is fully refunded: nothing left to refund." || flash.HasClass("bad") {
+		t.Errorf("asking to refund a refunded order: flash %q (classes %q)", flash.Text(), flash.AttrOr("class", ""))
 	}
 }

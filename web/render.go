@@ -51,13 +51,12 @@ func renderHTML(c echo.Context, status int, comp templ.Component) error {
 }
 
 // show answers a console read — the dashboard, a list, a detail page —
-// on either of its URLs: data, the page's own JSON type (admin_json.go),
-// to a client that wants JSON, else the page that content draws. The
-// handler reads what it shows once and builds both from it; only one is
-// written.
-func (s *Server) show(c echo.Context, title, section string, data any, content templ.Component) error {
+// on either of its URLs: view, the page's value (web/views), as JSON to a
+// client that wants JSON, else the page that content draws from that
+// same value. Only one is written.
+func (s *Server) show(c echo.Context, title, section string, view any, content templ.Component) error {
 	if wantsJSON(c) {
-		return c.JSON(http.StatusOK, data)
+		return c.JSON(http.StatusOK, view)
 	}
 	return s.page(c, http.StatusOK, title, section, content)
 }

@@ -2,9 +2,9 @@
 // endpoint, the admin console (HTML, templ + htmx), health checks and
 // metrics. It is the only package that knows Echo and templ, and it never
 // sees the database: everything it does is delegated to the app/ services
-// it is given, through the small interfaces below — a request under an
-// Idempotency-Key goes to a service as an idempotency.Once, and the
-// service runs it in a transaction of its own.
+// it is given (Deps) — a request under an Idempotency-Key goes to a
+// service as an idempotency.Once, and the service runs it in a
+// transaction of its own.
 package web
 
 import (
@@ -20,11 +20,12 @@ import (
 
 	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/app/orders"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/refunds"
@@ -33,79 +34,18 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// The services the web layer uses, declared here by their consumer.
+// The two services the web layer reaches through an interface of its
+// own. Every other service is its app package's concrete type: no test
+// puts anything else in its place.
 type (
-	orderService interface {
-		CreateOnce(ctx context.Context, once idempotency.Once, req orders.CreateRequest, answer idempotency.Answer[*models.Order]) (idempotency.Response, error)
-		Get(ctx context.Context, id string) (*models.Order, error)
-		Open(ctx context.Context, id, token string, admin bool) (*models.Order, error)
-		ReplayToken(ctx context.Context, id, client string) (string, error)
-		Cancel(ctx context.Context, id, cause string) (*models.Order, error)
-		List(ctx context.Context, f orders.Filter) ([]models.Order, string, error)
-	}
-	paymentService interface {
-		Receive(ctx context.Context, d payments.Delivery) payments.Outcome
-		Providers() []string
-		ListCallbacks(ctx context.Context, f payments.CallbackFilter) ([]models.PaymentCallback, int64, error)
-		ListDeliveries(ctx context.Context, f payments.DeliveryFilter) ([]models.CallbackDelivery, int64, error)
-	}
-	productService interface {
-		Create(ctx context.Context, p models.Product) (*models.Product, error)
-		CreateOnce(ctx context.Context, once idempotency.Once, p models.Product, answer idempotency.Answer[*models.Product]) (idempotency.Response, error)
-		RestockOnce(ctx context.Context, once idempotency.Once, sku string, qty int64, answer idempotency.Answer[*models.Product]) (idempotency.Response, error)
-		SetMaxPerOrder(ctx context.Context, sku string, n *int64) (*models.Product, error)
-		List(ctx context.Context) ([]models.Product, error)
-		Get(ctx context.Context, sku string) (*models.Product, error)
-		Ledger(ctx context.Context, sku string, before int64, limit int) ([]models.StockMovement, int64, error)
-	}
-	auditor interface {
-		Run(ctx context.Context, drainTimeout time.Duration) (audit.Report, error)
-		Checks() []audit.Check
-	}
-	idempotencyKeys interface {
-		Once(scope, key, requestHash string) idempotency.Once
-	}
-	adminService interface {
-		Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error)
-		Reserve(ctx context.Context, email, client string) (admins.Attempt, time.Duration, error)
-		Succeeded(ctx context.Context, a admins.Attempt) error
-		Record(ctx context.Context, a models.AdminAction) error
-		RecordRefusedLogin(ctx context.Context, email, client, detail string) error
-		ListActions(ctx context.Context, f admins.ActionFilter) ([]models.AdminAction, int64, error)
-	}
-	// checkoutService opens an order's hosted payment page at the
-	// configured gateway (PAYMENT_GATEWAY), once per order.
-	checkoutService interface {
-		Provider() string
-		PageOrigins() []string
-		Open(ctx context.Context, o *models.Order, items []outbound.PageItem, returnURL string) (outbound.Page, error)
-	}
-	gatewayCalls interface {
-		List(ctx context.Context, f outbound.Filter) ([]models.GatewayRequest, int64, error)
-	}
-	refundService interface {
-		RequestOnce(ctx context.Context, once idempotency.Once, r refunds.Request, answer idempotency.Answer[*models.GatewayRequest]) (idempotency.Response, error)
-		Refundable(ctx context.Context, orderID, payment string) (refunds.Refundable, error)
-		Owed(ctx context.Context, orderID string) ([]refunds.Refundable, error)
-		Send(ctx context.Context, id int64, requestID string) (*models.GatewayRequest, error)
-	}
-	storyReader interface {
-		Order(ctx context.Context, id string) (*story.Order, error)
-		Callback(ctx context.Context, id int64) (*story.Callback, error)
-		EmailSent(ctx context.Context, orderID string) (bool, error)
-	}
 	// PaymentPage is a hosted payment page the shop sends customers to
 	// (the sandbox gateway, web/sandboxgw). It mounts its own routes.
 	PaymentPage interface {
 		Mount(e *echo.Echo, mw ...echo.MiddlewareFunc)
 		PayURL(orderID, token string) string
 	}
-	statsReader interface {
-		Dashboard(ctx context.Context) (stats.Dashboard, error)
-		DeliveriesSince(ctx context.Context, from time.Time) ([]stats.MinuteCount, error)
-	}
 	// jobConsole is what the console asks of the job queue; jobs.Console
-	// implements it (web does not import the queue's library).
+	// implements it, so that web does not import the queue's library.
 	jobConsole interface {
 		TaskTypes() []string
 		List(ctx context.Context, f jobview.Filter) ([]models.JobExecution, int64, error)
@@ -123,11 +63,11 @@ type (
 
 // Deps are the services a Server is built from.
 type Deps struct {
-	Orders   orderService
-	Payments paymentService
-	Keys     idempotencyKeys
-	Products productService
-	Audit    auditor
+	Orders   *orders.Service
+	Payments *payments.Service
+	Keys     *idempotency.Keys
+	Products *catalog.Service
+	Audit    *audit.Auditor
 	// Metrics is what /metrics serves (the process's metrics.Set
 	// registry); none when nil.
 	Metrics prometheus.Gatherer
@@ -135,23 +75,23 @@ type Deps struct {
 	Ready map[string]func(context.Context) error
 
 	// The admin console.
-	Admins   adminService
+	Admins   *admins.Service
 	Sessions *scs.SessionManager // NewSessions
-	Stories  storyReader
-	Stats    statsReader
+	Stories  *story.Reader
+	Stats    *stats.Reader
 	Jobs     jobConsole
 	// Queues is the queue's own web UI, mounted at /admin/queues behind
 	// the console's log-in; nil leaves that page out.
 	Queues http.Handler
 	// Checkout opens hosted payment pages at the configured gateway; nil:
 	// the shop offers no Pay.
-	Checkout checkoutService
-	// Calls lists the calls Sekali made to gateways (outbound.Ledger);
+	Checkout *gatewaycalls.Pages
+	// Calls lists the calls Sekali made to gateways (gatewaycalls.Ledger);
 	// nil: the console lists none.
-	Calls gatewayCalls
+	Calls *gatewaycalls.Ledger
 	// Refunds asks gateways for the refunds admins ask for; nil: the
 	// console offers none.
-	Refunds refundService
+	Refunds *refunds.Service
 	// PaymentPage is the payment page of the shop; nil: none is mounted.
 	PaymentPage PaymentPage
 	// Now is the clock; time.Now when nil.

@@ -179,16 +179,14 @@ func (s *Server) shopOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sent, err := s.deps.Stories.EmailSent(ctx, o.ID)
+	email, err := s.deps.Stories.ConfirmationEmail(ctx, o.ID)
 	if err != nil {
 		return err
 	}
 	v := views.ShopOrder{
 		Now: s.deps.Now(), ID: o.ID, Token: token, Status: string(o.Status), Email: o.CustomerEmail,
-		Total: o.TotalAmount, Currency: o.Currency, Expires: o.ExpiresAt, EmailSent: sent,
-		Items: rows(o.Items, func(i models.OrderItem) views.ItemRow {
-			return views.ItemRow{SKU: i.SKU, Name: i.Name, Qty: i.Qty, UnitPrice: i.UnitPrice}
-		}),
+		Total: o.TotalAmount, Currency: o.Currency, Expires: o.ExpiresAt, EmailState: email,
+		Items: rows(o.Items, itemRow),
 	}
 	if o.Invoice != nil {
 		v.Invoice = o.Invoice.Number

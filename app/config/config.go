@@ -52,6 +52,9 @@ const (
 	DefaultMailFrom          = "Sekali <shop@example.com>"
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultSessionMax        = 12 * time.Hour
+	// DefaultPaymentGateway: new payments go to the sandbox gateway's
+	// pages unless PAYMENT_GATEWAY names another.
+	DefaultPaymentGateway = "sandbox"
 )
 
 // CLIENT_IPV6_PREFIX: its default, a /64, is what one ordinary IPv6
@@ -112,28 +115,14 @@ type Config struct {
 	// SandboxSecretIsDefault is true when SANDBOX_WEBHOOK_SECRET is unset,
 	// SANDBOX_GATEWAY is on, and the public development secret is in use.
 	SandboxSecretIsDefault bool
-	// Real gateways: each is mounted at /callbacks/{name} when its secret
-	// is set; its adapter checks the secret's format at start.
-	MidtransServerKey   string // MIDTRANS_SERVER_KEY
-	XenditCallbackToken string // XENDIT_CALLBACK_TOKEN
-	StripeWebhookSecret string // STRIPE_WEBHOOK_SECRET: one or more whsec_…, comma-separated
-	// Status polling: when a gateway's notification never comes, the
-	// worker asks the gateway about pending orders that expire within
-	// PollWithin (POLL_WITHIN). Midtrans is polled with its server key,
-	// Xendit and Stripe with their secret API keys, the sandbox gateway
-	// when it is on.
-	MidtransAPIURL  string        // MIDTRANS_API_URL: default from the server key (sandbox for SB-…)
-	XenditSecretKey string        // XENDIT_SECRET_KEY: xnd_…; without it Xendit is not polled (nor PAYMENT_GATEWAY=xendit allowed)
-	XenditAPIURL    string        // XENDIT_API_URL: default https://api.xendit.co; polled and opened invoices alike
-	StripeSecretKey string        // STRIPE_SECRET_KEY: sk_… or rk_…; without it Stripe is not polled
-	StripeAPIURL    string        // STRIPE_API_URL: default https://api.stripe.com
-	PollWithin      time.Duration // POLL_WITHIN
+	// Each gateway reads its own settings (app/gateways); POLL_WITHIN is
+	// how soon before an unpaid order expires the worker asks its gateway
+	// about it, when the gateway's notification never came.
+	PollWithin time.Duration // POLL_WITHIN
 	// PaymentGateway is the gateway new payments go to (PAYMENT_GATEWAY):
-	// the shop's Pay asks it for a hosted payment page.
+	// the shop's Pay asks it for a hosted payment page. Which names there
+	// are, and what each needs, is the registry's (gateways.Configure).
 	PaymentGateway string
-	// MidtransSnapURL is Midtrans's Snap API (MIDTRANS_SNAP_URL): default
-	// from the server key (sandbox for SB-…).
-	MidtransSnapURL string
 	// PublicURL (PUBLIC_URL) is the shop's address as customers reach it,
 	// e.g. https://shop.example.com: the return URL Sekali gives a
 	// gateway's hosted page is built from it, so that every press of Pay
@@ -210,18 +199,9 @@ func Load(getenv func(string) string) (Config, error) {
 		MetricsPublic:       r.boolean("METRICS_PUBLIC", true),
 		OrderTTL:            r.duration("ORDER_TTL", DefaultOrderTTL),
 		SandboxGateway:      r.boolean("SANDBOX_GATEWAY", false),
-		MidtransServerKey:   r.str("MIDTRANS_SERVER_KEY", ""),
-		XenditCallbackToken: r.str("XENDIT_CALLBACK_TOKEN", ""),
-		StripeWebhookSecret: r.str("STRIPE_WEBHOOK_SECRET", ""),
 		SandboxCallbackURL:  r.optionalURL("SANDBOX_CALLBACK_URL", "http", "https"),
-		MidtransAPIURL:      r.optionalURL("MIDTRANS_API_URL", "http", "https"),
-		XenditSecretKey:     r.str("XENDIT_SECRET_KEY", ""),
-		XenditAPIURL:        r.optionalURL("XENDIT_API_URL", "http", "https"),
-		StripeSecretKey:     r.str("STRIPE_SECRET_KEY", ""),
-		StripeAPIURL:        r.optionalURL("STRIPE_API_URL", "http", "https"),
 		PollWithin:          r.duration("POLL_WITHIN", DefaultPollWithin),
-		PaymentGateway:      r.oneOf("PAYMENT_GATEWAY", "sandbox", paymentGateways...),
-		MidtransSnapURL:     r.optionalURL("MIDTRANS_SNAP_URL", "http", "https"),
+		PaymentGateway:      r.str("PAYMENT_GATEWAY", DefaultPaymentGateway),
 		PublicURL:           r.publicURL("PUBLIC_URL"),
 		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
 		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
@@ -263,14 +243,6 @@ func Load(getenv func(string) string) (Config, error) {
 		// /callbacks/sandbox is not mounted at all.
 		c.SandboxKeys, c.SandboxSecretIsDefault = nil, false
 	}
-	switch {
-	case c.PaymentGateway == "midtrans" && c.MidtransServerKey == "":
-		r.fail("PAYMENT_GATEWAY", "midtrans needs MIDTRANS_SERVER_KEY")
-	case c.PaymentGateway == "stripe" && c.StripeSecretKey == "":
-		r.fail("PAYMENT_GATEWAY", "stripe needs STRIPE_SECRET_KEY")
-	case c.PaymentGateway == "xendit" && c.XenditSecretKey == "":
-		r.fail("PAYMENT_GATEWAY", "xendit needs XENDIT_SECRET_KEY")
-	}
 	if !strings.Contains(c.AdminEmail, "@") {
 		r.fail("ADMIN_EMAIL", "%q is not an email address", c.AdminEmail)
 	}
@@ -280,12 +252,6 @@ func Load(getenv func(string) string) (Config, error) {
 // LogValue lets a Config be logged whole: secrets are reduced to whether
 // they are set, and the password in a URL is masked.
 func (c Config) LogValue() slog.Value {
-	set := func(s string) string {
-		if s == "" {
-			return "unset"
-		}
-		return "set"
-	}
 	return slog.GroupValue(
 		slog.String("database_url", redactURL(c.DatabaseURL)),
 		slog.String("database_listen_url", redactURL(c.DatabaseListenURL)),
@@ -300,17 +266,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("sandbox_secret_is_default", c.SandboxSecretIsDefault),
 		slog.Bool("sandbox_gateway", c.SandboxGateway),
 		slog.String("order_token_secret", orderTokenState(c)),
-		slog.String("midtrans_server_key", set(c.MidtransServerKey)),
-		slog.String("xendit_callback_token", set(c.XenditCallbackToken)),
-		slog.String("stripe_webhook_secret", set(c.StripeWebhookSecret)),
 		slog.String("sandbox_callback_url", c.SandboxCallbackURL),
-		slog.String("midtrans_api_url", c.MidtransAPIURL),
-		slog.String("xendit_secret_key", set(c.XenditSecretKey)),
-		slog.String("xendit_api_url", c.XenditAPIURL),
-		slog.String("stripe_secret_key", set(c.StripeSecretKey)),
-		slog.String("stripe_api_url", c.StripeAPIURL),
 		slog.String("payment_gateway", c.PaymentGateway),
-		slog.String("midtrans_snap_url", c.MidtransSnapURL),
 		slog.String("public_url", c.PublicURL),
 		slog.String("poll_within", c.PollWithin.String()),
 		slog.String("order_ttl", c.OrderTTL.String()),
@@ -320,8 +277,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("trusted_proxies", fmt.Sprint(c.TrustedProxies)),
 		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("admin_email", c.AdminEmail),
-		slog.String("admin_password", set(c.AdminPassword)),
-		slog.String("admin_api_token", set(c.AdminAPIToken)),
+		IsSet("admin_password", c.AdminPassword),
+		IsSet("admin_api_token", c.AdminAPIToken),
 		slog.String("admin_session_idle", c.SessionIdle.String()),
 		slog.String("admin_session_lifetime", c.SessionLifetime.String()),
 		slog.Bool("cookie_secure", c.CookieSecure),
@@ -467,19 +424,6 @@ func redactURL(s string) string {
 type reader struct {
 	getenv func(string) string
 	errs   []error
-}
-
-// paymentGateways are the values of PAYMENT_GATEWAY.
-var paymentGateways = []string{"sandbox", "midtrans", "stripe", "xendit"}
-
-// oneOf reads a variable that must be one of values.
-func (r *reader) oneOf(name, def string, values ...string) string {
-	v := r.str(name, def)
-	if !slices.Contains(values, v) {
-		r.fail(name, "%q is not one of %s", v, strings.Join(values, ", "))
-		return def
-	}
-	return v
 }
 
 func (r *reader) fail(name, format string, args ...any) {

@@ -1,18 +1,23 @@
 // Package gateways is the list of the payment gateways Sekali speaks, one
 // package each under it: sandbox, midtrans, xendit, stripe. Each package
-// holds all of one gateway — its notifications' parser, its status
-// client, its amounts, a sender of its notifications, its docs comment —
-// behind the small interfaces of app/payments. Adding a gateway is one
-// package and one line in All (docs/callbacks.md#adding-a-gateway).
+// holds all of one gateway — it reads and checks its own settings, and
+// its one constructor returns all it offers: its notifications' parser,
+// its status client, its payment pages, its refunds, a sender of its
+// notifications, its line in the start-up log — behind the small
+// interfaces of app/payments and app/gatewaycalls. Nothing else names a
+// gateway: adding one is its package and one line in All, deleting one
+// is deleting both (docs/callbacks.md#adding-a-gateway).
 package gateways
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/gateways/stripe"
@@ -28,18 +33,17 @@ type Entry struct {
 	SecretVariable string
 	// NewSender writes its notifications, signed with that secret.
 	NewSender func(secret string) (payments.Sender, error)
-	// Configure builds its parts from the configuration; none of them
-	// when its settings are unset. sandboxURL is where this deployment's
-	// sandbox gateway answers, or "".
-	Configure func(cfg config.Config, sandboxURL string) (payments.Gateway, error)
+	// New reads its settings and builds its parts; none of them when its
+	// settings are unset.
+	New func(config.Env) (payments.Gateway, error)
 }
 
 // All are the gateways, the sandbox first.
 var All = []Entry{
-	{sandbox.Name, "SANDBOX_WEBHOOK_SECRET", sandbox.NewSenderFromSecret, sandbox.Configure},
-	{midtrans.Name, "MIDTRANS_SERVER_KEY", midtrans.NewSender, midtrans.Configure},
-	{xendit.Name, "XENDIT_CALLBACK_TOKEN", xendit.NewSender, xendit.Configure},
-	{stripe.Name, "STRIPE_WEBHOOK_SECRET", stripe.NewSender, stripe.Configure},
+	{sandbox.Name, "SANDBOX_WEBHOOK_SECRET", sandbox.NewSenderFromSecret, sandbox.New},
+	{midtrans.Name, "MIDTRANS_SERVER_KEY", midtrans.NewSender, midtrans.New},
+	{xendit.Name, "XENDIT_CALLBACK_TOKEN", xendit.NewSender, xendit.New},
+	{stripe.Name, "STRIPE_WEBHOOK_SECRET", stripe.NewSender, stripe.New},
 }
 
 // Names are the gateways' names, in the order of All.
@@ -71,60 +75,92 @@ func NewSender(name, secret string) (payments.Sender, error) {
 }
 
 // Set is the configured gateways.
-type Set []payments.Gateway
+type Set struct {
+	gateways []payments.Gateway // those with a part built
+	pages    gatewaycalls.PageOpener
+	settings []slog.Attr
+}
 
-// Configure builds every gateway whose settings are set. A setting of the
-// wrong form stops start-up with a message that names its variable (never
-// its value).
-func Configure(cfg config.Config, sandboxURL string) (Set, error) {
+// Configure builds every gateway from its settings (env.Getenv), and
+// checks PAYMENT_GATEWAY: a gateway of All, with what its pages need. A
+// setting of the wrong form stops start-up with a message that names its
+// variable (never its value); all of them at once.
+func Configure(env config.Env) (Set, error) {
 	var set Set
 	var problems []string
+	if _, ok := Find(env.PaymentGateway); !ok {
+		problems = append(problems, fmt.Sprintf("PAYMENT_GATEWAY: %q is not one of %s", env.PaymentGateway, strings.Join(Names(), ", ")))
+	}
 	for _, e := range All {
-		g, err := e.Configure(cfg, sandboxURL)
+		g, err := e.New(env)
 		if err != nil {
-			problems = append(problems, err.Error())
+			problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "\n  "))
 			continue
 		}
-		if g.Provider != nil || g.Status != nil {
+		if len(g.Settings) > 0 {
+			set.settings = append(set.settings, slog.Attr{Key: e.Name, Value: slog.GroupValue(g.Settings...)})
+		}
+		if e.Name == env.PaymentGateway {
+			set.pages = g.Pages
+		}
+		if g.Provider != nil || g.Status != nil || g.Pages != nil || g.Refunder != nil || g.Emulator != nil {
 			g.Name = e.Name
-			set = append(set, g)
+			set.gateways = append(set.gateways, g)
 		}
 	}
 	if len(problems) > 0 {
-		return nil, errors.New("configuration:\n  " + strings.Join(problems, "\n  "))
+		return Set{}, errors.New("configuration:\n  " + strings.Join(problems, "\n  "))
 	}
 	return set, nil
 }
 
+// LogValue is every gateway's settings, secrets only as set or unset.
+func (s Set) LogValue() slog.Value { return slog.GroupValue(s.settings...) }
+
+// PageOpener opens the hosted payment pages of the gateway new payments
+// go to (PAYMENT_GATEWAY); nil for the sandbox, whose pages the sandbox
+// gateway serves itself.
+func (s Set) PageOpener() gatewaycalls.PageOpener { return s.pages }
+
+// Refunders are the gateways Sekali can ask for refunds.
+func (s Set) Refunders() []gatewaycalls.Refunder {
+	return parts(s, func(g payments.Gateway) gatewaycalls.Refunder { return g.Refunder })
+}
+
 // Providers are the gateways that receive notifications.
 func (s Set) Providers() []payments.Provider {
-	var out []payments.Provider
-	for _, g := range s {
-		if g.Provider != nil {
-			out = append(out, g.Provider)
-		}
-	}
-	return out
+	return parts(s, func(g payments.Gateway) payments.Provider { return g.Provider })
 }
 
 // StatusClients are the gateways the status poll asks.
 func (s Set) StatusClients() []payments.StatusClient {
-	var out []payments.StatusClient
-	for _, g := range s {
-		if g.Status != nil {
-			out = append(out, g.Status)
-		}
-	}
-	return out
+	return parts(s, func(g payments.Gateway) payments.StatusClient { return g.Status })
 }
 
 // Senders are the notification writers of the gateways that receive
 // notifications: the formats the sandbox page can speak.
 func (s Set) Senders() []payments.Sender {
-	var out []payments.Sender
-	for _, g := range s {
-		if g.Provider != nil && g.Sender != nil {
-			out = append(out, g.Sender)
+	return parts(s, func(g payments.Gateway) payments.Sender {
+		if g.Provider == nil {
+			return nil
+		}
+		return g.Sender
+	})
+}
+
+// Emulators are the emulations of the gateways' APIs that the sandbox
+// gateway serves, where it runs.
+func (s Set) Emulators() []payments.Emulator {
+	return parts(s, func(g payments.Gateway) payments.Emulator { return g.Emulator })
+}
+
+// parts is one part of each configured gateway that has it.
+func parts[T comparable](s Set, part func(payments.Gateway) T) []T {
+	var none T
+	var out []T
+	for _, g := range s.gateways {
+		if p := part(g); p != none {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -29,7 +29,7 @@ const Stuck = "stuck"
 // Filter selects job_executions rows and archived tasks.
 type Filter struct {
 	Status string // processing, succeeded, failed or stuck; "" for all
-	Type   string // a task type (invoice:generate, email:send, order:expire); "" for all
+	Type   string // a task type (invoice:generate, email:send, order:expire, refund:send); "" for all
 	Key    string // a prefix of the idempotency key, or an order id (the business key)
 	Before int64  // keyset cursor: job_executions ids below it
 	Limit  int

@@ -49,9 +49,16 @@ type Message struct {
 	Body      string
 }
 
-// Sender delivers a message (SMTP, or the log).
-type Sender interface {
+// Mailer delivers a message (SMTP, or the log).
+type Mailer interface {
 	Send(ctx context.Context, m Message) error
+}
+
+// Logs reports whether s only writes messages to the log (LogMailer):
+// an email it "sends" reaches no one, and its row says so.
+func Logs(s Mailer) bool {
+	_, ok := s.(LogMailer)
+	return ok
 }
 
 // MessageID derives the Message-ID of the email with key.
@@ -152,7 +159,7 @@ func RefundSucceededEmail(o *models.Order, r *models.Refund) models.OutboundEmai
 // is counted on the row, and a failure's message kept. If the process
 // dies after the server took the message and before MarkSentTx commits,
 // the retry sends it again with the same Message-ID.
-func Deliver(ctx context.Context, db *gorm.DB, s Sender, from string, e *models.OutboundEmail) error {
+func Deliver(ctx context.Context, db *gorm.DB, s Mailer, from string, e *models.OutboundEmail) error {
 	if e.Status == models.EmailSent {
 		return nil
 	}
@@ -172,20 +179,20 @@ func Deliver(ctx context.Context, db *gorm.DB, s Sender, from string, e *models.
 	return nil
 }
 
-// MarkSentTx records in tx that the email with key went out. A row that
-// says so already stays as it is; sent reports whether this call marked
-// it.
-func MarkSentTx(tx *gorm.DB, key string, now time.Time) (sent bool, err error) {
+// MarkSentTx records in tx that the email with key went out — to the
+// log only, when logged. A row that says so already stays as it is; sent
+// reports whether this call marked it.
+func MarkSentTx(tx *gorm.DB, key string, now time.Time, logged bool) (sent bool, err error) {
 	res := tx.Model(&models.OutboundEmail{}).Where("key = ? AND status = ?", key, models.EmailPending).
-		Updates(map[string]any{"status": models.EmailSent, "sent_at": now.UTC(), "last_error": ""})
+		Updates(map[string]any{"status": models.EmailSent, "sent_at": now.UTC(), "last_error": "", "logged": logged})
 	return res.RowsAffected == 1, res.Error
 }
 
-// LogSender writes emails to the log instead of sending them (no SMTP_URL).
-type LogSender struct{ Log *slog.Logger }
+// LogMailer writes emails to the log instead of sending them (no SMTP_URL).
+type LogMailer struct{ Log *slog.Logger }
 
-// Send implements Sender. The body is not logged: it is customer data.
-func (l LogSender) Send(ctx context.Context, m Message) error {
+// Send implements Mailer. The body is not logged: it is customer data.
+func (l LogMailer) Send(ctx context.Context, m Message) error {
 	l.Log.InfoContext(ctx, "email not sent: SMTP_URL is unset", "message_id", m.MessageID, "subject", m.Subject)
 	return nil
 }

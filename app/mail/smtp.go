@@ -51,7 +51,7 @@ func NewSMTP(rawURL string) (*SMTP, error) {
 	return s, nil
 }
 
-// Send implements Sender: one SMTP session per message, bounded by ctx
+// Send implements Mailer: one SMTP session per message, bounded by ctx
 // (or 30 seconds).
 func (s *SMTP) Send(ctx context.Context, m Message) error {
 	deadline, ok := ctx.Deadline()

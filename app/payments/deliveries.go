@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +42,7 @@ type deliveryLog struct {
 	db      *gorm.DB
 	log     *slog.Logger
 	dropped prometheus.Counter // rows that could not be written
+	lost    atomic.Int64       // the same, for the console's dashboard
 	ch      chan queuedDelivery
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -52,8 +54,9 @@ type queuedDelivery struct {
 	conflict bool
 }
 
-func newDeliveryLog(db *gorm.DB, log *slog.Logger, dropped prometheus.Counter) *deliveryLog {
-	l := &deliveryLog{db: db, log: log, dropped: dropped, ch: make(chan queuedDelivery, deliveryQueue), stop: make(chan struct{})}
+// newDeliveryLog starts the log with room for size rows (deliveryQueue).
+func newDeliveryLog(db *gorm.DB, log *slog.Logger, dropped prometheus.Counter, size int) *deliveryLog {
+	l := &deliveryLog{db: db, log: log, dropped: dropped, ch: make(chan queuedDelivery, size), stop: make(chan struct{})}
 	l.wg.Add(1)
 	go l.run()
 	return l
@@ -65,6 +68,7 @@ func (l *deliveryLog) add(_ context.Context, d models.CallbackDelivery, conflict
 	case l.ch <- queuedDelivery{row: d, conflict: conflict}:
 	default:
 		l.dropped.Add(1)
+		l.lost.Add(1)
 		l.log.Error("callback delivery row dropped: queue full", "provider", d.Provider,
 			"request_id", d.RequestID, "outcome", d.Outcome)
 	}
@@ -173,6 +177,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 		}
 	}
 	l.dropped.Add(float64(len(rows)))
+	l.lost.Add(int64(len(rows)))
 	l.log.Error("callback delivery rows dropped: could not write them", "rows", len(rows), "error", err)
 }
 

@@ -27,7 +27,7 @@ func TestDeliveryLogWritesRowsAndCounters(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
 	ids := callbackRows(t, db, 2)
-	l := newDeliveryLog(db, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"}))
+	l := newDeliveryLog(db, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"}), deliveryQueue)
 	t.Cleanup(l.close)
 	at := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond) // later than the rows' own times
 	l.write([]queuedDelivery{
@@ -58,7 +58,7 @@ func TestDeliveryLogWritesRowsAndCounters(t *testing.T) {
 func BenchmarkDeliveryRows(b *testing.B) {
 	db := testenv.NewDB(b)
 	id := callbackRows(b, db, 1)[0]
-	l := newDeliveryLog(db, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"}))
+	l := newDeliveryLog(db, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"}), deliveryQueue)
 	b.Cleanup(l.close)
 	batch := make([]queuedDelivery, deliveryBatchMax)
 	for i := range batch {

@@ -281,7 +281,7 @@ type Tasks interface {
 // the writer of the delivery log and the relays' notifier: call Close
 // when done.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, tasks Tasks, providers ...Provider) *Service {
-	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, tasks: tasks, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped),
+	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, tasks: tasks, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped, deliveryQueue),
 		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity),
 		refusals: newRefusalBudget(), metrics: m}
 	for _, p := range providers {
@@ -289,6 +289,11 @@ func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.
 	}
 	return s
 }
+
+// DroppedDeliveryRows is how many deliveries this process answered since
+// it started but could not write the audit row of (deliveryLog): the
+// console's delivery counts miss them.
+func (s *Service) DroppedDeliveryRows() int64 { return s.deliveries.lost.Load() }
 
 // Close writes the queued delivery rows and stops their writer and the
 // notifier. Call it after the HTTP server has stopped taking requests.

@@ -3,13 +3,9 @@ package payments_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"testing"
 
 	"github.com/sekali/sekali/app/audit"
-	"github.com/sekali/sekali/app/gateways/xendit"
-	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
 
@@ -87,7 +83,7 @@ func TestStripeRefundFailedAfterAcceptanceGivesTheMoneyBack(t *testing.T) {
 	f := gatewayFixture(t)
 	id, sku := f.orderIn(models.OrderPending)
 	pi := "pi_fail_" + id
-	if out := f.send(gateways[2].paid(id, pi, price, "IDR", 0)); out.OrderStatus != models.OrderPaid {
+	if out := f.send(gatewayNamed("stripe").paid(id, pi, price, "IDR", 0)); out.OrderStatus != models.OrderPaid {
 		t.Fatalf("paying: %+v", out)
 	}
 	paid := f.money(id, sku)
@@ -132,7 +128,7 @@ func TestStripeChargeTotalThenNamedRefundCountsOnce(t *testing.T) {
 	f := gatewayFixture(t)
 	id, sku := f.orderIn(models.OrderPending)
 	pi := "pi_named_" + id
-	f.send(gateways[2].paid(id, pi, price, "IDR", 0))
+	f.send(gatewayNamed("stripe").paid(id, pi, price, "IDR", 0))
 	if out := f.send(stripeChargeRefunded("evt_cr1_"+id, id, pi, 20000)); out.OrderStatus != models.OrderPartiallyRefunded {
 		t.Fatalf("charge.refunded of 20000: %+v", out)
 	}
@@ -154,58 +150,6 @@ func TestStripeChargeTotalThenNamedRefundCountsOnce(t *testing.T) {
 	m = f.money(id, sku)
 	if m.order != models.OrderRefunded || m.refunded != price || m.emails != 2 || m.rows["re_b_"+id] != models.RefundSucceeded {
 		t.Errorf("after: %+v; want refunded in full, each named refund's email once", m)
-	}
-	f.mustAudit()
-}
-
-// xenditRefundCallback is Xendit's refund callback of refund rfdID of
-// invoice inv (Xendit's refund webhook notification).
-func xenditRefundCallback(event, orderID, inv, rfdID string, amount int64, status, failure string) delivery {
-	data := map[string]any{"id": rfdID, "payment_id": nil, "invoice_id": inv, "amount": json.Number(fmt.Sprint(amount)),
-		"payment_method_type": "EWALLET", "channel_code": "OVO", "currency": "IDR", "status": status, "reason": "REQUESTED_BY_CUSTOMER",
-		"reference_id": orderID + "-R1", "failure_code": nil, "refund_fee_amount": nil, "metadata": nil}
-	if failure != "" {
-		data["failure_code"] = failure
-	}
-	if orderID != "" {
-		data["metadata"] = map[string]string{"order_id": orderID}
-	}
-	b, _ := json.Marshal(map[string]any{"event": event, "business_id": "5f27a14a9bf05c73dd040bc8", "created": "2026-12-02T14:52:21.566Z", "data": data})
-	return delivery{provider: xendit.Name, header: http.Header{xendit.TokenHeader: {xenditToken}}, body: b}
-}
-
-// Xendit answers a refund PENDING; its refund.failed callback used to get
-// 422 missing_field (the parser read only invoices). Now it is 200 and
-// gives the money back; a refund.succeeded callback of a refund made in
-// Xendit's dashboard (no metadata) refunds the order by its invoice.
-func TestXenditRefundCallbacks(t *testing.T) {
-	t.Parallel()
-	f := gatewayFixture(t)
-	id, sku := f.orderIn(models.OrderPending)
-	inv := "inv-rf-" + id
-	f.send(xenditInvoice(id, inv, "PAID", fmt.Sprint(price), "IDR"))
-	// Sekali's refunder got PENDING (refunds.Service applies the answer so).
-	answer := payments.Event{Key: "refund:" + id + "-R1", OrderID: id, TransactionID: inv, Status: models.EventRefunded, Amount: price, Currency: "IDR",
-		Refunds: []payments.Refund{{Key: "rfd-1-" + id, Amount: price, Status: models.RefundPending}}}
-	if out, err := f.pay.ApplyAnswer(context.Background(), xendit.Name, "req-refund-1", answer); err != nil || out.OrderStatus != models.OrderRefunded {
-		t.Fatalf("the PENDING answer: %+v %v", out, err)
-	}
-	out := f.send(xenditRefundCallback("refund.failed", id, inv, "rfd-1-"+id, price, "FAILED", "REFUND_FAILED"))
-	m := f.money(id, sku)
-	if out.Status() != 200 || out.Word() != models.ResultProcessed || m.order != models.OrderPaid || m.refunded != 0 ||
-		m.rows["rfd-1-"+id] != models.RefundFailed || m.reasons["rfd-1-"+id] != "REFUND_FAILED" || m.emails != 0 {
-		t.Errorf("refund.failed: %d %s (%s); %+v; want 200 processed, the order paid again", out.Status(), out.Word(), out.Detail, m)
-	}
-	out = f.send(xenditRefundCallback("refund.succeeded", "", inv, "rfd-2-"+id, 20000, "SUCCEEDED", ""))
-	m = f.money(id, sku)
-	if out.Status() != 200 || m.order != models.OrderPartiallyRefunded || m.refunded != 20000 || m.emails != 1 {
-		t.Errorf("a dashboard refund.succeeded: %d %s (%s); %+v; want partially refunded, one email", out.Status(), out.Word(), out.Detail, m)
-	}
-	if out := f.send(xenditRefundCallback("refund.succeeded", "", inv, "rfd-2-"+id, 20000, "SUCCEEDED", "")); out.Word() != models.ResultDuplicate {
-		t.Errorf("the same callback again: %s, want duplicate", out.Word())
-	}
-	if out := f.send(xenditRefundCallback("refund.succeeded", "", "inv-not-ours", "rfd-3-"+id, 20000, "SUCCEEDED", "")); out.Word() != models.ResultIgnored {
-		t.Errorf("a refund of an invoice this shop does not know: %s, want ignored", out.Word())
 	}
 	f.mustAudit()
 }

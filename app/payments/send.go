@@ -1,20 +1,45 @@
 package payments
 
 import (
+	"cmp"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/models"
 )
 
-// Gateway is what one gateway package offers, as configured: each part
-// is nil when its settings are unset.
+// Gateway is what one gateway package offers, as configured by its one
+// constructor (app/gateways): each part is nil when its settings are
+// unset.
 type Gateway struct {
 	Name     string
-	Provider Provider     // receives its notifications at /callbacks/{Name}
-	Status   StatusClient // asks its API about an order, for the status poll
-	Sender   Sender       // writes its notifications: the sandbox page speaks its format
+	Provider Provider                // receives its notifications at /callbacks/{Name}
+	Status   StatusClient            // asks its API about an order, for the status poll
+	Sender   Sender                  // writes its notifications: the sandbox page speaks its format
+	Pages    gatewaycalls.PageOpener // opens its hosted payment pages (PAYMENT_GATEWAY)
+	Refunder gatewaycalls.Refunder   // asks it to refund a payment
+	Emulator Emulator                // its API's emulation, for the sandbox gateway
+	// Settings are its settings for the start-up log, set or unset
+	// even when it is not configured; secrets only as "set" or "unset".
+	Settings []slog.Attr
+}
+
+// CallsWith builds g's calling side — its status client, page opener and
+// refunder — from one API key at one API URL, or none of them and the
+// error of the first that refuses the key.
+func CallsWith[S StatusClient, P gatewaycalls.PageOpener, R gatewaycalls.Refunder](g *Gateway, key, apiURL string,
+	status func(key, apiURL string) (S, error), pages func(key, apiURL string) (P, error), refunds func(key, apiURL string) (R, error)) error {
+	s, errStatus := status(key, apiURL)
+	p, errPages := pages(key, apiURL)
+	r, errRefunds := refunds(key, apiURL)
+	if err := cmp.Or(errStatus, errPages, errRefunds); err != nil {
+		return err
+	}
+	g.Status, g.Pages, g.Refunder = s, p, r
+	return nil
 }
 
 // The gateway's side: a Sender writes a notification as its gateway sends

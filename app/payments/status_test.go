@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/gateways/stripe"
-	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 )
 
@@ -105,32 +106,39 @@ func TestPollAndPushConverge(t *testing.T) {
 
 // Poll asks about the pending orders near their expiry, applies what the
 // gateways know, and leaves the others alone; a gateway that knows
-// nothing about an order is no error.
+// nothing about an order is no error. (A gateway's own status answers
+// through Poll are its package's tests.)
 func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
 	t.Parallel()
 	f := gatewayFixture(t)
-	paid, _ := f.orderIn(models.OrderPending)    // Xendit has its invoice PAID
+	paid, _ := f.orderIn(models.OrderPending)    // the sandbox gateway has its payment
 	unknown, _ := f.orderIn(models.OrderPending) // no gateway knows it
 	far, _ := f.orderIn(models.OrderPending)     // expires later than the window
 	f.db.Model(&models.Order{}).Where("id = ?", far).Update("expires_at", time.Now().Add(48*time.Hour))
-	invoice := func(id, status string) string {
-		b, _ := json.Marshal(map[string]any{"id": "inv-" + id, "external_id": id, "status": status, "paid_amount": price, "currency": "IDR"})
+	sender := sandbox.NewSender(testenv.SandboxKey)
+	fact := func(id string) payments.Fact {
+		return payments.Fact{EventID: "evt_poll_" + id, OrderID: id, TransactionID: "tx-poll-" + id, Status: models.EventPaid, Amount: price, Currency: "IDR"}
+	}
+	// The sandbox gateway's status API answers the last event it sent of
+	// an order; 404 when it sent none.
+	sent := func(id string) string {
+		body, err := sender.Body(fact(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(map[string]any{"event_id": fact(id).EventID, "body": json.RawMessage(body)})
 		return string(b)
 	}
-	xsrv := statusServer(t, map[string]string{
-		"/v2/invoices?external_id=" + paid:    "[" + invoice(paid, "EXPIRED") + "," + invoice(paid, "PAID") + "]",
-		"/v2/invoices?external_id=" + far:     "[" + invoice(far, "PAID") + "]",
-		"/v2/invoices?external_id=" + unknown: "[]", // Xendit lists none
+	ssrv := statusServer(t, map[string]string{
+		"/sandbox/status/" + paid: sent(paid),
+		"/sandbox/status/" + far:  sent(far),
 	})
 	msrv := statusServer(t, nil) // Midtrans knows none of them
-	xendit, err := xendit.NewStatusClient("xnd_development_0123456789", xsrv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := sandbox.NewStatusClient(ssrv.URL, testenv.SandboxKey)
 	midtrans, _ := midtrans.NewStatusClient(midtransKey, msrv.URL)
-	applied, err := f.pay.Poll(context.Background(), []payments.StatusClient{midtrans, xendit}, 2*time.Hour)
+	applied, err := f.pay.Poll(context.Background(), []payments.StatusClient{midtrans, sbx}, 2*time.Hour)
 	if err != nil || applied != 1 {
-		t.Fatalf("Poll: %d applied, %v; want 1 (the paid invoice)", applied, err)
+		t.Fatalf("Poll: %d applied, %v; want 1 (the paid order)", applied, err)
 	}
 	statuses := map[string]models.OrderStatus{}
 	for _, id := range []string{paid, unknown, far} {
@@ -141,10 +149,14 @@ func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
 	if statuses[paid] != models.OrderPaid || statuses[unknown] != models.OrderPending || statuses[far] != models.OrderPending {
 		t.Errorf("after the poll: %v; want only the near, paid one paid", statuses)
 	}
-	// The invoice's callback, arriving late with Xendit's id:status key,
-	// is a duplicate of the poll.
-	if out := f.send(xenditInvoice(paid, "inv-"+paid, "PAID", "50000", "IDR")); out.Result != models.ResultDuplicate {
-		t.Errorf("the callback after the poll: %s (%s), want duplicate", out.Result, out.Detail)
+	// The payment's notification, arriving late under its event id, is a
+	// duplicate of the poll.
+	h, body, err := payments.Notification(sender, fact(paid), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := f.send(delivery{provider: sandbox.Name, header: h, body: body}); out.Result != models.ResultDuplicate {
+		t.Errorf("the notification after the poll: %s (%s), want duplicate", out.Result, out.Detail)
 	}
 }
 

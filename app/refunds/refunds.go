@@ -17,9 +17,9 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/orders"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
@@ -45,22 +45,22 @@ type answerApplier interface {
 // Service asks gateways for refunds.
 type Service struct {
 	db        *gorm.DB
-	ledger    *outbound.Ledger
+	ledger    *gatewaycalls.Ledger
 	payments  answerApplier
-	refunders map[string]outbound.Refunder
+	refunders map[string]gatewaycalls.Refunder
 	tasks     Tasks
 	log       *slog.Logger
 	now       func() time.Time
 
 	// CallTimeout bounds one call to a gateway
-	// (outbound.DefaultCallTimeout); the lease of a claim is twice it.
+	// (gatewaycalls.DefaultCallTimeout); the lease of a claim is twice it.
 	CallTimeout time.Duration
 }
 
 // NewService returns the refunds of the charges of refunders' gateways.
-func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, applier answerApplier, tasks Tasks, refunders ...outbound.Refunder) *Service {
-	s := &Service{db: db, ledger: outbound.NewLedger(db, now), payments: applier, refunders: map[string]outbound.Refunder{},
-		tasks: tasks, log: log, now: now, CallTimeout: outbound.DefaultCallTimeout}
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, applier answerApplier, tasks Tasks, refunders ...gatewaycalls.Refunder) *Service {
+	s := &Service{db: db, ledger: gatewaycalls.NewLedger(db, now), payments: applier, refunders: map[string]gatewaycalls.Refunder{},
+		tasks: tasks, log: log, now: now, CallTimeout: gatewaycalls.DefaultCallTimeout}
 	for _, r := range refunders {
 		s.refunders[r.Provider()] = r
 	}

@@ -13,10 +13,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/app/store"
@@ -35,7 +35,7 @@ const price = 100000
 type fakeGateway struct {
 	mu      sync.Mutex
 	calls   atomic.Int64
-	refunds map[string]outbound.Refunded
+	refunds map[string]gatewaycalls.Refunded
 	keys    []string
 	answer  func(call int64) error
 	refuse  error
@@ -44,28 +44,28 @@ type fakeGateway struct {
 
 func (g *fakeGateway) Provider() string { return sandbox.Name }
 
-func (g *fakeGateway) Refund(_ context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+func (g *fakeGateway) Refund(_ context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, error) {
 	n := g.calls.Add(1)
 	if g.gate != nil {
 		<-g.gate
 	}
 	if g.refuse != nil {
-		return outbound.Refunded{}, g.refuse
+		return gatewaycalls.Refunded{}, g.refuse
 	}
 	g.mu.Lock()
 	if g.refunds == nil {
-		g.refunds = map[string]outbound.Refunded{}
+		g.refunds = map[string]gatewaycalls.Refunded{}
 	}
 	g.keys = append(g.keys, r.Key)
 	a, ok := g.refunds[r.Key]
 	if !ok {
-		a = outbound.Refunded{ObjectID: fmt.Sprintf("rf-%d", len(g.refunds)+1), RefundKey: r.Key, Amount: r.Amount}
+		a = gatewaycalls.Refunded{ObjectID: fmt.Sprintf("rf-%d", len(g.refunds)+1), RefundKey: r.Key, Amount: r.Amount}
 		g.refunds[r.Key] = a
 	}
 	g.mu.Unlock()
 	if g.answer != nil {
 		if err := g.answer(n); err != nil {
-			return outbound.Refunded{}, err // it refunded all the same
+			return gatewaycalls.Refunded{}, err // it refunded all the same
 		}
 	}
 	return a, nil
@@ -396,7 +396,7 @@ func TestRefusedRefundFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.mustAsk("")
-	e.gw.refuse = &outbound.Refused{Status: 400, Message: "charge already refunded"}
+	e.gw.refuse = &gatewaycalls.Refused{Status: 400, Message: "charge already refunded"}
 	failed, err := e.refunds.Send(context.Background(), r.ID, "req-test")
 	if err != nil || failed.Phase != models.GatewayFailed || failed.LastError == "" {
 		t.Fatalf("send: %+v, %v; want failed with the gateway's words", failed, err)

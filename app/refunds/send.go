@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -52,7 +52,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 	if err := s.db.WithContext(ctx).Take(&charge, *r.PaymentID).Error; err != nil {
 		return nil, fmt.Errorf("refunds.Send: the charge: %w", store.Classify(err))
 	}
-	claimed, err := s.ledger.Claim(ctx, r, outbound.Lease(s.CallTimeout))
+	claimed, err := s.ledger.Claim(ctx, r, gatewaycalls.Lease(s.CallTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}
@@ -63,7 +63,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 		"request_id", requestID, "refund_request_id", r.ID, "attempt", r.Attempts)
 	callCtx, cancel := context.WithTimeout(ctx, s.CallTimeout)
 	defer cancel()
-	answer, err := refunder.Refund(callCtx, outbound.RefundRequest{OrderID: r.OrderID, Key: r.IdempotencyKey,
+	answer, err := refunder.Refund(callCtx, gatewaycalls.RefundRequest{OrderID: r.OrderID, Key: r.IdempotencyKey,
 		Charge: charge.ProviderReference, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason, Attempt: r.Attempts})
 	// What the gateway answered is written whatever happens to ctx now.
 	wctx := context.WithoutCancel(ctx)
@@ -72,7 +72,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 		return s.done(wctx, r, &charge, answer, requestID, log)
 	case err == nil:
 		err = errors.New("the gateway's answer names no refund")
-	case outbound.IsRefused(err):
+	case gatewaycalls.IsRefused(err):
 		if uerr := s.ledger.Failed(wctx, r, err); uerr != nil {
 			return nil, fmt.Errorf("refunds.Send: %w", uerr)
 		}
@@ -95,7 +95,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 // again adds nothing (the refunds table's unique key, or the charge's
 // stated total). The gateway's notification of the refund converges the
 // same way, whichever comes first.
-func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *models.Payment, a outbound.Refunded, requestID string, log *slog.Logger) (*models.GatewayRequest, error) {
+func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *models.Payment, a gatewaycalls.Refunded, requestID string, log *slog.Logger) (*models.GatewayRequest, error) {
 	ev := payments.Event{
 		Key: "refund:" + r.IdempotencyKey, OrderID: r.OrderID, TransactionID: charge.ProviderReference,
 		Status: models.EventRefunded, Amount: a.Amount, Currency: r.Currency,

@@ -49,6 +49,29 @@ type Order struct {
 	Timeline []Event
 }
 
+// OwnRefund reports whether callback cb is the gateway telling of a
+// refund Sekali itself asked of it, and had already recorded from the
+// gateway's answer: a refunded event found stale, of the amount of one
+// of the order's refund calls to that gateway that went out. Such a
+// callback changes nothing because nothing was left to change — no
+// fault.
+func (s *Order) OwnRefund(cb models.PaymentCallback) bool {
+	if cb.EventStatus != models.EventRefunded || cb.Result != models.ResultStale {
+		return false
+	}
+	for _, r := range s.GatewayRequests {
+		if r.Kind == models.GatewayRefund && r.Provider == cb.Provider && r.Amount == cb.Amount && r.Currency == cb.Currency &&
+			r.Phase != models.GatewayPlanned {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnRefundResult is how a callback that OwnRefund tells of is shown,
+// beside its result (stale).
+const OwnRefundResult = "told of our own refund"
+
 // Callback is what one payment callback was and what it caused.
 type Callback struct {
 	Callback    models.PaymentCallback
@@ -260,8 +283,12 @@ func timeline(s *Order) []Event {
 		case cb.Result == models.ResultStale:
 			tone = ""
 		}
+		result := cb.Result
+		if s.OwnRefund(cb) {
+			result = OwnRefundResult + " (" + cb.Result + ")"
+		}
 		add(Event{At: cb.FirstReceivedAt, Tone: tone, Ref: "callback:" + strconv.FormatInt(cb.ID, 10),
-			What:   fmt.Sprintf("callback %s %q: %s", cb.Provider, cb.IdempotencyKey, cb.Result),
+			What:   fmt.Sprintf("callback %s %q: %s", cb.Provider, cb.IdempotencyKey, result),
 			Detail: fmt.Sprintf("%s, %s, %d %s; deliveries: %s", cb.EventStatus, cb.TransactionID, cb.Amount, cb.Currency, countsText(counts))})
 	}
 	for _, t := range s.Transitions {
@@ -356,16 +383,27 @@ func countsText(counts map[string]int) string {
 	return out
 }
 
-// EmailSent reports whether the payment confirmation of order id has gone
-// out: what the customer's order page shows.
-func (r *Reader) EmailSent(ctx context.Context, orderID string) (bool, error) {
-	var n int64
-	err := r.db.WithContext(ctx).Model(&models.OutboundEmail{}).
-		Where("key = ? AND status = ?", mail.Key(mail.OrderPaid, orderID), models.EmailSent).Count(&n).Error
-	if err != nil {
-		return false, fmt.Errorf("story.EmailSent: %w", store.Classify(err))
+// What became of an email, as the customer's order page shows it.
+const (
+	EmailSent   = "sent"   // handed to the mail server
+	EmailLogged = "logged" // written to the log, sent to no one: SMTP_URL is unset
+)
+
+// ConfirmationEmail is what became of the payment confirmation of order
+// id: EmailSent, EmailLogged, or "" while it has not gone out.
+func (r *Reader) ConfirmationEmail(ctx context.Context, orderID string) (string, error) {
+	var es []models.OutboundEmail
+	err := r.db.WithContext(ctx).Where("key = ? AND status = ?", mail.Key(mail.OrderPaid, orderID), models.EmailSent).
+		Limit(1).Find(&es).Error
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("story.ConfirmationEmail: %w", store.Classify(err))
+	case len(es) == 0:
+		return "", nil
+	case es[0].Logged:
+		return EmailLogged, nil
 	}
-	return n > 0, nil
+	return EmailSent, nil
 }
 
 // refundEvent is a refund at its gateway as the timeline tells it: its

@@ -97,7 +97,7 @@ func (w *world) read(id string) *story.Order {
 
 // sendEmail sends the order's payment confirmation as the email job
 // does: the intent row, the delivery through sender, the row marked sent.
-func (w *world) sendEmail(orderID string, sender mail.Sender) {
+func (w *world) sendEmail(orderID string, sender mail.Mailer) {
 	w.t.Helper()
 	e, err := mail.OrderPaidIntent(context.Background(), w.db, orderID)
 	if err != nil || e == nil {
@@ -106,7 +106,7 @@ func (w *world) sendEmail(orderID string, sender mail.Sender) {
 	if err := mail.Deliver(context.Background(), w.db, sender, "shop@example.com", e); err != nil {
 		w.t.Fatal(err)
 	}
-	if sent, err := mail.MarkSentTx(w.db, e.Key, time.Now()); err != nil || !sent {
+	if sent, err := mail.MarkSentTx(w.db, e.Key, time.Now(), mail.Logs(sender)); err != nil || !sent {
 		w.t.Fatalf("mark %s sent: %v, %v", e.Key, sent, err)
 	}
 }
@@ -368,56 +368,63 @@ func TestOrderOfAnUnknownIDIsNotFound(t *testing.T) {
 	}
 }
 
-// EmailSent is false for an order not paid yet, still false for a paid
+// ConfirmationEmail is "" for an order not paid yet, still "" for a paid
 // one whose confirmation is written but pending — even after it was
-// handed to the mail server, until the row says sent — and true once the
-// row says sent. Another order's sent email does not count.
-func TestEmailSentFollowsTheEmailRow(t *testing.T) {
+// handed to the mail server, until the row says sent — and "sent" once
+// the row says sent. Another order's sent email does not count. An email
+// that went to the log only (no SMTP_URL) is "logged", never "sent".
+func TestConfirmationEmailFollowsTheEmailRow(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
 	testenv.MustCreateProduct(t, w.db, "MAIL", price, 5)
 	o := w.order("MAIL", 1)
 	other := w.order("MAIL", 1)
-	sent := func(id string) bool {
+	logged := w.order("MAIL", 1)
+	state := func(id string) string {
 		t.Helper()
-		ok, err := w.reader.EmailSent(ctx, id)
+		s, err := w.reader.ConfirmationEmail(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok
+		return s
 	}
-	if sent(o.ID) {
-		t.Error("an unpaid order's email is sent")
+	if s := state(o.ID); s != "" {
+		t.Errorf("an unpaid order's email is %q", s)
 	}
 	w.mustDeliver("evt_mail", o.ID, "tx-mail", models.EventPaid, price, models.OrderPaid)
 	w.mustDeliver("evt_other", other.ID, "tx-other", models.EventPaid, price, models.OrderPaid)
+	w.mustDeliver("evt_logged", logged.ID, "tx-logged", models.EventPaid, price, models.OrderPaid)
 	w.sendEmail(other.ID, &sender{})
-	if sent(o.ID) {
-		t.Error("another order's sent email makes this one's sent")
+	if s := state(o.ID); s != "" {
+		t.Errorf("another order's sent email makes this one's %q", s)
 	}
 	e, err := mail.OrderPaidIntent(ctx, w.db, o.ID)
 	if err != nil || e == nil {
 		t.Fatalf("intent: %+v, %v", e, err)
 	}
-	if sent(o.ID) {
-		t.Error("a pending email row is sent")
+	if s := state(o.ID); s != "" {
+		t.Errorf("a pending email row is %q", s)
 	}
 	mailer := &sender{}
 	if err := mail.Deliver(ctx, w.db, mailer, "shop@example.com", e); err != nil || len(mailer.sent) != 1 {
 		t.Fatalf("deliver: %v, %d message(s)", err, len(mailer.sent))
 	}
-	if sent(o.ID) {
-		t.Error("an email handed to the server but not marked sent is sent")
+	if s := state(o.ID); s != "" {
+		t.Errorf("an email handed to the server but not marked sent is %q", s)
 	}
-	if ok, err := mail.MarkSentTx(w.db, e.Key, time.Now()); err != nil || !ok {
+	if ok, err := mail.MarkSentTx(w.db, e.Key, time.Now(), false); err != nil || !ok {
 		t.Fatalf("mark sent: %v, %v", ok, err)
 	}
-	if !sent(o.ID) {
-		t.Error("the email row says sent, EmailSent says not")
+	if s := state(o.ID); s != story.EmailSent {
+		t.Errorf("the email row says sent, ConfirmationEmail says %q", s)
 	}
-	if !sent(other.ID) {
-		t.Error("the other order's email was sent, EmailSent says not")
+	if s := state(other.ID); s != story.EmailSent {
+		t.Errorf("the other order's email was sent, ConfirmationEmail says %q", s)
+	}
+	w.sendEmail(logged.ID, mail.LogMailer{Log: testenv.Logger(t)})
+	if s := state(logged.ID); s != story.EmailLogged {
+		t.Errorf("an email written to the log only is %q, want %q", s, story.EmailLogged)
 	}
 }
 

@@ -3,18 +3,23 @@
 // set, and fixtures for the things most tests need first.
 //
 // The server is found through SEKALI_TEST_DATABASE_URL (default: the
-// local server's "postgres" database, user postgres, trust auth).
+// local server's "postgres" database, user postgres, trust auth). Every
+// database it creates is named with DBPrefix, so that two checkouts on one
+// server keep apart.
 package testenv
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -65,7 +70,11 @@ func NewDatabaseURL(tb testing.TB) string {
 	if templateErr != nil {
 		tb.Fatalf("testenv: template database: %v", templateErr)
 	}
-	name := "sekali_test_" + randomHex(8)
+	prefix, err := DBPrefix()
+	if err != nil {
+		tb.Fatalf("testenv: %v", err)
+	}
+	name := prefix + "test_" + randomHex(8)
 	admin := adminConn(tb)
 	if _, err := admin.Exec(context.Background(),
 		fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", ident(name), ident(templateName))); err != nil {
@@ -110,13 +119,76 @@ func adminConn(tb testing.TB) *pgx.Conn {
 	return conn
 }
 
-// ensureTemplate builds sekali_tmpl_<hash of the migrations> once per
-// migration set. The build happens under a different name and is renamed
-// when complete, so a clone never sees a half-migrated template.
+// DBPrefixVar names the environment variable that sets DBPrefix.
+const DBPrefixVar = "SEKALI_TEST_DB_PREFIX"
+
+var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,29}$`)
+
+// DBPrefix is the start of the name of every database testenv creates:
+// <prefix>test_<16 hex> for a test's, <prefix>tmpl_<hash of the
+// migrations> for the template. It is $SEKALI_TEST_DB_PREFIX, or
+// sekali_<8 hex of a SHA-256 of the checkout's directory>_, so that two
+// checkouts testing against one server never clone or clean up each
+// other's (tools/testclean drops only its own checkout's).
+func DBPrefix() (string, error) {
+	if p := os.Getenv(DBPrefixVar); p != "" {
+		if !prefixPattern.MatchString(p) {
+			return "", fmt.Errorf("%s=%q: use lower-case letters, digits and _, starting with a letter (at most 30)", DBPrefixVar, p)
+		}
+		return p, nil
+	}
+	root, err := checkoutRoot()
+	if err != nil {
+		return "", fmt.Errorf("the default %s: %w", DBPrefixVar, err)
+	}
+	sum := sha256.Sum256([]byte(root))
+	return "sekali_" + hex.EncodeToString(sum[:4]) + "_", nil
+}
+
+// checkoutRoot is the directory of the go.mod above the working directory
+// (a test runs in its package's directory).
+func checkoutRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+	}
+}
+
+// TemplateName is the template testenv clones this checkout's test
+// databases from: <prefix>tmpl_<hash of the migrations>.
+func TemplateName() (string, error) {
+	prefix, err := DBPrefix()
+	if err != nil {
+		return "", err
+	}
+	return prefix + "tmpl_" + migrations.Hash(), nil
+}
+
+// ensureTemplate builds the template (TemplateName) once per migration
+// set; test binaries running at the same time share it. The build happens
+// under a different name and is renamed when complete, so a clone never
+// sees a half-migrated template. make test drops it when every binary is
+// done, and make test-clean drops it after a go test of your own.
 func ensureTemplate() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	name := "sekali_tmpl_" + migrations.Hash()
+	// No deadline of its own: on a busy machine the binaries that wait
+	// for the lock wait as long as the build takes; go test's -timeout
+	// catches a hang.
+	ctx := context.Background()
+	name, err := TemplateName()
+	if err != nil {
+		return "", err
+	}
 	building := name + "_building"
 
 	conn, err := pgx.Connect(ctx, AdminURL())
@@ -136,8 +208,7 @@ func ensureTemplate() (string, error) {
 	if exists {
 		return name, nil
 	}
-	// A build that was interrupted. Templates of other migration sets may
-	// belong to another checkout's run: `make test-clean` drops them.
+	// A build that was interrupted.
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(building)+" WITH (FORCE)"); err != nil {
 		return "", err
 	}

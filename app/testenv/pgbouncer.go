@@ -122,20 +122,17 @@ log_disconnections = 0
 	q := probe.Query()
 	q.Set("default_query_exec_mode", "exec")
 	probe.RawQuery = q.Encode()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Up to the test's budget, not a fixed few seconds: a busy machine
+	// starts it late, not never.
+	Eventually(tb, "pgbouncer on "+addr+" to answer", func() bool {
 		select {
 		case <-exited:
 			tb.Fatalf("testenv: pgbouncer exited at start:\n%s", b.out.String())
 		default:
 		}
-		if err := pingOnce(probe.String()); err == nil {
-			return b
-		} else if time.Now().After(deadline) {
-			tb.Fatalf("testenv: pgbouncer on %s does not answer after 10s: %v\n%s", addr, err, b.out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the pooler to come up
-	}
+		return pingOnce(probe.String()) == nil
+	})
+	return b
 }
 
 func pingOnce(databaseURL string) error {

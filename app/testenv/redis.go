@@ -5,7 +5,6 @@ import (
 	"net"
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -74,13 +73,7 @@ func (s *RedisServer) Start() {
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("testenv: redis-server on %s did not answer within 10s", s.Addr)
-		}
-		time.Sleep(5 * time.Millisecond) // polling for the server to come up
-	}
+	Eventually(s.tb, "redis-server on "+s.Addr+" to answer", func() bool { return c.Ping(context.Background()).Err() == nil })
 }
 
 // Stop kills the server (its data is gone, as after a crash).

@@ -25,8 +25,9 @@ import (
 
 // The browser tests drive Debian's Chromium (/usr/bin/chromium; .ci/run
 // installs it when it is missing) with chromedp against a real `sekali
-// serve` from startApp. Each test has its own app and its own browser,
-// with a fresh profile, so cookies never leak from one test to another.
+// serve` from startApp. Each test has its own app and its own browser
+// context (a tab in a context like a fresh profile) in the one Chromium of
+// the test binary, so cookies never leak from one test to another.
 //
 // The console is opened at http://localhost:PORT, not 127.0.0.1: Chromium
 // treats localhost as a secure context, so the Secure session cookie works
@@ -50,7 +51,8 @@ const (
 	screenshotDir = "../../docs/screenshots"
 )
 
-// browser is one Chromium with one tab, logged in or not, on one app.
+// browser is one tab of the shared Chromium, in a browser context of its
+// own, logged in or not, on one app.
 type browser struct {
 	t    *testing.T
 	ctx  context.Context // the tab; no deadline (see chromedp.NewContext)
@@ -62,7 +64,75 @@ type browser struct {
 	shots    map[string][]byte
 }
 
-// newBrowser starts a headless Chromium for a, closed when the test ends.
+// chromium is the one headless Chromium of this test binary, started by
+// the first browser test and stopped by TestMain: a browser per test cost
+// each of them a Chromium start on a machine busy with every other test.
+// Tests share nothing through it: each has a browser context of its own
+// (newBrowser).
+var chromium struct {
+	once    sync.Once
+	ctx     context.Context // its first tab: the browser's life
+	stop    func()
+	profile string
+	err     error
+}
+
+// startChromium starts the shared Chromium once and returns its context.
+func startChromium(t *testing.T) context.Context {
+	t.Helper()
+	chromium.once.Do(func() {
+		// Not t.TempDir: the profile outlives the test that started the
+		// browser; stopChromium removes it.
+		chromium.profile, chromium.err = os.MkdirTemp("", "sekali-chromium-")
+		if chromium.err != nil {
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromiumPath),
+			chromedp.NoSandbox, // the tests run as root in CI
+			chromedp.Flag("disable-gpu", true),
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("no-first-run", true),
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.UserDataDir(chromium.profile),
+			chromedp.WindowSize(1280, 900),
+		)
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelTab := chromedp.NewContext(allocCtx)
+		chromium.ctx = ctx
+		chromium.stop = func() { cancelTab(); cancelAlloc() }
+		// Start the browser on the context without a deadline: the first
+		// Run binds the browser's life to its context.
+		if err := chromedp.Do(ctx); err != nil {
+			chromium.err = fmt.Errorf("start %s: %v", chromiumPath, err)
+		}
+	})
+	if chromium.err != nil {
+		t.Fatal(chromium.err)
+	}
+	return chromium.ctx
+}
+
+// stopChromium stops the shared Chromium, if a test started it, and
+// removes its profile.
+func stopChromium() {
+	if chromium.stop == nil {
+		return
+	}
+	chromium.stop()
+	for range 50 {
+		if os.RemoveAll(chromium.profile) == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // polling: Chromium's helpers may still be exiting
+	}
+}
+
+// newBrowser opens a tab for a in a browser context of its own (cookies,
+// storage and cache of its own, like a fresh profile) in the shared
+// Chromium, closed when the test ends.
 func newBrowser(t *testing.T, a *testApp) *browser {
 	t.Helper()
 	u, err := url.Parse(a.URL)
@@ -71,36 +141,11 @@ func newBrowser(t *testing.T, a *testApp) *browser {
 	}
 	base := "http://localhost:" + u.Port()
 
-	// Not t.TempDir: Chromium's helper processes can still write to the
-	// profile for a moment after the browser stopped, and a failed
-	// RemoveAll there would fail the test.
-	profile, err := os.MkdirTemp("", "sekali-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.NoSandbox, // the tests run as root in CI
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(allocCtx)
+	ctx, cancelTab := chromedp.NewContext(startChromium(t), chromedp.WithNewBrowserContext())
 	b := &browser{t: t, ctx: ctx, base: base, shots: map[string][]byte{}}
-
-	// Start the browser on the context without a deadline: the first Run
-	// binds the browser's life to its context.
 	if err := chromedp.Do(ctx); err != nil {
 		cancelTab()
-		cancelAlloc()
-		os.RemoveAll(profile)
-		t.Fatalf("start %s: %v", chromiumPath, err)
+		t.Fatalf("open a tab in %s: %v", chromiumPath, err)
 	}
 	messages := chromedp.Console(ctx)
 	done := make(chan struct{})
@@ -122,14 +167,7 @@ func newBrowser(t *testing.T, a *testApp) *browser {
 			b.dumpState()
 		}
 		cancelTab()
-		cancelAlloc()
 		<-done
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // polling: Chromium's helpers may still be exiting
-		}
 		if !t.Failed() {
 			b.writeScreenshots()
 		}

@@ -27,21 +27,21 @@ import (
 
 var (
 	buildOnce sync.Once
+	binaryDir string // removed by TestMain
 	binary    string
 	buildErr  error
 )
 
-// sekaliBinary builds cmd/sekali once per test run, for tests that need
-// the real process (to kill it).
+// sekaliBinary builds cmd/sekali once per test binary, for tests that
+// need the real process (to kill it).
 func sekaliBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sekali-bin-")
-		if err != nil {
-			buildErr = err
+		binaryDir, buildErr = os.MkdirTemp("", "sekali-bin-")
+		if buildErr != nil {
 			return
 		}
-		binary = filepath.Join(dir, "sekali")
+		binary = filepath.Join(binaryDir, "sekali")
 		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -51,6 +51,25 @@ func sekaliBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binary
+}
+
+// asynqRecoverable returns a count of the tasks in the Asynq queues of the
+// Redis at addr whose lease expired more than 30 s ago: those that Asynq's
+// recoverer hands back to a worker when it runs, which it does once a
+// minute and when a worker starts. A test that killed a worker restarts
+// its successor as soon as the count is not zero, so that the recovery
+// comes at once rather than up to a minute later.
+func asynqRecoverable(t *testing.T, addr string) func() int64 {
+	leases := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { leases.Close() })
+	return func() (n int64) {
+		cutoff := strconv.FormatInt(time.Now().Add(-30*time.Second).Unix(), 10)
+		for queue := range jobs.QueueWeights() {
+			c, _ := leases.ZCount(context.Background(), "asynq:{"+queue+"}:lease", "-inf", cutoff).Result()
+			n += c
+		}
+		return n
+	}
 }
 
 // TestWorkerKilledMidJob runs the worker (and the relay) as a real
@@ -136,16 +155,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	// lease expired more than 30 s ago, once a minute and when a worker
 	// starts: so whenever Redis holds such a lease, restart the worker and
 	// its start recovers them — at most every 5 s, to let that start run.
-	leases := redis.NewClient(&redis.Options{Addr: redisServer.Addr})
-	t.Cleanup(func() { leases.Close() })
-	recoverable := func() (n int64) {
-		cutoff := strconv.FormatInt(time.Now().Add(-30*time.Second).Unix(), 10)
-		for queue := range jobs.QueueWeights() {
-			c, _ := leases.ZCount(context.Background(), "asynq:{"+queue+"}:lease", "-inf", cutoff).Result()
-			n += c
-		}
-		return n
-	}
+	recoverable := asynqRecoverable(t, redisServer.Addr)
 	var restarted time.Time
 	testenv.Eventually(t, "every paid order invoiced and mailed", func() bool {
 		if n := recoverable(); n > 0 && time.Since(restarted) > 5*time.Second {

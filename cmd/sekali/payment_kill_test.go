@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
@@ -44,7 +45,7 @@ func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
 
 	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://127.0.0.1:1", log)
-	gateway.SpeakStripeAPI(key)
+	gateway.Emulate(stripe.NewEmulator(key))
 	t.Cleanup(gateway.Close)
 	e := echo.New()
 	gateway.Mount(e)
@@ -66,7 +67,7 @@ func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 	ln.Close() // the process listens there, before and after the kill
 	env := append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+testenv.StartRedis(t).URL(), "HTTP_ADDR="+addr,
 		"METRICS_ADDR=127.0.0.1:0", "LOG_LEVEL=warn", "ORDER_TOKEN_SECRET="+testenv.OrderTokenSecret, "PAYMENT_GATEWAY=stripe", "STRIPE_SECRET_KEY="+key,
-		"STRIPE_API_URL="+stripeAPI.URL+sandboxgw.StripeAPIPath)
+		"STRIPE_API_URL="+stripeAPI.URL+stripe.EmulatorPath)
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "serve", "--roles=web")
 		cmd.Env = env
@@ -116,7 +117,13 @@ func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 	server = start()
 	t.Cleanup(func() { server.Process.Signal(syscall.SIGTERM); server.Wait() })
 	// The dead process's lease (20 s) may not have passed yet: Pay answers
-	// "try again" until it has.
+	// "try again" until it has. Wait for the lease's end first, rather than
+	// press Pay every 10 ms until then.
+	var held models.GatewayRequest
+	if err := db.Take(&held, "order_id = ?", o.ID).Error; err != nil || held.LockedUntil == nil {
+		t.Fatalf("after the kill: %+v, %v; want the row held under a lease", held, err)
+	}
+	testenv.Eventually(t, "the killed process's lease to run out", func() bool { return time.Now().After(*held.LockedUntil) })
 	var status int
 	var url string
 	testenv.Eventually(t, "Pay to answer with the page", func() bool {
@@ -129,7 +136,7 @@ func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
 	if err := db.Take(&r, "order_id = ?", o.ID).Error; err != nil || r.Phase != models.GatewayDone || r.Attempts < 2 {
 		t.Errorf("after the restart: %+v, %v; want done after two attempts or more", r, err)
 	}
-	if n := stripeSessionsOf(t, stripeAPI.URL+sandboxgw.StripeAPIPath, key, o.ID); n != 1 {
+	if n := stripeSessionsOf(t, stripeAPI.URL+stripe.EmulatorPath, key, o.ID); n != 1 {
 		t.Errorf("the gateway has %d Checkout Sessions of the order, want exactly 1", n)
 	}
 	if r.ProviderObjectID == "" {

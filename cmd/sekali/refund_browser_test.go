@@ -169,6 +169,26 @@ func (b *browser) refund(id, gw, amount, reason, amountText, leftText string, sc
 	if f := b.text(".flash"); !strings.HasPrefix(f, "Refund of "+amountText+" asked of "+gw+".") {
 		t.Fatalf("flash after the refund: %q", f)
 	}
+	// The page lands on the refunds: the message saying what happened is
+	// in sight there, and so is the heading it landed on.
+	if out := browserEval[[]string](b, "find what is out of sight", `["#flash .flash", "#refunds"].filter(css => {
+		const r = document.querySelector(css).getBoundingClientRect();
+		return r.height === 0 || r.top < 0 || r.bottom > window.innerHeight;
+	})`); len(out) != 0 {
+		t.Fatalf("after the refund, out of sight where the page landed: %q", out)
+	}
+	if r := browserEval[[]float64](b, "see whether the flash covers the heading", `(() => {
+		const f = document.querySelector("#flash .flash").getBoundingClientRect(), h = document.querySelector("#refunds").getBoundingClientRect();
+		return [f.top, f.bottom, h.top, h.bottom, window.scrollY];
+	})()`); r[1] > r[2] {
+		t.Fatalf("after the refund, the message (%.0f–%.0f px) covers the refunds' heading (%.0f–%.0f px), scrolled %.0f px", r[0], r[1], r[2], r[3], r[4])
+	}
+	if screenshot { // what the window shows where the page landed, not the whole page
+		png := browserRun(b, "screenshot where the page landed", chromedp.CaptureScreenshot())
+		b.mu.Lock()
+		b.shots["order-refund-asked"] = png
+		b.mu.Unlock()
+	}
 }
 
 // waitForRefunds waits on the order's page for the order to be status,

@@ -23,16 +23,12 @@ import (
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
-	"github.com/sekali/sekali/app/gateways/midtrans"
-	"github.com/sekali/sekali/app/gateways/sandbox"
-	"github.com/sekali/sekali/app/gateways/stripe"
-	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/redisconn"
 	"github.com/sekali/sekali/app/refunds"
@@ -107,7 +103,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The web role listens first: the sandbox gateway answers on its
 	// address, and the gateways that ask it need to know where.
 	var ln net.Listener
-	sandboxURL := cfg.SandboxCallbackURL // where this deployment's sandbox gateway answers, if anywhere
+	var sandboxURL string // where this deployment's sandbox gateway answers, if it runs
+	if cfg.SandboxGateway {
+		sandboxURL = strings.TrimSuffix(cfg.SandboxCallbackURL, "/")
+	}
 	if slices.Contains(roles, "web") {
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return fmt.Errorf("HTTP_ADDR: %w", err)
@@ -117,10 +116,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			sandboxURL = callbackURL(cfg, ln.Addr())
 		}
 	}
-	gatewaySet, err := gateways.Configure(cfg, sandboxURL)
+	gatewaySet, err := gateways.Configure(config.Env{Config: cfg, Getenv: getenv, SandboxURL: sandboxURL})
 	if err != nil {
 		return err
 	}
+	log.Info("gateways", "settings", gatewaySet)
 	// This process's series: every service counts into them, /metrics
 	// serves them, with what only its database and Redis can answer live.
 	metricSet := metrics.New()
@@ -130,23 +130,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer paymentService.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
-	var gateway *sandboxgw.Gateway
+	var gateway *sandboxgw.Sandbox
 	if cfg.SandboxGateway { // the pretend gateway, for development and QA only
 		gateway = sandboxgw.New(orderService, cfg.SandboxKeys[0], sandboxURL, log)
 		for _, sender := range gatewaySet.Senders() { // each mounted gateway's format
 			gateway.Speak(sender)
 		}
-		if cfg.StripeSecretKey != "" { // it answers as Stripe's API to this key (sandboxgw.StripeAPIPath)
-			gateway.SpeakStripeAPI(cfg.StripeSecretKey)
-		}
-		if cfg.XenditSecretKey != "" { // and as Xendit's invoice API (sandboxgw.XenditAPIPath)
-			gateway.SpeakXenditAPI(cfg.XenditSecretKey)
+		for _, em := range gatewaySet.Emulators() { // and as each gateway's API that its package emulates
+			gateway.Emulate(em)
 		}
 		defer gateway.Close()
 	}
-	refunders, err := gatewayRefunders(cfg, sandboxURL, gateway)
-	if err != nil {
-		return err
+	refunders := gatewaySet.Refunders()
+	if gateway != nil { // the sandbox's own charges
+		refunders = append([]gatewaycalls.Refunder{gateway}, refunders...)
 	}
 	refundService := refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, refunders...)
 
@@ -165,7 +162,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Orders:   orderService,
 			Payments: paymentService,
 			Refunds:  refundService,
-			Calls:    outbound.NewLedger(db, time.Now),
+			Calls:    gatewaycalls.NewLedger(db, time.Now),
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
 			Audit:    audit.New(db),
@@ -184,14 +181,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		if gateway != nil {
 			deps.PaymentPage = gateway
 			log.Warn("SANDBOX_GATEWAY is on: /sandbox/pay pays orders without money; never turn it on in production")
-			if cfg.PaymentGateway == sandbox.Name {
-				deps.Checkout = outbound.NewPages(db, gateway, log, time.Now)
-			}
 		}
-		if opener, err := pageOpener(cfg, sandboxURL); err != nil {
-			return err
-		} else if opener != nil {
-			deps.Checkout = outbound.NewPages(db, opener, log, time.Now)
+		// PAYMENT_GATEWAY's pages; the sandbox gateway serves the sandbox's.
+		if opener := gatewaySet.PageOpener(); opener != nil {
+			deps.Checkout = gatewaycalls.NewPages(db, opener, log, time.Now)
+		} else if gateway != nil {
+			deps.Checkout = gatewaycalls.NewPages(db, gateway, log, time.Now)
 		}
 		srv := web.NewServer(log, cfg, deps)
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))
@@ -216,13 +211,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		g.Go(func() error { return serveHTTP(ctx, mux, ln, log) })
 	}
 	if slices.Contains(roles, "worker") {
-		sender, err := newSender(cfg, log)
+		mailer, err := newMailer(cfg, log)
 		if err != nil {
 			return err
 		}
 		statusClients := gatewaySet.StatusClients()
 		g.Go(func() error {
-			return jobs.RunWorker(ctx, db, rdb, log, orderService, sender, metricSet, jobs.WorkerConfig{
+			return jobs.RunWorker(ctx, db, rdb, log, orderService, mailer, metricSet, jobs.WorkerConfig{
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
@@ -274,10 +269,10 @@ func serveHTTP(ctx context.Context, h http.Handler, ln net.Listener, log *slog.L
 	return nil
 }
 
-// newSender sends email through SMTP_URL, or logs it when that is unset.
-func newSender(cfg config.Config, log *slog.Logger) (mail.Sender, error) {
+// newMailer sends email through SMTP_URL, or logs it when that is unset.
+func newMailer(cfg config.Config, log *slog.Logger) (mail.Mailer, error) {
 	if cfg.SMTPURL == "" {
-		return mail.LogSender{Log: log}, nil
+		return mail.LogMailer{Log: log}, nil
 	}
 	s, err := mail.NewSMTP(cfg.SMTPURL)
 	if err != nil {
@@ -318,68 +313,4 @@ func displayURL(a net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-// pageOpener is the gateway that opens hosted payment pages for new
-// payments (PAYMENT_GATEWAY), when it is a real one; nil for the sandbox,
-// whose pages the sandbox gateway serves itself. Midtrans's Snap defaults,
-// like its API, to the sandbox gateway's emulation where that runs.
-// Stripe's and Xendit's do not: their hosts are the same for test and
-// live keys, so a test key says nothing of where to go, and Xendit's
-// invoices are opened where its status poll asks (XENDIT_API_URL, or
-// Xendit's API) — point both at the emulation with
-// XENDIT_API_URL={sandbox}/sandbox/xendit.
-func pageOpener(cfg config.Config, sandboxURL string) (outbound.PageOpener, error) {
-	switch cfg.PaymentGateway {
-	case stripe.Name:
-		return stripe.NewPageOpener(cfg.StripeSecretKey, cfg.StripeAPIURL)
-	case midtrans.Name:
-		snapURL := cfg.MidtransSnapURL
-		if snapURL == "" && cfg.SandboxGateway && sandboxURL != "" {
-			snapURL = strings.TrimSuffix(sandboxURL, "/") + midtrans.SandboxAPIPath
-		}
-		return midtrans.NewPageOpener(cfg.MidtransServerKey, snapURL)
-	case xendit.Name:
-		return xendit.NewPageOpener(cfg.XenditSecretKey, cfg.XenditAPIURL)
-	}
-	return nil, nil
-}
-
-// gatewayRefunders are the refunders of the gateways Sekali can ask for
-// refunds: the sandbox's own charges, when it runs, and each gateway
-// whose secret key is set, at the API its status client asks —
-// STRIPE_API_URL, XENDIT_API_URL, and MIDTRANS_API_URL, which defaults,
-// as gateways.Configure has it, to the sandbox gateway's emulation where
-// that runs (sandboxURL).
-func gatewayRefunders(cfg config.Config, sandboxURL string, sandboxGW *sandboxgw.Gateway) ([]outbound.Refunder, error) {
-	var rs []outbound.Refunder
-	if sandboxGW != nil {
-		rs = append(rs, sandboxGW)
-	}
-	if cfg.StripeSecretKey != "" {
-		r, err := stripe.NewRefunder(cfg.StripeSecretKey, cfg.StripeAPIURL)
-		if err != nil {
-			return nil, fmt.Errorf("STRIPE_SECRET_KEY: %w", err)
-		}
-		rs = append(rs, r)
-	}
-	if cfg.MidtransServerKey != "" {
-		apiURL := cfg.MidtransAPIURL
-		if apiURL == "" && cfg.SandboxGateway && sandboxURL != "" {
-			apiURL = strings.TrimSuffix(sandboxURL, "/") + midtrans.SandboxAPIPath
-		}
-		r, err := midtrans.NewRefunder(cfg.MidtransServerKey, apiURL)
-		if err != nil {
-			return nil, fmt.Errorf("MIDTRANS_SERVER_KEY: %w", err)
-		}
-		rs = append(rs, r)
-	}
-	if cfg.XenditSecretKey != "" {
-		r, err := xendit.NewRefunder(cfg.XenditSecretKey, cfg.XenditAPIURL)
-		if err != nil {
-			return nil, fmt.Errorf("XENDIT_SECRET_KEY: %w", err)
-		}
-		rs = append(rs, r)
-	}
-	return rs, nil
 }

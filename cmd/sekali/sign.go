@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/gateways"
-	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 )
 
@@ -59,7 +59,7 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if *provider == midtrans.Name {
+	if !bytes.Equal(signed, []byte(*body)) { // the signature is inside the body (Midtrans)
 		fmt.Fprintf(stdout, "%s\n", signed)
 		return nil
 	}

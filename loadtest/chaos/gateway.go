@@ -62,7 +62,7 @@ func (m *faultsMet) add(o faultsMet) {
 
 // stripeGateway is the emulated Stripe every process calls.
 type stripeGateway struct {
-	g    *sandboxgw.Gateway
+	g    *sandboxgw.Sandbox
 	srv  *httptest.Server
 	key  string           // STRIPE_SECRET_KEY
 	hook string           // STRIPE_WEBHOOK_SECRET: the payments' notifications are signed with it
@@ -101,7 +101,7 @@ func (s *stripeGateway) serve(callbackURL string) error {
 	// No orders service: only its Stripe API is asked, never its pages.
 	s.g = sandboxgw.New(nil, []byte(randomHex(16)), callbackURL, slog.New(slog.DiscardHandler))
 	s.g.Speak(s.send)
-	s.g.SpeakStripeAPI(s.key)
+	s.g.Emulate(stripegw.NewEmulator(s.key))
 	s.g.Retries = notifyRetries
 	e := echo.New()
 	s.g.Mount(e)
@@ -112,7 +112,7 @@ func (s *stripeGateway) serve(callbackURL string) error {
 
 // apiURL is STRIPE_API_URL.
 func (s *stripeGateway) apiURL() string {
-	return "http://" + s.srv.Listener.Addr().String() + sandboxgw.StripeAPIPath
+	return "http://" + s.srv.Listener.Addr().String() + stripegw.EmulatorPath
 }
 
 // env points a process at the gateway.

@@ -28,6 +28,9 @@
 // It warns when the new name already occurs in the tree as a word (NAME=shop
 // in a tree that speaks of "the shop"): the fork works, but those words
 // now read as its name, and a later rename from it would rewrite them too.
+// The arguments of a rename command in the tree (the README's example,
+// MODULE=github.com/acme/tokoku NAME=tokoku, or -name tokoku) are not such
+// words: they only show how to call this tool.
 //
 // # What it reads
 //
@@ -455,12 +458,39 @@ func (p *plan) noteTaken(r *rewriter, rel, text string) {
 	}
 	for _, w := range spellings {
 		for _, k := range wordsAt(text, w) {
+			if renameArgument(text, k) {
+				continue
+			}
 			p.taken++
 			if len(p.takenAt) < 3 {
 				p.takenAt = append(p.takenAt, fmt.Sprintf("%s:%d", rel, strings.Count(text[:k], "\n")+1))
 			}
 		}
 	}
+}
+
+// renameArgument reports whether the word at k is part of an argument of
+// a rename command (MODULE=github.com/acme/tokoku NAME=tokoku, -name
+// tokoku): the README's and the Makefile's example of this tool names the
+// new name without being a use of it, and renaming to the example must
+// not warn.
+func renameArgument(text string, k int) bool {
+	start := k
+	for start > 0 && !strings.ContainsRune(" \t\n`'\"([{", rune(text[start-1])) {
+		start--
+	}
+	for _, arg := range []string{"MODULE=", "NAME=", "TITLE="} {
+		if strings.HasPrefix(text[start:], arg) {
+			return true
+		}
+	}
+	before := strings.TrimRight(text[:start], " \t")
+	for _, flag := range []string{"-module", "-name", "-title"} {
+		if strings.HasSuffix(before, flag) {
+			return true
+		}
+	}
+	return false
 }
 
 func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }

@@ -4,55 +4,83 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"go/scanner"
+	"go/token"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestRenameACopy renames a copy of this checkout the way a fork would,
-// twice, and tests what comes out each time:
+// three times, and proves that the result is a working tree:
 //
-//  1. make rename MODULE=github.com/acme/shop NAME=shop: a name shorter
-//     than the original (so the generated templ code, which records
-//     columns, must be regenerated) and a word the tree already uses (so
-//     the tool warns). The fork then passes its test suite: go test ./...
-//     but for this package (it would rename a copy of the copy) and the
-//     chaos rounds (the same code as here, with other names; they are the
-//     slowest test and build nothing the others do not), without the race
-//     detector, whose cold build of a renamed module doubled the time of
-//     make test on a fresh machine, and without the browser tests and
-//     those that kill a process mid-work (they made this test take 9
-//     minutes of the suite's 16).
-//  2. The fork again, to bigstore: a name longer than the original,
-//     renamed from a word the tree uses elsewhere ("Shopify" in an import
-//     path, "shops", "workshop" must stay). It builds, vets, and its
-//     generated code is what its .templ files generate.
+//  1. To shop: a name shorter than the original (the generated templ
+//     code, which records columns, must be regenerated) and a word the
+//     tree already uses (the tool warns).
+//  2. From shop to bigstore, a longer name, renamed from a word the tree
+//     uses elsewhere ("Shopify" in an import path, "shops", "workshop"
+//     must stay).
+//  3. The README's own example, run as written (make rename
+//     MODULE=github.com/acme/tokoku NAME=tokoku): no warning, since the
+//     name is new to the tree (the example's own mention does not count).
+//
+// After 1 and 2 the text is checked, not built (the tool runs without
+// -check). The README's example, last, builds and vets the tree as a
+// fork's rename does (go build ./..., go vet ./...); then make generate
+// must leave it as it is, and the tests of the packages that a rename can
+// break without the compiler noticing run (affectedPackages). Each rename
+// rewrites one name into another the same everywhere and leaves any
+// damage of the renames before it in place, so the one build proves all
+// three; a build of a renamed module compiles every package again, the
+// bulk of this test's time, so it is done once.
+//
+// Why that is enough, and not the fork's whole suite: a rename rewrites
+// text. Where the text is Go identifiers and import paths, a mistake
+// fails go build or go vet. Where it is generated code, make generate
+// shows it. What is left is text whose meaning the compiler cannot check:
+// a string that must name the module (a go build of a package path, a
+// test asserting import paths) and files a package embeds (the
+// migrations, whose hash names the test template; the stylesheet); those
+// packages' tests run, and web/views' write the debugging guide. Every
+// other rewrite is of a whole word into another, the same everywhere:
+// TestRewriteRules and its neighbours test the rules one by one, and
+// checkLeftovers checks the whole tree for the old names. The behaviour
+// the rest of the suite tests is this checkout's, unchanged by a rename.
 //
 // The copy holds the files git would commit: tracked ones and new ones
 // that .gitignore does not exclude, as they are in the working tree. Its
-// go commands share this machine's module and build caches, with
-// -trimpath so that the copy's temporary directory does not enter the
-// build cache's keys.
+// go commands share this machine's module and build caches and build as
+// the other tests that run the go command do (no race detector, no
+// -trimpath): the dependencies compiled for cmd/sekali's crash test and
+// the chaos test, and the templ tool compiled for web/views' generate
+// test, are not compiled again; only the renamed module's own packages
+// are. The copy is always at the same path for this checkout (copyDir),
+// since the build cache's keys hold it: a second run finds even those.
 func TestRenameACopy(t *testing.T) {
 	root := strings.TrimSpace(gitOutput(t, ".", "rev-parse", "--show-toplevel"))
-	dst := t.TempDir()
+	dst := copyDir(t, root)
 	n := copyTree(t, root, dst)
-	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -trimpath"))
 	t.Setenv("GOWORK", "off")
-
 	oldModule, oldName, err := detect(dst, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("copied %d files of %s (%s)", n, oldModule, oldName)
+
+	// 1. To shop, a shorter name the tree already uses as a word.
 	out := renameCopy(t, dst, "github.com/acme/shop", "shop")
 	if !strings.Contains(out, `warning: "shop" already occurred`) {
 		t.Errorf("renaming to shop, a word the tree uses, gave no warning:\n%s", out)
@@ -61,33 +89,226 @@ func TestRenameACopy(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dst, "web/views/shop.templ")); err != nil || !bytes.Contains(b, []byte(`href="/">Shop</a>`)) || bytes.Contains(b, []byte("Shop shop")) {
 		t.Errorf("the shop's brand is not \"Shop\" (%v)", err)
 	}
-	var pkgs []string
-	for _, p := range strings.Fields(goOutput(t, dst, "list", "./...")) {
-		if !strings.HasSuffix(p, "/"+selfDir) && !strings.HasSuffix(p, "/loadtest/chaos") {
-			pkgs = append(pkgs, p)
-		}
-	}
-	// Nor its browser tests and the tests that kill a process mid-work:
-	// they drive Chromium or wait out Asynq's leases of a minute (75 s for
-	// TestWorkerKilledMidJob alone), test nothing a rename can break that
-	// the other tests do not, and run in this checkout's own suite.
-	goOutput(t, dst, append([]string{"test", "-count=1", "-skip", "TestBrowser|SurvivesAKill|KilledMidJob"}, pkgs...)...)
 
-	// A second rename, from shop: only whole words are shop.
+	// 2. From shop to bigstore, a longer name: only whole words are shop.
 	out = renameCopy(t, dst, "github.com/acme/bigstore", "bigstore")
 	checkLeftovers(t, dst, "github.com/acme/shop", "shop")
-	b, err := os.ReadFile(filepath.Join(dst, "go.mod"))
-	if err != nil || !bytes.Contains(b, []byte("github.com/Shopify/toxiproxy")) {
+	if b, err := os.ReadFile(filepath.Join(dst, "go.mod")); err != nil || !bytes.Contains(b, []byte("github.com/Shopify/toxiproxy")) {
 		t.Errorf("go.mod lost github.com/Shopify/toxiproxy (%v)", err)
 	}
 	if strings.Contains(out, "warning:") {
 		t.Errorf("bigstore does not occur in the tree, yet the rename warned:\n%s", out)
 	}
-	goOutput(t, dst, "test", "-count=1", "-run", "TestGeneratedCodeIsUpToDate|TestDebuggingGuideDoc", "./web/views/")
+
+	// 3. The README's example, as written: it builds and vets the tree.
+	readme, err := os.ReadFile(filepath.Join(dst, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`(make rename MODULE=(\\S+) NAME=([a-z0-9]+))`").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no `make rename MODULE=… NAME=…` example")
+	}
+	example, module, name := string(m[1]), string(m[2]), string(m[3])
+	start := time.Now()
+	cmd := exec.Command("bash", "-c", example)
+	cmd.Dir = dst
+	b, err := cmd.CombinedOutput()
+	out = string(b)
+	t.Logf("%s (%s):\n%s", example, time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("the README's example failed: %v", err)
+	}
+	if strings.Contains(out, "warning:") {
+		t.Errorf("the README's example warned:\n%s", out)
+	}
+	checkRenamed(t, dst, out, "bigstore", module, name, true)
+	checkLeftovers(t, dst, "github.com/acme/bigstore", "bigstore")
+	checkGenerate(t, dst)
+	testPackages(t, dst, module)
 }
 
-// renameCopy runs the tool on dst (it also regenerates the templ code and
-// runs go build and go vet) and checks what it says and did.
+// affectedPackages lists, as directories relative to dir, the packages a
+// rename of module can break where the compiler does not look: those
+// whose Go files name the module in a string literal (not an import), and
+// those that embed a file that names the module or the product (any
+// spelling). web/views is always one: its tests check the generated code
+// and write the debugging guide, which names the product.
+func affectedPackages(t *testing.T, dir, module string) []string {
+	t.Helper()
+	_, name, err := detect(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{module, name, capitalize(name), strings.ToUpper(name)}
+	type pkg struct {
+		Dir, ImportPath                                string
+		GoFiles, TestGoFiles, XTestGoFiles, EmbedFiles []string
+	}
+	list := exec.Command("go", "list", "-json=Dir,ImportPath,GoFiles,TestGoFiles,XTestGoFiles,EmbedFiles", "./...")
+	list.Dir = dir
+	b, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	set := map[string]bool{"web/views": true}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(dir, p.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == selfDir {
+			continue // it would rename a copy of the copy
+		}
+		for _, f := range slices.Concat(p.GoFiles, p.TestGoFiles, p.XTestGoFiles) {
+			src, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if namesInStrings(src, module) {
+				set[rel] = true
+			}
+		}
+		for _, f := range p.EmbedFiles {
+			src, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range names {
+				if len(wordsAt(string(src), w)) > 0 {
+					set[rel] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// namesInStrings reports whether a string literal of the Go source src,
+// other than an import path, contains module as a whole word.
+func namesInStrings(src []byte, module string) bool {
+	fset := token.NewFileSet()
+	var s scanner.Scanner
+	s.Init(fset.AddFile("", fset.Base(), len(src)), src, nil, 0)
+	inImport, parens := false, 0
+	for {
+		_, tok, lit := s.Scan()
+		switch tok {
+		case token.EOF:
+			return false
+		case token.IMPORT:
+			inImport = true
+		case token.LPAREN:
+			if inImport {
+				parens++
+			}
+		case token.RPAREN:
+			if inImport {
+				if parens--; parens == 0 {
+					inImport = false
+				}
+			}
+		case token.SEMICOLON:
+			if inImport && parens == 0 {
+				inImport = false
+			}
+		case token.STRING:
+			if !inImport && len(wordsAt(lit, module)) > 0 {
+				return true
+			}
+		}
+	}
+}
+
+// testPackages runs the tests of the packages of the tree dir, renamed to
+// module, that affectedPackages lists.
+func testPackages(t *testing.T, dir, module string) {
+	t.Helper()
+	pkgs := affectedPackages(t, dir, module)
+	args := []string{"test", "-count=1"}
+	for _, p := range pkgs {
+		args = append(args, "./"+p)
+	}
+	t.Logf("%s: the tests of %v", module, pkgs)
+	goOutput(t, dir, args...)
+	// The copy's test databases have a prefix of their own (testenv's,
+	// from the copy's path and the new name): its testclean drops them.
+	goOutput(t, dir, "run", "./tools/testclean")
+}
+
+// checkGenerate runs make generate in dir and fails when it changes a
+// file: the generated code and the debugging guide are the ones their
+// sources give.
+func checkGenerate(t *testing.T, dir string) {
+	t.Helper()
+	before := snapshot(t, dir)
+	start := time.Now()
+	cmd := exec.Command("make", "generate")
+	cmd.Dir = dir
+	b, err := cmd.CombinedOutput()
+	t.Logf("make generate in the copy (%s)", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("make generate: %v\n%s", err, b)
+	}
+	after := snapshot(t, dir)
+	for f, sum := range after {
+		if before[f] != sum {
+			t.Errorf("make generate changed %s", f)
+		}
+	}
+	for f := range before {
+		if _, ok := after[f]; !ok {
+			t.Errorf("make generate removed %s", f)
+		}
+	}
+}
+
+// snapshot maps each regular file under dir to a hash of its content.
+func snapshot(t *testing.T, dir string) map[string][sha256.Size]byte {
+	t.Helper()
+	sums := map[string][sha256.Size]byte{}
+	err := filepath.WalkDir(dir, func(full string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(full)
+		if err != nil {
+			return err
+		}
+		sums[full] = sha256.Sum256(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sums
+}
+
+// copyDir is an empty directory for the copy of the checkout at root:
+// the same path every time, one per checkout, removed when the test
+// ends.
+func copyDir(t *testing.T, root string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("rename-copy-%x", sum[:6]))
+	if err := os.RemoveAll(dir); err != nil { // left by a run that was killed
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// renameCopy runs the tool on dst without -check (it regenerates the
+// templ code; it does not build or vet) and checks what it says and did.
 func renameCopy(t *testing.T, dst, module, name string) string {
 	t.Helper()
 	_, oldName, err := detect(dst, "")
@@ -96,13 +317,32 @@ func renameCopy(t *testing.T, dst, module, name string) string {
 	}
 	start := time.Now()
 	var out bytes.Buffer
-	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &out)
-	t.Logf("rename to %s (%s), go build, go vet (%s):\n%s", module, name, time.Since(start).Round(time.Millisecond), out.String())
+	err = run(options{Dir: dst, Module: module, Name: name}, &out)
+	t.Logf("rename to %s (%s) (%s):\n%s", module, name, time.Since(start).Round(time.Millisecond), out.String())
 	if err != nil {
 		t.Fatalf("rename: %v", err)
 	}
-	for _, want := range []string{"module path", "product name", "renamed cmd/" + oldName + " -> cmd/" + name, "templ generate", "go build ./...", "go vet ./..."} {
-		if !strings.Contains(out.String(), want) {
+	checkRenamed(t, dst, out.String(), oldName, module, name, false)
+	// A second run with the same arguments is refused and changes nothing.
+	var again bytes.Buffer
+	err = run(options{Dir: dst, Module: module, Name: name}, &again)
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "nothing to do") {
+		t.Errorf("second run: err = %v, want a refusal (output: %s)", err, again.String())
+	}
+	return out.String()
+}
+
+// checkRenamed checks what a rename from oldName to module and name said
+// (out) and did; checked says the tool built and vetted the tree.
+func checkRenamed(t *testing.T, dst, out, oldName, module, name string, checked bool) {
+	t.Helper()
+	want := []string{"module path", "product name", "renamed cmd/" + oldName + " -> cmd/" + name, "templ generate"}
+	if checked {
+		want = append(want, "go build ./...", "go vet ./...")
+	}
+	for _, want := range want {
+		if !strings.Contains(out, want) {
 			t.Errorf("the report does not mention %q", want)
 		}
 	}
@@ -119,14 +359,6 @@ func renameCopy(t *testing.T, dst, module, name string) string {
 	if b, err := os.ReadFile(filepath.Join(dst, "README.md")); err == nil && !bytes.Contains(b, []byte("# "+title)) {
 		t.Errorf("README.md has no %q heading", "# "+title)
 	}
-	// A second run with the same arguments is refused and changes nothing.
-	var again bytes.Buffer
-	err = run(options{Dir: dst, Module: module, Name: name, Check: true}, &again)
-	var u usageError
-	if !errors.As(err, &u) || !strings.Contains(err.Error(), "nothing to do") {
-		t.Errorf("second run: err = %v, want a refusal (output: %s)", err, again.String())
-	}
-	return out.String()
 }
 
 // checkLeftovers looks for the old names in the renamed tree: none is
@@ -422,5 +654,28 @@ func TestRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, path.Join("cmd", "sekali", "main.go"))); err != nil {
 		t.Error(err)
+	}
+}
+
+// The arguments of a rename command are not uses of the new name: the
+// README's example renames to its own name without a warning.
+func TestRenameArgumentsAreNotTaken(t *testing.T) {
+	t.Parallel()
+	r := newRewriter("github.com/sekali/sekali", "github.com/acme/tokoku", "sekali", "tokoku", "Tokoku")
+	for _, tc := range []struct {
+		text  string
+		taken int
+	}{
+		{"**Rename first:** `make rename MODULE=github.com/acme/tokoku NAME=tokoku`.", 0},
+		{"usage: make rename MODULE=github.com/acme/tokoku [NAME=tokoku [TITLE=Tokoku]]", 0},
+		{"go run ./tools/rename -module example.com/tokoku -name tokoku -title Tokoku", 0},
+		{"Tokoku sells batik; see tokoku.example", 2},
+		{"NAME=tokoku, then Tokoku is the brand", 1},
+	} {
+		p := &plan{}
+		p.noteTaken(r, "x.md", tc.text)
+		if p.taken != tc.taken {
+			t.Errorf("%q: %d mentions counted, want %d", tc.text, p.taken, tc.taken)
+		}
 	}
 }

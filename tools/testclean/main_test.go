@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,18 +17,66 @@ import (
 	"github.com/sekali/sekali/app/testenv"
 )
 
-// testenv builds its template under the name templateName computes, or
-// make test-clean would miss it (and keep dropping nothing).
-func TestTemplateNameMatchesTestenv(t *testing.T) {
+// The databases testenv creates, a test's and its template, are the ones
+// testclean looks for with this checkout's prefix, and a prefix from the
+// environment replaces the default.
+func TestPatternsMatchTestenv(t *testing.T) {
 	t.Parallel()
-	testenv.NewDatabaseURL(t) // builds the template if it is missing
-	conn := connect(t, testenv.AdminURL())
-	var exists bool
-	if err := conn.QueryRow(t.Context(), "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", templateName()).Scan(&exists); err != nil {
+	prefix, err := testenv.DBPrefix()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !exists {
-		t.Fatalf("no database %s after testenv.NewDatabaseURL: testclean's name for the template no longer matches app/testenv's", templateName())
+	u, err := url.Parse(testenv.NewDatabaseURL(t)) // builds the template if it is missing
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := testenv.TemplateName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, testenv.AdminURL())
+	for _, tc := range []struct{ name, pattern string }{
+		{strings.TrimPrefix(u.Path, "/"), likePrefix(prefix + "test_")},
+		{tmpl, likePrefix(prefix + "tmpl_")},
+	} {
+		var exists bool
+		if err := conn.QueryRow(t.Context(), "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datname LIKE $2)", tc.name, tc.pattern).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if !exists {
+			t.Errorf("no database %s matching %s: testclean would not find what testenv creates", tc.name, tc.pattern)
+		}
+	}
+	if got, want := likePrefix("a_b%"), `a\_b\%%`; got != want {
+		t.Errorf("likePrefix(a_b%%) = %s, want %s", got, want)
+	}
+}
+
+// Two checkouts get two prefixes; the environment's wins.
+func TestPrefix(t *testing.T) {
+	t.Setenv(testenv.DBPrefixVar, "")
+	here, err := testenv.DBPrefix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(here, "sekali_") || len(here) != len("sekali_")+9 {
+		t.Errorf("default prefix %q, want sekali_<8 hex>_", here)
+	}
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(other)
+	if there, err := testenv.DBPrefix(); err != nil || there == here {
+		t.Errorf("another checkout's prefix = %q (%v), want other than %q", there, err, here)
+	}
+	t.Setenv(testenv.DBPrefixVar, "ci_job7_")
+	if p, err := testenv.DBPrefix(); p != "ci_job7_" || err != nil {
+		t.Errorf("with %s=ci_job7_: %q, %v", testenv.DBPrefixVar, p, err)
+	}
+	t.Setenv(testenv.DBPrefixVar, "Robert'); DROP")
+	if _, err := testenv.DBPrefix(); err == nil {
+		t.Errorf("a prefix that is not a plain name was accepted")
 	}
 }
 

@@ -5,6 +5,10 @@
 // QA asks: many copies at once, a conflicting body under the same event
 // id, a failure after the payment. It retries a non-2xx answer as a
 // gateway would (on a shortened schedule) and lists every delivery live.
+// It also serves the emulation of each gateway's API that the gateway's
+// package offers (payments.Emulator, Emulate), with its fault switches,
+// its notifications and its pay page; it imports no gateway package but
+// the sandbox's and the registry.
 //
 // It is for development and QA only, never for production: it is mounted
 // only when SANDBOX_GATEWAY=on, and a fork removes it by deleting this
@@ -14,8 +18,6 @@ package sandboxgw
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,11 +32,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/app/gateways/emulation"
 	"github.com/sekali/sekali/app/gateways/sandbox"
-	stripegw "github.com/sekali/sekali/app/gateways/stripe"
-	"github.com/sekali/sekali/app/gateways/xendit"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -76,8 +76,9 @@ type orderOpener interface {
 	Open(ctx context.Context, id, token string, admin bool) (*models.Order, error)
 }
 
-// Gateway is the sandbox payment gateway.
-type Gateway struct {
+// Sandbox is the sandbox payment gateway (named apart from payments.Gateway,
+// a configured real gateway's parts).
+type Sandbox struct {
 	orders      orderOpener
 	senders     map[string]payments.Sender // the formats it speaks, by provider
 	formats     []string                   // their providers, sandbox first
@@ -91,28 +92,22 @@ type Gateway struct {
 	Retries []time.Duration
 
 	mu         sync.Mutex
-	deliveries map[string][]Delivery    // by order id, oldest first
-	last       map[string]payments.Fact // by order id: the latest sandbox event, for the status endpoint
-	orderIDs   []string                 // in the order their first delivery came, for eviction
-	// midtrans is what its status API answers (midtrans.go): the signed
-	// notification of each transaction id, and of each order id its
-	// latest; midtransOrder lists the pairs, oldest first, for eviction.
-	midtrans      map[string][]byte
-	midtransOrder []string
-	midtransAPI   midtransAPI    // its Snap and refund calls (midtransapi.go)
-	stripe        stripeAPI      // its API (stripeapi.go), once SpeakStripeAPI is told the key
-	xendit        xenditAPI      // its invoice API (xenditapi.go), once SpeakXenditAPI is told the key
-	faults        Faults         // of the emulated APIs
-	refunds       sandboxRefunds // of its own charges (refunds.go)
-	wg            sync.WaitGroup
-	stop          chan struct{} // closed by Close: no more retries
-	stopOnce      sync.Once
+	deliveries map[string][]Delivery        // by order id, oldest first
+	last       map[string]payments.Fact     // by order id: the latest sandbox event, for the status endpoint
+	orderIDs   []string                     // in the order their first delivery came, for eviction
+	emulators  map[string]payments.Emulator // the gateways' emulations of their APIs, by provider (Emulate)
+	faults     emulation.Faults             // of the emulated APIs and its refunds
+	refunds    sandboxRefunds               // of its own charges (refunds.go)
+	returns    returnURLs                   // where the emulated pages send the customer back (pages.go)
+	wg         sync.WaitGroup
+	stop       chan struct{} // closed by Close: no more retries
+	stopOnce   sync.Once
 }
 
 // Delivery is one HTTP delivery the gateway made.
 type Delivery struct {
 	At      time.Time
-	EventID string // for Midtrans, which has none, its key: transaction:status
+	EventID string // for a format without event ids (Midtrans's), the key Sekali derives
 	Format  string // the provider whose format it was sent in
 	Event   string // paid, failed, expired
 	Attempt int    // 1, then each retry
@@ -124,12 +119,13 @@ type Delivery struct {
 // New returns the gateway. callbackURL is where Sekali listens
 // (SANDBOX_CALLBACK_URL); key signs the deliveries (the first
 // SANDBOX_WEBHOOK_SECRET). It speaks the sandbox format; Speak adds more.
-func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *Gateway {
-	g := &Gateway{
+func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *Sandbox {
+	g := &Sandbox{
 		orders: orders, callbackURL: callbackURL, log: log, now: time.Now,
 		client: &http.Client{Timeout: 10 * time.Second}, senders: map[string]payments.Sender{},
-		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, midtrans: map[string][]byte{}, Retries: slices.Clone(retrySchedule),
-		stop: make(chan struct{}),
+		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, Retries: slices.Clone(retrySchedule),
+		emulators: map[string]payments.Emulator{},
+		stop:      make(chan struct{}),
 	}
 	g.Speak(sandbox.NewSender(key))
 	return g
@@ -137,35 +133,38 @@ func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *
 
 // Speak lets the QA panel send callbacks in another gateway's format, to
 // that gateway's endpoint, signed with the secret Sekali checks them with.
-func (g *Gateway) Speak(s payments.Sender) {
+func (g *Sandbox) Speak(s payments.Sender) {
 	if _, ok := g.senders[s.Provider()]; !ok {
 		g.formats = append(g.formats, s.Provider())
 	}
 	g.senders[s.Provider()] = s
 }
 
+// Emulate makes the gateway answer as another gateway's API, at
+// em.Path(), with the fault switches, its notifications and its pay
+// page (sandboxFor); before Mount.
+func (g *Sandbox) Emulate(em payments.Emulator) { g.emulators[em.Provider()] = em }
+
 // Formats lists the providers whose format the gateway speaks.
-func (g *Gateway) Formats() []string { return slices.Clone(g.formats) }
+func (g *Sandbox) Formats() []string { return slices.Clone(g.formats) }
 
 // Close stops the retries and waits for the deliveries in flight: a
 // server that stops does not wait out the retry schedule of deliveries
 // it can no longer answer.
-func (g *Gateway) Close() {
+func (g *Sandbox) Close() {
 	g.stopOnce.Do(func() { close(g.stop) })
 	g.wg.Wait()
 }
 
 // Mount registers the gateway's pages under /sandbox, each with mw (per
 // route, so that a known path asked with another method is a 405).
-func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+func (g *Sandbox) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET("/sandbox/pay/:id", g.page, mw...)
 	e.POST("/sandbox/pay/:id", g.pay, mw...)
 	e.GET("/sandbox/status/:id", g.status, mw...)
-	e.GET(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransStatus, mw...)
-	e.PUT(midtrans.SandboxAPIPath+"/v2/:id/status", g.midtransSetStatus, mw...)
-	g.mountMidtrans(e, mw...)
-	g.mountStripe(e, mw...)
-	g.mountXendit(e, mw...)
+	for _, em := range g.emulators {
+		e.Any(em.Path()+"/*", echo.WrapHandler(http.StripPrefix(em.Path(), em.Handler(sandboxFor{g, em.Provider()}))), mw...)
+	}
 }
 
 // status is GET /sandbox/status/:id, the gateway's status API: the latest
@@ -175,7 +174,7 @@ func (g *Gateway) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 // the sandbox secret as the basic-auth user, as Sekali's poller sends it
 // — or the order's own customer, with its access token (?t=); anyone
 // else gets the 404 of an order that does not exist.
-func (g *Gateway) status(c echo.Context) error {
+func (g *Sandbox) status(c echo.Context) error {
 	if !g.sandboxSender().Authorizes(c.Request()) {
 		if _, err := g.orders.Open(c.Request().Context(), c.Param("id"), c.QueryParam("t"), false); err != nil {
 			return c.JSON(http.StatusNotFound, map[string]string{"error": "no payment for this order"})
@@ -194,8 +193,13 @@ func (g *Gateway) status(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"event_id": f.EventID, "body": json.RawMessage(body)})
 }
 
+func (g *Sandbox) sandboxSender() sandbox.Sender {
+	s, _ := g.senders[sandbox.Name].(sandbox.Sender)
+	return s
+}
+
 // PayURL is the payment page of an order.
-func (g *Gateway) PayURL(orderID, token string) string { return payPath(orderID, token) }
+func (g *Sandbox) PayURL(orderID, token string) string { return payPath(orderID, token) }
 
 // payPath is the payment page of an order, with its access token when
 // one is known.
@@ -221,17 +225,17 @@ func payPathVia(orderID, token, via string) string {
 	return p
 }
 
-// Provider implements outbound.PageOpener: with PAYMENT_GATEWAY=sandbox,
+// Provider implements gatewaycalls.PageOpener: with PAYMENT_GATEWAY=sandbox,
 // the shop's Pay opens this gateway's page.
-func (g *Gateway) Provider() string { return sandbox.Name }
+func (g *Sandbox) Provider() string { return sandbox.Name }
 
-// PageOrigins implements outbound.PageOpener: its page is on this server.
-func (g *Gateway) PageOrigins() []string { return nil }
+// PageOrigins implements gatewaycalls.PageOpener: its page is on this server.
+func (g *Sandbox) PageOrigins() []string { return nil }
 
-// OpenPage implements outbound.PageOpener. The sandbox's page is served
+// OpenPage implements gatewaycalls.PageOpener. The sandbox's page is served
 // here, so opening it asks nobody; the order id is its object.
-func (g *Gateway) OpenPage(_ context.Context, r outbound.PageRequest) (outbound.Page, error) {
-	return outbound.Page{ObjectID: r.OrderID, RedirectURL: g.PayURL(r.OrderID, tokenOf(r.ReturnURL))}, nil
+func (g *Sandbox) OpenPage(_ context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, error) {
+	return gatewaycalls.Page{ObjectID: r.OrderID, RedirectURL: g.PayURL(r.OrderID, tokenOf(r.ReturnURL))}, nil
 }
 
 // tokenOf is the order's access token that a return URL carries (?t=):
@@ -255,7 +259,7 @@ type Plan struct {
 }
 
 // ParsePlan reads and checks a plan from the form's fields.
-func (g *Gateway) ParsePlan(outcome, copies, mode, provider string) (Plan, error) {
+func (g *Sandbox) ParsePlan(outcome, copies, mode, provider string) (Plan, error) {
 	p := Plan{Outcome: models.PaymentEvent(outcome), Mode: mode, Provider: provider}
 	n, err := strconv.Atoi(copies)
 	sender := g.senders[provider]
@@ -293,22 +297,16 @@ type event struct {
 	changed bool
 }
 
-func newID(prefix string) string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 // Start sends the plan's deliveries for order o in the background; they
 // appear in Deliveries as they are answered.
-func (g *Gateway) Start(o *models.Order, p Plan) {
-	tx := newID("sbx-tx-")
+func (g *Sandbox) Start(o *models.Order, p Plan) {
+	tx := emulation.NewID("sbx-tx-")
 	amount := int64(0)
 	if p.Outcome == models.EventPaid {
 		amount = o.TotalAmount
 	}
 	fact := func(status models.PaymentEvent, amount int64) payments.Fact {
-		return payments.Fact{EventID: newID("evt_sbx_"), OrderID: o.ID, TransactionID: tx, Status: status,
+		return payments.Fact{EventID: emulation.NewID("evt_sbx_"), OrderID: o.ID, TransactionID: tx, Status: status,
 			Amount: amount, Currency: o.Currency}
 	}
 	main := event{format: p.Provider, fact: fact(p.Outcome, amount)}
@@ -345,7 +343,7 @@ func (g *Gateway) Start(o *models.Order, p Plan) {
 }
 
 // together sends n copies of ev at once: released together.
-func (g *Gateway) together(orderID string, ev event, n int) {
+func (g *Sandbox) together(orderID string, ev event, n int) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range n {
@@ -360,7 +358,7 @@ func (g *Gateway) together(orderID string, ev event, n int) {
 
 // lose records ev as the order's payment, for the status endpoint, and
 // never sends it: a notification the network lost.
-func (g *Gateway) lose(orderID string, ev event) {
+func (g *Sandbox) lose(orderID string, ev event) {
 	g.mu.Lock()
 	g.last[orderID] = ev.fact
 	g.mu.Unlock()
@@ -368,10 +366,15 @@ func (g *Gateway) lose(orderID string, ev event) {
 		Result: "lost", Note: "never sent: Sekali's status poll finds it in the minutes before the order expires (POLL_WITHIN)"})
 }
 
+// keyed is a sender whose notifications carry no event id (Midtrans's):
+// its deliveries are listed by the key Sekali derives from the fact.
+type keyed interface {
+	Key(payments.Fact) string
+}
+
 // deliver sends ev until it is answered 2xx or the retry schedule runs
 // out, recording each attempt.
-func (g *Gateway) deliver(orderID string, ev event, note string) {
-	g.rememberMidtransEvent(ev)
+func (g *Sandbox) deliver(orderID string, ev event, note string) {
 	if ev.format == sandbox.Name { // the status endpoint answers in the sandbox format
 		g.mu.Lock()
 		g.last[orderID] = ev.fact
@@ -379,8 +382,8 @@ func (g *Gateway) deliver(orderID string, ev event, note string) {
 	}
 	g.learn(ev)
 	id := ev.fact.EventID
-	if ev.format == midtrans.Name {
-		id = midtrans.Key(ev.fact) // it sends no event id
+	if k, ok := g.senders[ev.format].(keyed); ok {
+		id = k.Key(ev.fact)
 	}
 	for attempt := 1; ; attempt++ {
 		status, result := g.send(ev)
@@ -402,34 +405,23 @@ func (g *Gateway) deliver(orderID string, ev event, note string) {
 	}
 }
 
-// rememberMidtransEvent makes a Midtrans notification the state its
-// status API answers with, from now on.
-func (g *Gateway) rememberMidtransEvent(ev event) {
-	if ev.format != midtrans.Name || ev.changed {
-		return
-	}
-	if _, body, err := payments.Notification(g.senders[ev.format], ev.fact, g.now()); err == nil {
-		var n midtrans.Notification
-		json.Unmarshal(body, &n)
-		g.rememberMidtrans(n, body)
-	}
-}
-
-// learn keeps what a payment the gateway reports tells its emulated
-// Stripe and Xendit APIs: the charge their refunds may refund, and its
-// amount. (Midtrans's status API keeps the notification itself.)
-func (g *Gateway) learn(ev event) {
+// learn tells the emulation of the API of ev's gateway, if it runs here,
+// what ev says (Notified) and, for a payment, the charge its refunds may
+// refund (Reported). The QA panel's conflicting copy says what did not
+// happen: nobody learns it.
+func (g *Sandbox) learn(ev event) {
 	f := ev.fact
-	if ev.changed || f.Status != models.EventPaid {
+	em, ok := g.emulators[ev.format]
+	if !ok || ev.changed {
 		return
 	}
-	switch ev.format {
-	case stripegw.Name:
-		if amount, ok := stripegw.Amount(f.Amount, f.Currency); ok {
-			g.stripe.paid(f.TransactionID, amount, f.Currency)
+	if sender, ok := g.senders[ev.format]; ok {
+		if _, body, err := payments.Notification(sender, f, g.now()); err == nil {
+			em.Notified(f, body)
 		}
-	case xendit.Name:
-		g.xendit.paid(f.TransactionID, f.Amount, f.Currency)
+	}
+	if f.Status == models.EventPaid {
+		em.Reported(f)
 	}
 }
 
@@ -441,7 +433,7 @@ func joinNote(a, b string) string {
 }
 
 // send makes one signed HTTP delivery and returns its status and result.
-func (g *Gateway) send(ev event) (int, string) {
+func (g *Sandbox) send(ev event) (int, string) {
 	header, body, err := payments.Notification(g.senders[ev.format], ev.fact, g.now())
 	if err != nil {
 		return 0, err.Error()
@@ -467,7 +459,7 @@ func (g *Gateway) send(ev event) (int, string) {
 	return res.StatusCode, answer.Result
 }
 
-func (g *Gateway) record(orderID string, d Delivery) {
+func (g *Sandbox) record(orderID string, d Delivery) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.deliveries[orderID]; !ok {
@@ -486,7 +478,7 @@ func (g *Gateway) record(orderID string, d Delivery) {
 }
 
 // Deliveries returns the deliveries made for an order, newest first.
-func (g *Gateway) Deliveries(orderID string) []Delivery {
+func (g *Sandbox) Deliveries(orderID string) []Delivery {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ds := g.deliveries[orderID]
@@ -496,3 +488,7 @@ func (g *Gateway) Deliveries(orderID string) []Delivery {
 	}
 	return out
 }
+
+// Faults returns the fault switches of the APIs the gateway emulates and
+// of its own refunds.
+func (g *Sandbox) Faults() *emulation.Faults { return &g.faults }

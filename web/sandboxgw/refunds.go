@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/app/gateways/emulation"
 	"github.com/sekali/sekali/app/gateways/sandbox"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
 
-// The sandbox refunds its own charges (outbound.Refunder for provider
+// The sandbox refunds its own charges (gatewaycalls.Refunder for provider
 // sandbox) in-process, as a gateway would over its API: the refund is
 // made at once, a refund_id asked for twice is the same refund (the
 // first answer again), and the gateway then tells Sekali with a signed
@@ -21,49 +22,46 @@ import (
 // TimeOutAfterActing refunds and then answers only when the caller gives
 // up.
 
+// keptRefunds bounds the refunds the sandbox remembers: the oldest go
+// first.
+const keptRefunds = 10_000
+
 // sandboxRefunds are the refunds made, by refund_id.
 type sandboxRefunds struct {
 	mu    sync.Mutex
 	once  sync.Once
-	byKey *kept[outbound.Refunded]
+	byKey *emulation.Kept[gatewaycalls.Refunded]
 }
 
 func (s *sandboxRefunds) init() {
-	s.once.Do(func() { s.byKey = newKept[outbound.Refunded](keptMidtrans) })
+	s.once.Do(func() { s.byKey = emulation.NewKept[gatewaycalls.Refunded](keptRefunds) })
 }
 
-// Refund implements outbound.Refunder for the sandbox's charges.
-func (g *Gateway) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
-	fail, hang := g.faults.take()
+// Refund implements gatewaycalls.Refunder for the sandbox's charges.
+func (g *Sandbox) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, error) {
+	fail, hang := g.faults.Take()
 	if fail {
-		return outbound.Refunded{}, fmt.Errorf("sandbox gateway: 500 internal error")
+		return gatewaycalls.Refunded{}, fmt.Errorf("sandbox gateway: 500 internal error")
 	}
 	if r.Key == "" || r.Amount < 1 {
-		return outbound.Refunded{}, &outbound.Refused{Status: 400, Message: "refund_id and a positive amount are required"}
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Status: 400, Message: "refund_id and a positive amount are required"}
 	}
 	s := &g.refunds
 	s.init()
 	s.mu.Lock()
-	a, seen := s.byKey.get(r.Key)
+	a, seen := s.byKey.Get(r.Key)
 	if !seen {
-		a = outbound.Refunded{ObjectID: newID("sbx-rf-"), RefundKey: r.Key, Amount: r.Amount}
-		s.byKey.put(r.Key, a)
+		a = gatewaycalls.Refunded{ObjectID: emulation.NewID("sbx-rf-"), RefundKey: r.Key, Amount: r.Amount}
+		s.byKey.Put(r.Key, a)
 	}
 	s.mu.Unlock()
 	if !seen {
-		ev := event{format: sandbox.Name, fact: payments.Fact{EventID: newID("evt_sbx_"), OrderID: r.OrderID,
-			TransactionID: r.Charge, Status: models.EventRefunded, Amount: r.Amount, Currency: r.Currency, RefundID: r.Key}}
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			g.deliver(r.OrderID, ev, "refund asked by Sekali")
-		}()
+		g.notify("refund asked by Sekali", event{format: sandbox.Name, fact: payments.Fact{EventID: emulation.NewID("evt_sbx_"), OrderID: r.OrderID,
+			TransactionID: r.Charge, Status: models.EventRefunded, Amount: r.Amount, Currency: r.Currency, RefundID: r.Key}})
 	}
 	if hang {
-		g.faults.hold(1)
-		<-ctx.Done() // the caller gave up
-		g.faults.hold(-1)
-		return outbound.Refunded{}, fmt.Errorf("sandbox gateway: no answer: %w", ctx.Err())
+		g.faults.Hold(ctx) // until the caller gives up
+		return gatewaycalls.Refunded{}, fmt.Errorf("sandbox gateway: no answer: %w", ctx.Err())
 	}
 	return a, nil
 }

@@ -229,7 +229,7 @@ func ActionsPage(v List[ActionRow], f ActionFilter) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, string(v.Next)).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -101,7 +101,7 @@ func JobsPage(v Jobs, statuses, types []string) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, string(v.Next)).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -575,7 +575,7 @@ func OutboxPage(v List[OutboxRow], f OutboxFilter, statuses, types []string) tem
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Pager(v.First, v.Next).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Pager(v.First, string(v.Next)).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -462,7 +462,7 @@ func ProductPage(v ProductDetail) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Pager(v.Ledger.First, v.Ledger.Next).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Pager(v.Ledger.First, string(v.Ledger.Next)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -1,11 +1,19 @@
 package views
 
-import "time"
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
 
-// The view structs: what each page shows, as plain values. Handlers in
-// web/ fill them. They are not the admin JSON: that has its own types in
-// web/admin_json.go, so what a page shows can change without changing
-// the API.
+// The view structs: what each console page shows, as plain values.
+// Handlers in web/ fill them, and one value is both what the page draws
+// and what the admin JSON answers (docs/api.md): the json tags are the
+// documented names, and what only the page needs (its links, forms,
+// labels) is tagged "-". So the JSON is plain typed data: counts and
+// amounts are numbers (amounts in minor units, beside their currency),
+// times are in UTC, statuses are their codes, and what is absent is null
+// (NullText, NullID); the page formats them for people.
 
 // Meta is what the frame of every console page needs.
 type Meta struct {
@@ -41,12 +49,16 @@ type Login struct {
 // jobs, outbox, products, actions, a product's ledger: the same shape for
 // each. Its filter, where it has one, is the page's form and goes beside
 // it.
+//
+// Its JSON is the rows and the next page's URL, or null on the last page.
 type List[R any] struct {
-	Now   time.Time
-	Rows  []R    // newest first
-	Self  string // this page's URL, for refreshing it
-	First string // the first page with the same filter; "" when this is it
-	Next  string // the next page; "" on the last
+	Now   time.Time `json:"-"`
+	Rows  []R       `json:"rows"` // newest first
+	Self  string    `json:"-"`    // this page's URL, for refreshing it
+	First string    `json:"-"`    // the first page with the same filter; "" when this is it
+	// Next is the next page, with the same filters, on the URL that was
+	// asked (an API client's stays on /api/admin); "" on the last.
+	Next NullText `json:"next"`
 }
 
 // StatusCount is how many of something have one status.
@@ -55,42 +67,55 @@ type StatusCount struct {
 	N      int64
 }
 
+// Counts are counts by status, every status present, in the order the
+// page shows them; the JSON is an object of them by status.
+type Counts []StatusCount
+
 // DeliveryWindow is the deliveries of one window (the last hour, the
 // last 24 hours) by result.
 type DeliveryWindow struct {
-	Label          string
-	Total          int64
-	Duplicates     int64
-	DuplicateShare string
-	ByResult       []StatusCount
+	Label  string    `json:"-"`
+	Window string    `json:"window"` // last_hour or last_24h
+	Since  time.Time `json:"since"`
+	Total  int64     `json:"total"`
+	// Duplicates and DuplicateShare: duplicates/total, from 0 to 1; nil
+	// when total is 0.
+	Duplicates     int64    `json:"duplicates"`
+	DuplicateShare *float64 `json:"duplicate_share"`
+	// ByResult counts by outcome, every refusal as "refused"; every
+	// result present, in the chart's order.
+	ByResult Counts `json:"by_result"`
 }
 
 // Dashboard is the console's front page.
 type Dashboard struct {
-	Now               time.Time
-	Deliveries        []DeliveryWindow
-	Chart             Chart
-	ConflictsDay      int64
-	Conflicts         []CallbackRow
-	OrdersHour        []StatusCount
-	OrdersDay         []StatusCount
-	JobsProcessing    int64
-	JobsFailed        int64
-	JobsStuck         int64
-	JobsSucceededHour int64
-	JobsSucceededDay  int64
-	Archived          int // -1: the queue did not answer
-	OutboxPending     int64
-	OutboxOldest      time.Duration
-	LastAudit         *AuditVerdict
+	Now        time.Time        `json:"now"`
+	Deliveries []DeliveryWindow `json:"deliveries"`
+	// NotRecorded: deliveries this process answered since it started
+	// whose row was dropped (queue full: payments.Service.DroppedDeliveryRows).
+	NotRecorded       int64         `json:"deliveries_not_recorded"`
+	Chart             Chart         `json:"-"`
+	ConflictsDay      int64         `json:"conflicts_last_24h"`
+	Conflicts         []CallbackRow `json:"conflicts"`
+	OrdersHour        Counts        `json:"orders_last_hour"` // by status, every status present
+	OrdersDay         Counts        `json:"orders_last_24h"`
+	JobsProcessing    int64         `json:"jobs_processing"`
+	JobsFailed        int64         `json:"jobs_failed"`
+	JobsStuck         int64         `json:"jobs_stuck"`
+	JobsSucceededHour int64         `json:"jobs_succeeded_last_hour"`
+	JobsSucceededDay  int64         `json:"jobs_succeeded_last_24h"`
+	Archived          *int          `json:"archived_tasks"` // nil: the queue did not answer
+	OutboxPending     int64         `json:"outbox_pending"`
+	OutboxOldest      time.Duration `json:"outbox_oldest_age_ns"`
+	LastAudit         *AuditVerdict `json:"last_audit"` // nil: the audit never ran
 }
 
 // AuditVerdict is one past audit run.
 type AuditVerdict struct {
-	OK         bool
-	Violations int
-	Summary    string
-	At         time.Time
+	OK         bool      `json:"ok"`
+	Violations int       `json:"violations"`
+	Summary    string    `json:"summary"`
+	At         time.Time `json:"at"`
 }
 
 // CallbackFilter is the callbacks list's filter as the form holds it.
@@ -105,115 +130,123 @@ type CallbackFilter struct {
 
 // CallbackRow is one payment callback (provider event).
 type CallbackRow struct {
-	ID            int64
-	Provider      string
-	Key           string
-	OrderID       string
-	Event         string
-	TransactionID string
-	Amount        int64
-	Currency      string
-	Status        string
-	Result        string
-	ResponseCode  int
-	Attempts      int
-	Conflicts     int
-	FirstReceived time.Time
-	LastReceived  time.Time
-	Processed     *time.Time
-	Fingerprint   string
+	ID            int64      `json:"id"`
+	Provider      string     `json:"provider"`
+	Key           string     `json:"idempotency_key"`
+	OrderID       string     `json:"order_id"`
+	Event         string     `json:"event"`
+	TransactionID string     `json:"transaction_id"`
+	Amount        int64      `json:"amount"`
+	Currency      string     `json:"currency"`
+	Status        string     `json:"status"`
+	Result        string     `json:"result"`
+	ResponseCode  int        `json:"response_code"`
+	Attempts      int        `json:"attempts"` // deliveries
+	Conflicts     int        `json:"conflict_count"`
+	FirstReceived time.Time  `json:"first_received_at"`
+	LastReceived  time.Time  `json:"last_received_at"`
+	Processed     *time.Time `json:"processed_at"`
+	Fingerprint   string     `json:"payload_hash"`
+	// OwnRefund: a refunded event found stale because it tells of a
+	// refund Sekali itself asked and had recorded already (story's
+	// OwnRefund). The page says so, where "stale" would read like a
+	// fault; the JSON keeps the result.
+	OwnRefund bool `json:"-"`
 }
 
 // DeliveryRow is one HTTP delivery of a callback.
 type DeliveryRow struct {
-	ID           int64
-	CallbackID   int64
-	Provider     string
-	ReceivedAt   time.Time
-	Outcome      string
-	ResponseCode int
-	DurationMS   int
-	RemoteAddr   string
-	RequestID    string
-	Note         string // why an unconfirmed delivery changed nothing
+	ID           int64     `json:"id"`
+	CallbackID   NullID    `json:"callback_id"` // none: refused before its key was known
+	Provider     string    `json:"provider"`
+	ReceivedAt   time.Time `json:"received_at"`
+	Outcome      string    `json:"outcome"`
+	ResponseCode int       `json:"response_code"`
+	DurationMS   int       `json:"duration_ms"`
+	RemoteAddr   string    `json:"remote_addr"`
+	RequestID    string    `json:"request_id"`
+	Note         string    `json:"note"` // why an unconfirmed delivery changed nothing
 }
 
 // TransitionRow is one change of an order's status.
 type TransitionRow struct {
-	OrderID    string
-	From       string
-	To         string
-	Cause      string
-	CallbackID int64
-	At         time.Time
+	OrderID    string    `json:"order_id"`
+	From       string    `json:"from"`
+	To         string    `json:"to"`
+	Cause      string    `json:"cause"`
+	CallbackID NullID    `json:"callback_id"` // none: not caused by a callback
+	At         time.Time `json:"at"`
 }
 
 // MovementRow is one stock movement.
 type MovementRow struct {
-	ID      int64
-	SKU     string
-	OrderID string
-	Kind    string
-	Qty     int64 // signed: + adds to stock, - takes from it
-	At      time.Time
+	ID      int64     `json:"id"`
+	SKU     string    `json:"sku"`
+	OrderID NullText  `json:"order_id"` // none for an adjust
+	Kind    string    `json:"kind"`
+	Qty     int64     `json:"qty"` // signed: + adds to stock, - takes from it
+	At      time.Time `json:"at"`
 }
 
-// PaymentRow is one charge.
+// PaymentRow is one charge: the order API's payment and what became of
+// its money.
 type PaymentRow struct {
-	Provider  string
-	Reference string
-	OrderID   string
-	Amount    int64
-	Refunded  int64  // what its refunds add up to
-	Dispute   string // a chargeback: open, won, lost
-	Currency  string
-	Status    string
-	Created   time.Time
-	Updated   time.Time
+	Provider  string    `json:"provider"`
+	Reference string    `json:"provider_reference"`
+	OrderID   string    `json:"order_id"`
+	Amount    int64     `json:"amount"`
+	Refunded  int64     `json:"refunded_amount"` // what its refunds add up to
+	Currency  string    `json:"currency"`
+	Status    string    `json:"status"`
+	Dispute   NullText  `json:"dispute"` // a chargeback: open, won, lost; none
+	Created   time.Time `json:"created_at"`
+	Updated   time.Time `json:"updated_at"`
 }
 
 // OutboxRow is one outbox row.
 type OutboxRow struct {
-	ID         int64
-	TaskID     string
-	Type       string
-	Queue      string
-	Status     string
-	ProcessAt  time.Time
-	Attempts   int
-	LastError  string
-	Created    time.Time
-	Dispatched *time.Time
+	ID         int64      `json:"id"`
+	TaskID     string     `json:"task_id"`
+	Type       string     `json:"task_type"`
+	Queue      string     `json:"queue"`
+	Status     string     `json:"status"`
+	ProcessAt  time.Time  `json:"process_at"`
+	Attempts   int        `json:"attempts"`
+	LastError  string     `json:"last_error"`
+	Created    time.Time  `json:"created_at"`
+	Dispatched *time.Time `json:"dispatched_at"`
 }
 
 // JobRow is one job execution row.
 type JobRow struct {
-	Key         string
-	Type        string
-	BusinessKey string
-	Queue       string
-	Status      string
-	Stuck       bool
-	Attempts    int
-	Fence       int64
-	Worker      string
-	LockedUntil *time.Time
-	Started     time.Time
-	Finished    *time.Time
-	LastError   string
-	QueueState  string // the queue's view, where asked
+	Key         string     `json:"idempotency_key"`
+	Type        string     `json:"type"`
+	BusinessKey string     `json:"business_key"`
+	Queue       string     `json:"queue"`
+	Status      string     `json:"status"`
+	Stuck       bool       `json:"stuck"` // processing past its lease
+	Attempts    int        `json:"attempts"`
+	Fence       int64      `json:"fence"`
+	Worker      string     `json:"worker_id"`
+	LockedUntil *time.Time `json:"locked_until"`
+	Started     time.Time  `json:"started_at"`
+	Finished    *time.Time `json:"finished_at"`
+	LastError   string     `json:"last_error"`
+	// QueueState is the queue's state of the task (an order's jobs that
+	// have not succeeded); none where it was not asked.
+	QueueState NullText `json:"queue_state"`
 }
 
 // CallbackDetail is one callback and what it caused.
 type CallbackDetail struct {
-	Now         time.Time
-	Callback    CallbackRow
-	Deliveries  []DeliveryRow
-	Transitions []TransitionRow
-	Movements   []MovementRow
-	Payment     *PaymentRow
-	Outbox      []OutboxRow
-	Jobs        []JobRow
+	Now         time.Time       `json:"-"`
+	Callback    CallbackRow     `json:"callback"`
+	Deliveries  []DeliveryRow   `json:"deliveries"`
+	Transitions []TransitionRow `json:"transitions"`
+	Movements   []MovementRow   `json:"movements"`
+	Payment     *PaymentRow     `json:"payment"`
+	Outbox      []OutboxRow     `json:"outbox"`
+	Jobs        []JobRow        `json:"jobs"`
 }
 
 // DeliveryFilter is the deliveries list's filter as the form holds it.
@@ -237,117 +270,149 @@ type OrderFilter struct {
 
 // OrderRow is one order.
 type OrderRow struct {
-	ID       string
-	Email    string
-	Status   string
-	Total    int64
-	Currency string
-	Created  time.Time
-	Expires  time.Time
-	Paid     *time.Time
+	ID       string     `json:"id"`
+	Email    string     `json:"customer_email"`
+	Status   string     `json:"status"`
+	Total    int64      `json:"total_amount"`
+	Currency string     `json:"currency"`
+	Created  time.Time  `json:"created_at"`
+	Expires  time.Time  `json:"expires_at"`
+	Paid     *time.Time `json:"paid_at"`
 }
 
 // ItemRow is one line of an order.
 type ItemRow struct {
-	SKU       string
-	Name      string // the product's name, for the customer's page
-	Qty       int64
-	UnitPrice int64
+	SKU       string `json:"sku"`
+	Name      string `json:"name"` // the product's name when the order was made
+	Qty       int64  `json:"qty"`
+	UnitPrice int64  `json:"unit_price"`
 }
 
 // InvoiceRow is an order's invoice.
 type InvoiceRow struct {
-	Number   string
-	Amount   int64
-	Currency string
-	IssuedAt time.Time
+	Number   string    `json:"number"`
+	Amount   int64     `json:"amount"`
+	Currency string    `json:"currency"`
+	IssuedAt time.Time `json:"issued_at"`
 }
 
-// EmailRow is one outbound email.
 // GatewayRequestRow is one call Sekali made to a gateway for an order.
 type GatewayRequestRow struct {
-	ID        int64
-	OrderID   string
-	Kind      string
-	Provider  string
-	Key       string
-	Phase     string // planned, PhaseSentUnknown, done or failed
-	Attempts  int
-	Object    string
-	LastError string
-	Updated   time.Time
+	ID          int64      `json:"id"`
+	OrderID     string     `json:"order_id"`
+	Kind        string     `json:"kind"`
+	Provider    string     `json:"provider"`
+	Key         string     `json:"idempotency_key"`
+	Amount      int64      `json:"amount"` // minor units
+	Currency    string     `json:"currency"`
+	Phase       string     `json:"phase"` // planned, sent, done or failed (PhaseText shows it)
+	Attempts    int        `json:"attempts"`
+	Object      string     `json:"provider_object_id"`
+	RedirectURL string     `json:"redirect_url"`
+	LastError   string     `json:"last_error"`
+	Created     time.Time  `json:"created_at"`
+	Updated     time.Time  `json:"updated_at"`
+	Done        *time.Time `json:"done_at"`
 	// Retry: a refund not over, which an admin may send again now rather
 	// than wait for its job's next try.
-	Retry bool
+	Retry bool `json:"-"`
 }
 
 // PhaseSentUnknown is how a request in phase sent is shown: sent, and
 // whether the gateway acted is not known yet.
 const PhaseSentUnknown = "sent, answer unknown"
 
+// PhaseText is a gateway request's phase as the page shows it.
+func PhaseText(phase string) string {
+	if phase == "sent" {
+		return PhaseSentUnknown
+	}
+	return phase
+}
+
+// EmailRow is one outbound email.
 type EmailRow struct {
-	Key       string
-	MessageID string
-	To        string
-	Subject   string
-	Status    string
-	Attempts  int
-	LastError string
-	SentAt    *time.Time
+	Key       string     `json:"key"`
+	MessageID string     `json:"message_id"`
+	To        string     `json:"to"`
+	Subject   string     `json:"subject"`
+	Status    string     `json:"status"`
+	Attempts  int        `json:"attempts"`
+	LastError string     `json:"last_error"`
+	SentAt    *time.Time `json:"sent_at"`
+	// Logged: SMTP_URL was unset; the email "sent" went to the log and
+	// reached no one.
+	Logged bool `json:"logged"`
 }
 
 // Event is one line of an order's timeline.
 type Event struct {
-	At     time.Time
-	What   string
-	Detail string
-	Tone   string
-	URL    string
+	At     time.Time `json:"at"`
+	What   string    `json:"what"`
+	Detail string    `json:"detail"`
+	Tone   string    `json:"-"`
+	// Ref names the row the line is about: callback:ID, job:KEY,
+	// outbox:TASK_ID, product:SKU; none: none (RefURL links it).
+	Ref NullText `json:"ref"`
 }
 
 // OrderDetail is an order's whole story.
 type OrderDetail struct {
-	Now         time.Time
-	Order       OrderRow
-	Items       []ItemRow
-	Payments    []PaymentRow
-	Invoice     *InvoiceRow
-	Callbacks   []CallbackRow
-	Transitions []TransitionRow
-	Movements   []MovementRow
-	Outbox      []OutboxRow
-	Jobs        []JobRow
-	Emails      []EmailRow
-	Gateway     []GatewayRequestRow
-	Timeline    []Event
-	CanCancel   bool
-	Refunds     []RefundRow
-	Refund      RefundForm
-	Owed        []RefundForm // the order's other charges that must go back (a second charge)
+	Now         time.Time           `json:"-"`
+	Order       OrderRow            `json:"order"`
+	Items       []ItemRow           `json:"items"`
+	Payments    []PaymentRow        `json:"payments"`
+	Invoice     *InvoiceRow         `json:"invoice"`
+	Callbacks   []CallbackRow       `json:"callbacks"`
+	Transitions []TransitionRow     `json:"transitions"`
+	Movements   []MovementRow       `json:"movements"`
+	Outbox      []OutboxRow         `json:"outbox"`
+	Jobs        []JobRow            `json:"jobs"`
+	Emails      []EmailRow          `json:"emails"`
+	Gateway     []GatewayRequestRow `json:"gateway_requests"`
+	// Refunds are the refunds asked of the order's gateway (from the
+	// console or the admin API), with their phase and amounts.
+	Refunds []RefundRow `json:"refunds"`
+	// GatewayRefunds are the refunds of its charges at their gateways,
+	// whoever asked for them, in the gateway's states.
+	GatewayRefunds []GatewayRefundRow `json:"gateway_refunds"`
+	RefundLeft     int64              `json:"refund_left"` // minor units that can still be refunded: Refund.Left
+	Timeline       []Event            `json:"timeline"`
+	CanCancel      bool               `json:"can_cancel"` // the order is pending
+	Refund         RefundForm         `json:"-"`
+	Owed           []RefundForm       `json:"-"` // the order's other charges that must go back (a second charge)
 }
 
-// RefundRow is one refund asked of an order's gateway.
+// RefundRow is one refund asked of an order's gateway: the call to the
+// gateway, as every gateway request shows it, why, and who asked. It is
+// also the admin API's answer to a refund asked.
 type RefundRow struct {
-	ID        int64
-	Amount    int64 // minor units
-	Currency  string
-	Reason    string
-	By        string
-	Provider  string
-	Key       string
-	Phase     string // planned, PhaseSentUnknown, done or failed
-	Attempts  int
-	Object    string // the gateway's refund
-	LastError string
-	Asked     time.Time
+	GatewayRequestRow
+	Reason string `json:"reason"`
+	By     string `json:"requested_by"`
 	// AtGateway is the state of the gateway's refund (pending, succeeded,
 	// failed, canceled), once it is known; GatewaySays is the gateway's
 	// reason for a refund that failed.
-	AtGateway   string
-	GatewaySays string
+	AtGateway   string `json:"-"`
+	GatewaySays string `json:"-"`
 	// AgainURL, for a refund the gateway failed after accepting it, asks
 	// for the same refund again: a new refund, under a new key.
-	AgainURL string
+	AgainURL string `json:"-"`
+}
+
+// GatewayRefundRow is one refund at a gateway: by the gateway's id of it
+// (or, for a charge total not yet named refund by refund,
+// {reference}:refunded:{total}), its state there and, for one that
+// failed, the gateway's reason.
+type GatewayRefundRow struct {
+	Provider      string    `json:"provider"`
+	RefundKey     string    `json:"refund_key"`
+	Amount        int64     `json:"amount"` // minor units
+	Currency      string    `json:"currency"`
+	Status        string    `json:"status"` // pending, succeeded, failed, canceled, superseded
+	FailureReason string    `json:"failure_reason,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // RefundForm is the order page's refund form: what is left, and what was
@@ -397,29 +462,29 @@ type JobFilter struct {
 
 // TaskRow is a task as the queue holds it.
 type TaskRow struct {
-	ID           string
-	Queue        string
-	Type         string
-	State        string
-	Payload      string
-	Retried      int
-	MaxRetry     int
-	LastError    string
-	LastFailedAt time.Time
+	ID           string    `json:"id"`
+	Queue        string    `json:"queue"`
+	Type         string    `json:"type"`
+	State        string    `json:"state"`
+	Payload      string    `json:"payload"`
+	Retried      int       `json:"retried"`
+	MaxRetry     int       `json:"max_retry"`
+	LastError    string    `json:"last_error"`
+	LastFailedAt time.Time `json:"last_failed_at"`
 }
 
 // Jobs is the jobs page: job executions (the list) and the queue's
-// archived tasks.
+// archived tasks that match the filter.
 type Jobs struct {
 	List[JobRow]
-	Filter   JobFilter
-	Archived []TaskRow
+	Filter   JobFilter `json:"-"`
+	Archived []TaskRow `json:"archived"`
 	// ArchivedError says why the queue could not be asked, if it could not.
-	ArchivedError string
-	Query         string // the filter as a query string, for the bulk re-run link
+	ArchivedError NullText `json:"archived_error"`
+	Query         string   `json:"-"` // the filter as a query string, for the bulk re-run link
 	// CanRerunMatching: a failed job or an archived task matches the
 	// filter, so the bulk re-run has something to do.
-	CanRerunMatching bool
+	CanRerunMatching bool `json:"-"`
 }
 
 // CancelConfirm asks before cancelling an order.
@@ -444,13 +509,18 @@ type OutboxFilter struct {
 }
 
 // ProductRow is one product.
+//
+// It is also the admin API's product: the body of POST /api/products and
+// the answer to it and to a restock.
 type ProductRow struct {
-	SKU         string
-	Name        string
-	Price       int64
-	Currency    string
-	Stock       int64
-	MaxPerOrder *int64 // units one order may hold; nil: no cap of its own
+	SKU      string `json:"sku"`
+	Name     string `json:"name"`
+	Price    int64  `json:"price"`
+	Currency string `json:"currency"`
+	Stock    int64  `json:"stock"`
+	// MaxPerOrder caps the units of the product one order may hold; nil:
+	// no cap of its own.
+	MaxPerOrder *int64 `json:"max_per_order"`
 }
 
 // ProductForm is the new-product form, with what was typed and what was
@@ -462,10 +532,11 @@ type ProductForm struct {
 	Accepted bool
 }
 
-// Products is the products page.
+// Products is the products page: every product, on one page, and the
+// form for a new one.
 type Products struct {
-	Rows []ProductRow
-	Form ProductForm
+	List[ProductRow]
+	Form ProductForm `json:"-"`
 }
 
 // RestockForm is a product's restock form.
@@ -475,12 +546,23 @@ type RestockForm struct {
 	Error string
 }
 
-// ProductDetail is one product and its stock ledger.
+// ProductDetail is one product and its stock ledger. Its JSON is the
+// product, a page of its ledger and the next page (MarshalJSON).
 type ProductDetail struct {
 	Product ProductRow
 	Ledger  List[MovementRow]
 	Restock RestockForm
 	Limit   LimitForm
+}
+
+// MarshalJSON is the product, a page of its ledger and the next page's
+// URL: the ledger's page flattened beside the product, as documented.
+func (v ProductDetail) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Product ProductRow    `json:"product"`
+		Ledger  []MovementRow `json:"ledger"`
+		Next    NullText      `json:"next"`
+	}{v.Product, v.Ledger.Rows, v.Ledger.Next})
 }
 
 // LimitForm is the form of a product's cap on units per order: what was
@@ -525,16 +607,55 @@ type ActionFilter struct {
 
 // ActionRow is one entry of the admin action log.
 type ActionRow struct {
-	ID         int64
-	At         time.Time
-	Admin      string
-	Action     string
-	Target     string
-	Result     string
-	Detail     string
-	RemoteAddr string
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Admin      string    `json:"admin"`
+	Action     string    `json:"action"`
+	Target     string    `json:"target"`
+	Result     string    `json:"result"`
+	Detail     string    `json:"detail"`
+	RemoteAddr string    `json:"remote_addr"`
 	// Count is how many refused log-ins of one address the row stands
-	// for, since Since (the start of its window); 1 for any other row.
-	Count int
-	Since *time.Time
+	// for, since Since (the start of its window; nil for any other row).
+	Count int        `json:"count"`
+	Since *time.Time `json:"since"`
+}
+
+// NullText is a string that the JSON shows as null when it is empty.
+type NullText string
+
+// MarshalJSON is null for "", else the string.
+func (s NullText) MarshalJSON() ([]byte, error) {
+	if s == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(string(s))
+}
+
+// NullID is a row's id, 0 for none, which the JSON shows as null.
+type NullID int64
+
+// MarshalJSON is null for 0, else the number.
+func (n NullID) MarshalJSON() ([]byte, error) {
+	if n == 0 {
+		return []byte("null"), nil
+	}
+	return strconv.AppendInt(nil, int64(n), 10), nil
+}
+
+// MarshalJSON is the counts as an object by status, in their order.
+func (cs Counts) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, c := range cs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(c.Status)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, k...), ':')
+		b = strconv.AppendInt(b, c.N, 10)
+	}
+	return append(b, '}'), nil
 }

@@ -66,7 +66,7 @@ func TestCallbacksPage(t *testing.T) {
 	if trig, _ := live.Attr("hx-trigger"); trig != "every 5s" {
 		t.Errorf("hx-trigger %q", trig)
 	}
-	if next, _ := doc.Find("a[rel=next]").Attr("href"); next != v.Next {
+	if next, _ := doc.Find("a[rel=next]").Attr("href"); next != string(v.Next) {
 		t.Errorf("next page %q", next)
 	}
 	if sel := doc.Find("select[name=provider] option[selected]").Text(); sel != "sandbox" {

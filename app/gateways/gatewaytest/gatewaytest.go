@@ -1,10 +1,20 @@
 // Package gatewaytest holds what the gateway packages' tests check the
-// same way: how Parse refuses or ignores a notification, and which parts
-// Configure builds from which settings.
+// same way, so that a gateway's tests live in its package and go with
+// it: how Parse refuses or ignores a notification (Refused), which parts
+// a gateway's constructor builds from which settings (Configure), that
+// its sender writes what its adapter reads (SenderRoundTrip,
+// SenderRefundStates), that its notifications apply once through the
+// payments pipeline (Pipeline, AppliesOnce), and what its page opener
+// and refunder must do against its emulation of its API (Emulate, Pages,
+// Refunds) and answer to a gateway that misbehaves (PageAnswers,
+// PageNoAnswer, PageRefusedBeforeSending).
 package gatewaytest
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -31,25 +41,41 @@ func Refused(tb testing.TB, ev payments.Event, err error, want string) {
 	}
 }
 
-// Setting is one configuration of a gateway and what Configure builds
-// from it: the receiving side (provider and sender), the status client,
-// or an error naming WrongVariable.
+// Setting is one configuration of a gateway — its variables, and the
+// gateway PAYMENT_GATEWAY names ("" for the sandbox) — and what its
+// constructor builds from it: the receiving side (provider and sender),
+// the calling side (status client, page opener and refunder, with the
+// emulation of those calls that the sandbox gateway serves), or an
+// error naming WrongVariable.
 type Setting struct {
 	Name          string
-	Config        config.Config
+	Vars          map[string]string
+	Pays          string // PAYMENT_GATEWAY
 	Receives      bool
 	Asks          bool
 	WrongVariable string
 }
 
-// Configure checks configure against each setting; an error must name
-// its variable and repeat none of secrets.
-func Configure(tb testing.TB, configure func(config.Config, string) (payments.Gateway, error), settings []Setting, secrets ...string) {
+// Configure checks the constructor newGateway against each setting; an
+// error must name its variable and repeat none of secrets, and the log
+// line of its settings must repeat none either, whatever is set.
+func Configure(tb testing.TB, newGateway func(config.Env) (payments.Gateway, error), settings []Setting, secrets ...string) {
 	tb.Helper()
 	for _, s := range settings {
-		g, err := configure(s.Config, "")
+		env := config.Env{Getenv: func(k string) string { return s.Vars[k] }}
+		env.PaymentGateway = cmp.Or(s.Pays, config.DefaultPaymentGateway)
+		g, err := newGateway(env)
+		var line bytes.Buffer
+		slog.New(slog.NewJSONHandler(&line, nil)).Info("gateways", "settings", slog.GroupValue(g.Settings...))
+		for _, secret := range secrets {
+			if strings.Contains(line.String(), secret) {
+				tb.Errorf("%s: the log line %s repeats a secret", s.Name, line.String())
+			}
+		}
 		if s.WrongVariable == "" {
-			if err != nil || (g.Provider != nil) != s.Receives || (g.Sender != nil) != s.Receives || (g.Status != nil) != s.Asks {
+			asks := g.Status != nil
+			if err != nil || (g.Provider != nil) != s.Receives || (g.Sender != nil) != s.Receives ||
+				asks != s.Asks || (g.Pages != nil) != asks || (g.Refunder != nil) != asks || (g.Emulator != nil) != asks {
 				tb.Errorf("%s: %+v, %v", s.Name, g, err)
 			}
 			continue

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 )
 
 // PageNoAnswer checks that an opener the gateway does not answer — the
 // connection closed, or the context's deadline came first — returns a
 // plain error, not a refusal: unknown whether the gateway acted. open
 // builds the opener for a gateway at baseURL.
-func PageNoAnswer(t *testing.T, open func(baseURL string) (outbound.PageOpener, error), r outbound.PageRequest) {
+func PageNoAnswer(t *testing.T, open func(baseURL string) (gatewaycalls.PageOpener, error), r gatewaycalls.PageRequest) {
 	t.Helper()
 	closed := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler)
@@ -25,7 +25,7 @@ func PageNoAnswer(t *testing.T, open func(baseURL string) (outbound.PageOpener, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.OpenPage(t.Context(), r); err == nil || outbound.IsRefused(err) {
+	if _, err := o.OpenPage(t.Context(), r); err == nil || gatewaycalls.IsRefused(err) {
 		t.Errorf("a closed connection: %v", err)
 	}
 
@@ -44,18 +44,18 @@ func PageNoAnswer(t *testing.T, open func(baseURL string) (outbound.PageOpener, 
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := o.OpenPage(ctx, r); err == nil || outbound.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := o.OpenPage(ctx, r); err == nil || gatewaycalls.IsRefused(err) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("the context's deadline: %v", err)
 	}
 }
 
 // PageRequest is an order of two lines, 150000 IDR in all, opened under
 // key 14 min 30 s before the order's deadline.
-func PageRequest(key string) outbound.PageRequest {
-	return outbound.PageRequest{
+func PageRequest(key string) gatewaycalls.PageRequest {
+	return gatewaycalls.PageRequest{
 		ExpiresAt: time.Date(2026, 12, 1, 10, 15, 0, 0, time.UTC), AskedAt: time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC),
 		OrderID: "ORD-P-1", Key: key, Amount: 150000, Currency: "IDR", CustomerEmail: "budi@example.id",
-		Items: []outbound.PageItem{
+		Items: []gatewaycalls.PageItem{
 			{SKU: "KOPI", Name: "Kopi", Qty: 2, UnitPrice: 50000},
 			{SKU: "TEH", Name: "Teh", Qty: 1, UnitPrice: 50000},
 		},
@@ -64,13 +64,13 @@ func PageRequest(key string) outbound.PageRequest {
 }
 
 // PageRefusedBeforeSending checks that o refuses each request before it
-// sends it (a *outbound.Refused with Status 0), and that nothing reached
+// sends it (a *gatewaycalls.Refused with Status 0), and that nothing reached
 // the gateway: got, what the gateway received, stays empty.
-func PageRefusedBeforeSending[T any](t *testing.T, o outbound.PageOpener, got <-chan T, requests ...outbound.PageRequest) {
+func PageRefusedBeforeSending[T any](t *testing.T, o gatewaycalls.PageOpener, got <-chan T, requests ...gatewaycalls.PageRequest) {
 	t.Helper()
 	for _, r := range requests {
 		_, err := o.OpenPage(t.Context(), r)
-		var refused *outbound.Refused
+		var refused *gatewaycalls.Refused
 		if !errors.As(err, &refused) || refused.Status != 0 {
 			t.Errorf("%+v: %v, want refused before sending", r, err)
 		}
@@ -93,13 +93,13 @@ type PageAnswer struct {
 }
 
 // PageAnswers checks what the opener open(status, body) — answered so
-// by its gateway — returns for r: an error, a *outbound.Refused with the
+// by its gateway — returns for r: an error, a *gatewaycalls.Refused with the
 // gateway's status exactly when the answer is a definite "no".
-func PageAnswers(t *testing.T, open func(status int, body string) outbound.PageOpener, r outbound.PageRequest, answers []PageAnswer) {
+func PageAnswers(t *testing.T, open func(status int, body string) gatewaycalls.PageOpener, r gatewaycalls.PageRequest, answers []PageAnswer) {
 	t.Helper()
 	for _, a := range answers {
 		_, err := open(a.Status, a.Body).OpenPage(t.Context(), r)
-		var refused *outbound.Refused
+		var refused *gatewaycalls.Refused
 		switch {
 		case err == nil:
 			t.Errorf("%d %s: no error", a.Status, a.Body)

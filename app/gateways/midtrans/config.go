@@ -1,38 +1,64 @@
 package midtrans
 
 import (
-	"fmt"
+	"cmp"
+	"log/slog"
 	"strings"
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/payments"
 )
 
-// Configure builds Midtrans's parts when MIDTRANS_SERVER_KEY is set: the
-// provider, the sender and the status client. Both the provider's
-// confirmations and the status poll ask MIDTRANS_API_URL; by default the
-// API of the key's environment, or, where the sandbox gateway runs
-// (development and QA), its emulation of that API (SandboxAPIPath), which
-// knows the payments it made.
-func Configure(cfg config.Config, sandboxURL string) (payments.Gateway, error) {
-	if cfg.MidtransServerKey == "" {
-		return payments.Gateway{}, nil
+// New builds Midtrans's parts when MIDTRANS_SERVER_KEY is set: the
+// provider, the sender, the status client, the Snap page opener, the
+// refunder, and the emulation of Midtrans's API and Snap (Emulator)
+// which the sandbox gateway serves at SandboxAPIPath to that key. The
+// provider's confirmations, the status poll and refunds ask
+// MIDTRANS_API_URL, and pages are opened at MIDTRANS_SNAP_URL; by
+// default the hosts of the key's environment or, where the sandbox
+// gateway runs (development and QA), that emulation, which knows the
+// payments the sandbox gateway made.
+func New(env config.Env) (payments.Gateway, error) {
+	r := env.Reader()
+	key := r.String("MIDTRANS_SERVER_KEY")
+	apiURL, snapURL := strings.TrimSuffix(r.URL("MIDTRANS_API_URL"), "/"), strings.TrimSuffix(r.URL("MIDTRANS_SNAP_URL"), "/")
+	g := payments.Gateway{Name: Name, Settings: []slog.Attr{
+		config.IsSet("midtrans_server_key", key),
+		slog.String("midtrans_api_url", apiURL),
+		slog.String("midtrans_snap_url", snapURL),
+	}}
+	if key == "" {
+		if env.PaymentGateway == Name {
+			r.Fail("PAYMENT_GATEWAY", "midtrans needs MIDTRANS_SERVER_KEY")
+		}
+		return g, r.Err()
 	}
-	apiURL := cfg.MidtransAPIURL
-	if apiURL == "" && cfg.SandboxGateway && sandboxURL != "" {
-		apiURL = strings.TrimSuffix(sandboxURL, "/") + SandboxAPIPath
+	if err := CheckServerKey(key); err != nil {
+		r.Fail("MIDTRANS_SERVER_KEY", "%v", err)
+		return g, r.Err()
 	}
-	p, err := NewProvider(cfg.MidtransServerKey, apiURL)
-	if err != nil {
-		return payments.Gateway{}, fmt.Errorf("MIDTRANS_SERVER_KEY: %w", err)
+	if env.SandboxGateway && env.SandboxURL != "" {
+		emulation := strings.TrimSuffix(env.SandboxURL, "/") + SandboxAPIPath
+		apiURL, snapURL = cmp.Or(apiURL, emulation), cmp.Or(snapURL, emulation)
 	}
-	status, err := NewStatusClient(cfg.MidtransServerKey, apiURL)
-	if err != nil {
-		return payments.Gateway{}, fmt.Errorf("MIDTRANS_SERVER_KEY: %w", err)
+	var err error
+	if g.Provider, err = NewProvider(key, apiURL); err != nil {
+		return g, err
 	}
-	return payments.Gateway{Provider: p, Status: status, Sender: Sender{serverKey: cfg.MidtransServerKey}}, nil
+	if g.Status, err = NewStatusClient(key, apiURL); err != nil {
+		return g, err
+	}
+	if g.Pages, err = NewPageOpener(key, snapURL); err != nil {
+		return g, err
+	}
+	if g.Refunder, err = NewRefunder(key, apiURL); err != nil {
+		return g, err
+	}
+	g.Sender = Sender{serverKey: key}
+	g.Emulator = NewEmulator(key) // the sandbox gateway answers as Midtrans's API and Snap to this key
+	return g, r.Err()
 }
 
 // SandboxAPIPath is where the sandbox gateway answers as Midtrans's API
-// (web/sandboxgw): GET {SandboxAPIPath}/v2/{id}/status.
+// and Snap (the Emulator): GET {SandboxAPIPath}/v2/{id}/status.
 const SandboxAPIPath = "/sandbox/midtrans"

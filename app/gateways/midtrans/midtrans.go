@@ -43,7 +43,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -204,9 +204,9 @@ func parse(body []byte) (payments.Event, error) {
 	if n.FraudStatus != "" {
 		key += ":" + n.FraudStatus
 	}
-	// A Snap order_id that replaced a spent one (outbound.Pages) is the
+	// A Snap order_id that replaced a spent one (gatewaycalls.Pages) is the
 	// order id, a "~" and the attempt.
-	ev := payments.Event{Key: key, OrderID: outbound.OrderOfKey(n.OrderID), TransactionID: n.TransactionID, Status: status, Currency: n.Currency}
+	ev := payments.Event{Key: key, OrderID: gatewaycalls.OrderOfKey(n.OrderID), TransactionID: n.TransactionID, Status: status, Currency: n.Currency}
 	f := payments.Fields{}
 	f.Text("order_id", n.OrderID)
 	f.Text("transaction_id", n.TransactionID)

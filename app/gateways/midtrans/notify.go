@@ -50,6 +50,10 @@ func Key(f payments.Fact) string {
 	return f.TransactionID + ":" + n.TransactionStatus + ":" + n.RefundAmount
 }
 
+// Key implements the sandbox gateway's naming of its deliveries: a
+// Midtrans notification carries no event id, so its key (Key) names it.
+func (Sender) Key(f payments.Fact) string { return Key(f) }
+
 // refundNotification is the refund part of f's notification: one refund
 // of f.Amount, or, when f restates the charge (Gross, Refunds), what
 // Midtrans writes — gross_amount the charge's, refunds every refund so

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/httpjson"
-	"github.com/sekali/sekali/app/outbound"
 )
 
 // PageOpener opens Snap payment pages: POST {snap}/snap/v1/transactions
@@ -22,18 +22,18 @@ import (
 // a second create with it is refused (400 "…order_id has already been
 // taken", or "…has been paid and utilized…" once paid), never given the
 // first token. So a repeat after a lost answer (a timeout, a 5xx, a
-// connection that broke after Midtrans acted) is *outbound.KeySpent, and
-// the caller opens the page again under a new key (outbound.Pages does:
+// connection that broke after Midtrans acted) is *gatewaycalls.KeySpent, and
+// the caller opens the page again under a new key (gatewaycalls.Pages does:
 // {order}~{attempt}, which Parse reads back as the order); the lost token
 // is never paid through unless its customer had it. An order_id already
-// paid is *outbound.Refused: its notification settles the order.
+// paid is *gatewaycalls.Refused: its notification settles the order.
 //
 // Answers: 201 (or 200) with a token → the token and redirect_url; any
-// other 4xx but 408, 409, 425 and 429 → *outbound.Refused; those, a 5xx,
+// other 4xx but 408, 409, 425 and 429 → *gatewaycalls.Refused; those, a 5xx,
 // an answer without a token, no answer, or the context's end → a plain
 // error: unknown whether Midtrans acted. A request that cannot be sent as
 // it is (another currency than IDR, items that do not add up to the
-// amount) is refused before it is sent: *outbound.Refused with Status 0.
+// amount) is refused before it is sent: *gatewaycalls.Refused with Status 0.
 type PageOpener struct {
 	BaseURL   string // Snap's: https://app.midtrans.com, https://app.sandbox.midtrans.com, or a test server
 	serverKey string
@@ -60,12 +60,12 @@ func NewPageOpener(serverKey, snapURL string) (*PageOpener, error) {
 		Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
 }
 
-// Provider implements outbound.PageOpener.
+// Provider implements gatewaycalls.PageOpener.
 func (*PageOpener) Provider() string { return Name }
 
-// PageOrigins implements outbound.PageOpener: Snap's redirect_url is on
+// PageOrigins implements gatewaycalls.PageOpener: Snap's redirect_url is on
 // Snap's own host.
-func (o *PageOpener) PageOrigins() []string { return []string{outbound.Origin(o.BaseURL)} }
+func (o *PageOpener) PageOrigins() []string { return []string{gatewaycalls.Origin(o.BaseURL)} }
 
 // snapTransaction is Snap's request.
 type snapTransaction struct {
@@ -103,15 +103,15 @@ type snapItem struct {
 	Name     string `json:"name"`
 }
 
-// OpenPage implements outbound.PageOpener.
-func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outbound.Page, error) {
+// OpenPage implements gatewaycalls.PageOpener.
+func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, error) {
 	body, err := snapBody(r)
 	if err != nil {
-		return outbound.Page{}, err
+		return gatewaycalls.Page{}, err
 	}
 	code, answer, err := httpjson.Post(ctx, o.Client, o.BaseURL+"/snap/v1/transactions", o.serverKey, body)
 	if err != nil {
-		return outbound.Page{}, fmt.Errorf("midtrans snap: %w", err)
+		return gatewaycalls.Page{}, fmt.Errorf("midtrans snap: %w", err)
 	}
 	var a struct {
 		Token         string   `json:"token"`
@@ -121,28 +121,28 @@ func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outb
 	decodeErr := json.Unmarshal(answer, &a)
 	switch {
 	case (code == http.StatusCreated || code == http.StatusOK) && decodeErr == nil && a.Token != "" && a.RedirectURL != "":
-		return outbound.Page{ObjectID: a.Token, RedirectURL: a.RedirectURL}, nil
-	case outbound.RefusedStatus(code):
+		return gatewaycalls.Page{ObjectID: a.Token, RedirectURL: a.RedirectURL}, nil
+	case gatewaycalls.RefusedStatus(code):
 		msg := strings.Join(a.ErrorMessages, "; ")
 		if msg == "" {
 			msg = http.StatusText(code)
 		}
 		if strings.Contains(msg, "has already been taken") {
-			return outbound.Page{}, &outbound.KeySpent{Message: msg}
+			return gatewaycalls.Page{}, &gatewaycalls.KeySpent{Message: msg}
 		}
-		return outbound.Page{}, &outbound.Refused{Status: code, Message: msg}
+		return gatewaycalls.Page{}, &gatewaycalls.Refused{Status: code, Message: msg}
 	}
-	return outbound.Page{}, fmt.Errorf("midtrans snap: HTTP %d %.200s", code, answer)
+	return gatewaycalls.Page{}, fmt.Errorf("midtrans snap: HTTP %d %.200s", code, answer)
 }
 
 // snapBody is the Snap transaction that r asks for. A request without
 // items is sent without item_details.
-func snapBody(r outbound.PageRequest) ([]byte, error) {
+func snapBody(r gatewaycalls.PageRequest) ([]byte, error) {
 	if strings.ToUpper(r.Currency) != "IDR" {
-		return nil, &outbound.Refused{Message: fmt.Sprintf("midtrans snap: Snap takes IDR, not %q", r.Currency)}
+		return nil, &gatewaycalls.Refused{Message: fmt.Sprintf("midtrans snap: Snap takes IDR, not %q", r.Currency)}
 	}
 	if r.Key == "" || r.Amount < 1 {
-		return nil, &outbound.Refused{Message: "midtrans snap: no order_id (key) or no amount"}
+		return nil, &gatewaycalls.Refused{Message: "midtrans snap: no order_id (key) or no amount"}
 	}
 	var t snapTransaction
 	t.TransactionDetails.OrderID, t.TransactionDetails.GrossAmount = r.Key, r.Amount

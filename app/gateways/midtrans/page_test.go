@@ -8,14 +8,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/midtrans"
-	"github.com/sekali/sekali/app/outbound"
 )
 
 const snapKey = "SB-Mid-server-PAGE0123456789"
 
-func pageRequest() outbound.PageRequest { return gatewaytest.PageRequest("ORD-P-1-1") }
+func pageRequest() gatewaycalls.PageRequest { return gatewaytest.PageRequest("ORD-P-1-1") }
 
 // seen is one request a test server received.
 type seen struct {
@@ -60,7 +60,7 @@ func TestOpenPageRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if page != (outbound.Page{ObjectID: "d379aa71-99eb-4dd1-b9bb-eefe813746e9",
+	if page != (gatewaycalls.Page{ObjectID: "d379aa71-99eb-4dd1-b9bb-eefe813746e9",
 		RedirectURL: "https://app.sandbox.midtrans.com/snap/v3/redirection/d379aa71-99eb-4dd1-b9bb-eefe813746e9"}) {
 		t.Errorf("page %+v", page)
 	}
@@ -82,7 +82,7 @@ func TestOpenPageRequest(t *testing.T) {
 func TestOpenPageMinimal(t *testing.T) {
 	t.Parallel()
 	o, got := snapServer(t, http.StatusCreated, tokenBody)
-	r := outbound.PageRequest{OrderID: "ORD-P-2", Key: "ORD-P-2", Amount: 1000, Currency: "idr", ReturnURL: "https://shop.example/o"}
+	r := gatewaycalls.PageRequest{OrderID: "ORD-P-2", Key: "ORD-P-2", Amount: 1000, Currency: "idr", ReturnURL: "https://shop.example/o"}
 	if _, err := o.OpenPage(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestOpenPageRefusedBeforeSending(t *testing.T) {
 // says nothing of whether Midtrans acted.
 func TestOpenPageAnswers(t *testing.T) {
 	t.Parallel()
-	gatewaytest.PageAnswers(t, func(status int, body string) outbound.PageOpener {
+	gatewaytest.PageAnswers(t, func(status int, body string) gatewaycalls.PageOpener {
 		o, _ := snapServer(t, status, body)
 		return o
 	}, pageRequest(), []gatewaytest.PageAnswer{
@@ -144,7 +144,7 @@ func TestOpenPageAnswers(t *testing.T) {
 // a refusal.
 func TestOpenPageNoAnswer(t *testing.T) {
 	t.Parallel()
-	gatewaytest.PageNoAnswer(t, func(baseURL string) (outbound.PageOpener, error) {
+	gatewaytest.PageNoAnswer(t, func(baseURL string) (gatewaycalls.PageOpener, error) {
 		return midtrans.NewPageOpener(snapKey, baseURL)
 	}, pageRequest())
 }
@@ -190,7 +190,7 @@ func TestTakenOrderIDIsASpentKey(t *testing.T) {
 	t.Parallel()
 	o, _ := snapServer(t, 400, `{"error_messages":["transaction_details.order_id has already been taken"]}`)
 	_, err := o.OpenPage(t.Context(), pageRequest())
-	if !outbound.IsKeySpent(err) || outbound.IsRefused(err) {
+	if !gatewaycalls.IsKeySpent(err) || gatewaycalls.IsRefused(err) {
 		t.Errorf("a taken order_id: %v, want a spent key", err)
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/httpjson"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 )
 
-// Refunder refunds Midtrans transactions (outbound.Refunder) with the
+// Refunder refunds Midtrans transactions (gatewaycalls.Refunder) with the
 // Core API's refund (docs.midtrans.com/reference/refund-transaction):
 // POST {api}/v2/{transaction_id}/refund with the server key as the
 // basic-auth user and {refund_key, amount, reason} — refund_key the
@@ -37,16 +37,16 @@ import (
 // taken by a call that did not refund (refused, its answer lost): on a
 // repeat (Attempt > 1) that is a plain error — the refund stays open and
 // is asked again, never counted — and on a first call (Attempt 1) the
-// key was used by someone else: *outbound.Refused.
+// key was used by someone else: *gatewaycalls.Refused.
 //
-// Other answers: a 4xx that outbound.RefusedStatus calls definite (412
+// Other answers: a 4xx that gatewaycalls.RefusedStatus calls definite (412
 // the transaction cannot be refunded, 414 an amount above what is left,
-// 400) → *outbound.Refused; 401, 404, 408, 409, 429, a 5xx, an answer
+// 400) → *gatewaycalls.Refused; 401, 404, 408, 409, 429, a 5xx, an answer
 // that is not Midtrans's, no answer, or the context's end → a plain
 // error: unknown whether Midtrans refunded. A request that cannot be
 // sent as it is (no key, a key with characters Midtrans does not allow,
 // no transaction, another currency than IDR) is refused before it is
-// sent: *outbound.Refused with Status 0.
+// sent: *gatewaycalls.Refused with Status 0.
 type Refunder struct {
 	BaseURL   string // the Core API: https://api.midtrans.com, https://api.sandbox.midtrans.com, or a test server
 	serverKey string
@@ -67,7 +67,7 @@ func NewRefunder(serverKey, apiURL string) (*Refunder, error) {
 		Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
 }
 
-// Provider implements outbound.Refunder.
+// Provider implements gatewaycalls.Refunder.
 func (*Refunder) Provider() string { return Name }
 
 // RefundKeyPattern is what Midtrans allows in a refund_key.
@@ -83,13 +83,13 @@ type refundRequest struct {
 	Reason    string      `json:"reason,omitempty"`
 }
 
-// Refund implements outbound.Refunder.
-func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+// Refund implements gatewaycalls.Refunder.
+func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, error) {
 	switch {
 	case strings.ToUpper(r.Currency) != "IDR":
-		return outbound.Refunded{}, &outbound.Refused{Message: fmt.Sprintf("midtrans refund: Midtrans takes IDR, not %q", r.Currency)}
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Message: fmt.Sprintf("midtrans refund: Midtrans takes IDR, not %q", r.Currency)}
 	case !RefundKeyPattern.MatchString(r.Key) || r.Charge == "" || r.Amount < 1:
-		return outbound.Refunded{}, &outbound.Refused{Message: fmt.Sprintf(
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Message: fmt.Sprintf(
 			"midtrans refund: refund_key %q (letters, digits, - and _), a transaction and a positive amount are required", r.Key)}
 	}
 	reason := r.Reason
@@ -98,11 +98,11 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 	}
 	body, err := json.Marshal(refundRequest{RefundKey: r.Key, Amount: json.Number(payments.MajorText(r.Amount, "IDR", 0)), Reason: reason})
 	if err != nil {
-		return outbound.Refunded{}, err
+		return gatewaycalls.Refunded{}, err
 	}
 	code, answer, err := httpjson.Post(ctx, f.Client, f.BaseURL+"/v2/"+url.PathEscape(r.Charge)+"/refund", f.serverKey, body)
 	if err != nil {
-		return outbound.Refunded{}, fmt.Errorf("midtrans refund: %w", err)
+		return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: %w", err)
 	}
 	var a struct {
 		StatusCode    string `json:"status_code"`
@@ -114,7 +114,7 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 	if n, err := strconv.Atoi(a.StatusCode); decodeErr == nil && err == nil && code == http.StatusOK {
 		status = n // Midtrans's HTTP 200 with the outcome in the body
 	}
-	done := outbound.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: r.Amount}
+	done := gatewaycalls.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: r.Amount}
 	msg := a.StatusMessage
 	if msg == "" {
 		msg = http.StatusText(status)
@@ -125,12 +125,12 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 	case status == http.StatusNotAcceptable && r.Attempt > 1: // the key was used: by an earlier attempt of this request?
 		return f.listed(ctx, r, msg)
 	case status == http.StatusNotAcceptable:
-		return outbound.Refunded{}, &outbound.Refused{Status: status,
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Status: status,
 			Message: msg + ": refund_key " + r.Key + " was used before this refund was first asked for"}
-	case outbound.RefusedStatus(status):
-		return outbound.Refunded{}, &outbound.Refused{Status: status, Message: msg}
+	case gatewaycalls.RefusedStatus(status):
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Status: status, Message: msg}
 	}
-	return outbound.Refunded{}, fmt.Errorf("midtrans refund: HTTP %d %.200s", code, answer)
+	return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: HTTP %d %.200s", code, answer)
 }
 
 // listed answers a 406 "Duplicate refund ID" on a repeat of r by what
@@ -139,18 +139,18 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 // listed was taken by a call that did not refund (refused, its answer
 // lost) and is never counted: the refund stays open, with a plain error
 // that says so, and is asked again.
-func (f *Refunder) listed(ctx context.Context, r outbound.RefundRequest, msg string) (outbound.Refunded, error) {
+func (f *Refunder) listed(ctx context.Context, r gatewaycalls.RefundRequest, msg string) (gatewaycalls.Refunded, error) {
 	code, body, err := httpjson.Get(ctx, f.Client, f.BaseURL+"/v2/"+url.PathEscape(r.Charge)+"/status", f.serverKey)
 	if err != nil {
-		return outbound.Refunded{}, fmt.Errorf("midtrans refund: 406 %s for refund_key %s, and the status API could not be asked: %w", msg, r.Key, err)
+		return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: 406 %s for refund_key %s, and the status API could not be asked: %w", msg, r.Key, err)
 	}
 	if _, found, err := readStatus(code, body); err != nil || !found {
-		return outbound.Refunded{}, fmt.Errorf("midtrans refund: 406 %s for refund_key %s, and the status API does not list the transaction (found %v, %v)",
+		return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: 406 %s for refund_key %s, and the status API does not list the transaction (found %v, %v)",
 			msg, r.Key, found, err)
 	}
 	var n Notification
 	if err := json.Unmarshal(body, &n); err != nil {
-		return outbound.Refunded{}, fmt.Errorf("midtrans refund: the status API's refunds: %w", err)
+		return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: the status API's refunds: %w", err)
 	}
 	for _, listed := range n.Refunds {
 		if listed.RefundKey != r.Key {
@@ -158,9 +158,9 @@ func (f *Refunder) listed(ctx context.Context, r outbound.RefundRequest, msg str
 		}
 		amount, err := payments.ParseAmount(listed.RefundAmount, "IDR")
 		if err != nil || amount < 1 {
-			return outbound.Refunded{}, fmt.Errorf("midtrans refund: the status API lists refund_key %s with refund_amount %q", r.Key, listed.RefundAmount)
+			return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: the status API lists refund_key %s with refund_amount %q", r.Key, listed.RefundAmount)
 		}
-		return outbound.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: amount}, nil
+		return gatewaycalls.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: amount}, nil
 	}
-	return outbound.Refunded{}, fmt.Errorf("midtrans refund: 406 %s, and the status API lists no refund with refund_key %s: not counted; asked again later", msg, r.Key)
+	return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: 406 %s, and the status API lists no refund with refund_key %s: not counted; asked again later", msg, r.Key)
 }

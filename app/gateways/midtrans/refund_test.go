@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 )
 
@@ -52,28 +52,28 @@ func scriptedMidtrans(t *testing.T, statusBody string, listed map[string]string)
 // refund stays open and is asked again) and a first call a refusal.
 func TestRefund406IsCheckedWithTheStatusAPI(t *testing.T) {
 	t.Parallel()
-	req := func(attempt int) outbound.RefundRequest {
-		return outbound.RefundRequest{OrderID: "ORD-1", Key: "ORD-1-R1", Charge: "tx-1", Amount: 50000, Currency: "IDR", Attempt: attempt}
+	req := func(attempt int) gatewaycalls.RefundRequest {
+		return gatewaycalls.RefundRequest{OrderID: "ORD-1", Key: "ORD-1-R1", Charge: "tx-1", Amount: 50000, Currency: "IDR", Attempt: attempt}
 	}
 	listed := map[string]string{"ORD-1-R1": "50000.00", "someone-else": "10000.00"}
 	a, err := scriptedMidtrans(t, "", listed).Refund(t.Context(), req(2))
-	if want := (outbound.Refunded{ObjectID: "ORD-1-R1", RefundKey: "ORD-1-R1", Amount: 50000}); err != nil || a != want {
+	if want := (gatewaycalls.Refunded{ObjectID: "ORD-1-R1", RefundKey: "ORD-1-R1", Amount: 50000}); err != nil || a != want {
 		t.Errorf("a repeat, the key listed: %+v, %v; want %+v", a, err, want)
 	}
 
 	notListed := map[string]string{"someone-else": "10000.00"}
 	_, err = scriptedMidtrans(t, "", notListed).Refund(t.Context(), req(2))
-	if err == nil || outbound.IsRefused(err) || !strings.Contains(err.Error(), "not counted") {
+	if err == nil || gatewaycalls.IsRefused(err) || !strings.Contains(err.Error(), "not counted") {
 		t.Errorf("a repeat, the key not listed: %v; want a plain error that says it is not counted", err)
 	}
 	_, err = scriptedMidtrans(t, "", notListed).Refund(t.Context(), req(1))
-	if !outbound.IsRefused(err) {
+	if !gatewaycalls.IsRefused(err) {
 		t.Errorf("a first call, the key not listed: %v; want a refusal", err)
 	}
 
 	// The status API in trouble, inside a 200: nothing is known.
 	_, err = scriptedMidtrans(t, `{"status_code":"500","status_message":"Sorry"}`, nil).Refund(t.Context(), req(2))
-	if err == nil || outbound.IsRefused(err) {
+	if err == nil || gatewaycalls.IsRefused(err) {
 		t.Errorf("the status API erring: %v; want a plain error", err)
 	}
 }

@@ -7,18 +7,22 @@ import (
 	"github.com/sekali/sekali/app/payments"
 )
 
-// Configure builds the sandbox's parts: its provider with
+// New builds the sandbox's parts: its provider and sender with
 // SANDBOX_WEBHOOK_SECRET (or the development secret, when the sandbox
-// gateway runs), and its status client when the sandbox gateway is on and
-// this process knows where it answers (sandboxURL).
-func Configure(cfg config.Config, sandboxURL string) (payments.Gateway, error) {
-	var g payments.Gateway
-	if len(cfg.SandboxKeys) > 0 {
-		g.Provider = NewProvider(cfg.SandboxKeys)
-		g.Sender = NewSender(cfg.SandboxKeys[0])
+// gateway runs), and its status client when the sandbox gateway runs and
+// this process knows where it answers (env.SandboxURL). Its secret stays
+// in app/config: the sandbox gateway (web/sandboxgw) signs with the same
+// key, and whether the public development secret may stand in depends on
+// SANDBOX_GATEWAY. Its pages and refunds are the sandbox gateway's own.
+func New(env config.Env) (payments.Gateway, error) {
+	g := payments.Gateway{Name: Name}
+	if len(env.SandboxKeys) == 0 {
+		return g, nil
 	}
-	if cfg.SandboxGateway && sandboxURL != "" && len(cfg.SandboxKeys) > 0 {
-		g.Status = NewStatusClient(strings.TrimSuffix(sandboxURL, "/"), cfg.SandboxKeys[0])
+	g.Provider = NewProvider(env.SandboxKeys)
+	g.Sender = NewSender(env.SandboxKeys[0])
+	if env.SandboxGateway && env.SandboxURL != "" {
+		g.Status = NewStatusClient(strings.TrimSuffix(env.SandboxURL, "/"), env.SandboxKeys[0])
 	}
 	return g, nil
 }

@@ -89,8 +89,8 @@ func parse(eventID string, body []byte) (payments.Event, error) {
 		return payments.Event{}, models.Errorf(models.EMissingField, "the body must be a JSON object")
 	}
 	ev := payments.Event{Key: eventID}
-	if len(ev.Key) > payments.MaxFieldLength || !models.CleanText(ev.Key) {
-		return payments.Event{}, models.Errorf(models.EMissingField, "webhook-id must be at most %d characters of text without NUL", payments.MaxFieldLength)
+	if ev.Key == "" || len(ev.Key) > payments.MaxFieldLength || !models.CleanText(ev.Key) {
+		return payments.Event{}, models.Errorf(models.EMissingField, "webhook-id must be 1 to %d characters of text without NUL", payments.MaxFieldLength)
 	}
 	f := payments.Fields{Object: obj}
 	ev.OrderID = f.String("order_id")

@@ -1,30 +1,38 @@
 package stripe
 
 import (
-	"fmt"
+	"log/slog"
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/payments"
 )
 
-// Configure builds Stripe's parts: the provider and the sender when
-// STRIPE_WEBHOOK_SECRET is set, the status client when STRIPE_SECRET_KEY
-// is.
-func Configure(cfg config.Config, _ string) (payments.Gateway, error) {
-	var g payments.Gateway
-	if cfg.StripeWebhookSecret != "" {
-		p, err := NewProvider(cfg.StripeWebhookSecret)
-		if err != nil {
-			return g, fmt.Errorf("STRIPE_WEBHOOK_SECRET: %w", err)
-		}
-		g.Provider, g.Sender = p, Sender{secret: p.secrets[0]}
+// New builds Stripe's parts: the provider and the sender when
+// STRIPE_WEBHOOK_SECRET is set; the status client, the Checkout opener
+// and the refunder when STRIPE_SECRET_KEY is, all at STRIPE_API_URL
+// (Stripe's API by default), and the emulation of that API which the
+// sandbox gateway serves at {sandbox}/sandbox/stripe (EmulatorPath) to
+// that key. Stripe's host is the same for test and live keys, so it
+// never defaults to the emulation.
+func New(env config.Env) (payments.Gateway, error) {
+	r := env.Reader()
+	var provider *Provider
+	r.Secret("STRIPE_WEBHOOK_SECRET", func(s string) (err error) { provider, err = NewProvider(s); return err })
+	key, apiURL := r.Secret("STRIPE_SECRET_KEY", CheckSecretKey), r.URL("STRIPE_API_URL")
+	r.Needs(env, Name, "STRIPE_SECRET_KEY", r.String("STRIPE_SECRET_KEY"))
+	g := payments.Gateway{Name: Name, Settings: []slog.Attr{
+		config.IsSet("stripe_webhook_secret", r.String("STRIPE_WEBHOOK_SECRET")),
+		config.IsSet("stripe_secret_key", r.String("STRIPE_SECRET_KEY")),
+		slog.String("stripe_api_url", apiURL),
+	}}
+	if provider != nil {
+		g.Provider, g.Sender = provider, Sender{secret: provider.secrets[0]}
 	}
-	if cfg.StripeSecretKey != "" {
-		c, err := NewStatusClient(cfg.StripeSecretKey, cfg.StripeAPIURL)
-		if err != nil {
-			return g, fmt.Errorf("STRIPE_SECRET_KEY: %w", err)
+	if key != "" {
+		if err := payments.CallsWith(&g, key, apiURL, NewStatusClient, NewPageOpener, NewRefunder); err != nil {
+			r.Fail("STRIPE_SECRET_KEY", "%v", err)
 		}
-		g.Status = c
+		g.Emulator = NewEmulator(key) // the sandbox gateway answers as Stripe's API to this key
 	}
-	return g, nil
+	return g, r.Err()
 }

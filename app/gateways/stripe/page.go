@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 
 	stripego "github.com/stripe/stripe-go/v82"
 
-	"github.com/sekali/sekali/app/gateways/httpjson"
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 )
 
 // PageOpener opens Stripe Checkout Sessions (POST /v1/checkout/sessions,
@@ -22,7 +19,7 @@ import (
 // caller repeats.
 //
 // Answers: a session → its id (cs_…) and url. Stripe's 400, 401, 402,
-// 403 and 404 are *outbound.Refused — among them the 400
+// 403 and 404 are *gatewaycalls.Refused — among them the 400
 // idempotency_error of a key first used with other parameters or on
 // another endpoint: the key cannot succeed, so a repeat must send exactly
 // what the first call sent. A 409 (the key's first request is still in
@@ -30,9 +27,9 @@ import (
 // the context's end is a plain error: unknown whether Stripe acted. A
 // request that cannot be sent as it is (an amount that is not one of the
 // currency, items that do not add up to the amount) is refused before it
-// is sent: *outbound.Refused with Status 0.
+// is sent: *gatewaycalls.Refused with Status 0.
 type PageOpener struct {
-	client  *stripego.Client
+	api     *api
 	baseURL string
 }
 
@@ -41,104 +38,55 @@ type PageOpener struct {
 // (https://api.stripe.com) when empty; it may have a path, as the sandbox
 // gateway's emulation has (http://host/sandbox/stripe).
 func NewPageOpener(secretKey, baseURL string) (*PageOpener, error) {
-	c, err := NewAPIClient(secretKey, baseURL)
+	a, err := newAPI(secretKey, baseURL)
 	if err != nil {
 		return nil, err
 	}
-	return &PageOpener{client: c, baseURL: baseURL}, nil
+	return &PageOpener{api: a, baseURL: baseURL}, nil
 }
 
 // CheckoutOrigin is where Stripe serves its Checkout pages.
 const CheckoutOrigin = "https://checkout.stripe.com"
 
-// PageOrigins implements outbound.PageOrigins: Stripe's Checkout, and,
+// PageOrigins implements gatewaycalls.PageOrigins: Stripe's Checkout, and,
 // with an API of its own (the sandbox gateway's emulation), that API's
 // origin, where such an API serves its pages.
 func (o *PageOpener) PageOrigins() []string {
-	if origin := outbound.Origin(o.baseURL); origin != "" {
+	if origin := gatewaycalls.Origin(o.baseURL); origin != "" {
 		return []string{CheckoutOrigin, origin}
 	}
 	return []string{CheckoutOrigin}
 }
 
-// NewAPIClient is stripe-go's client of Stripe's API at baseURL (Stripe's
-// own when empty; a path is allowed), for a secret or restricted key. It
-// makes no retries of its own (the caller repeats, with the same
-// idempotency key), logs nothing (the caller logs what it returns), and
-// every request ends within httpjson.DefaultTimeout.
-func NewAPIClient(secretKey, baseURL string) (*stripego.Client, error) {
-	if err := CheckSecretKey(secretKey); err != nil {
-		return nil, err
-	}
-	httpClient := httpjson.NewClient(httpjson.DefaultTimeout)
-	cfg := &stripego.BackendConfig{
-		HTTPClient:        httpClient,
-		MaxNetworkRetries: stripego.Int64(0),
-		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
-	}
-	if baseURL != "" {
-		u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("stripe API URL %q is not an http(s) URL", baseURL)
-		}
-		cfg.URL = stripego.String(u.Scheme + "://" + u.Host)
-		// stripe-go trims one trailing /v1 from its base URL: so does
-		// the prefix.
-		if prefix := strings.TrimSuffix(u.Path, "/v1"); prefix != "" {
-			httpClient.Transport = prefixPath{prefix: prefix, next: http.DefaultTransport}
-		}
-	}
-	return stripego.NewClient(secretKey, stripego.WithBackends(stripego.NewBackendsWithConfig(cfg))), nil
-}
-
-// prefixPath puts prefix before the path of each request. stripe-go v82
-// takes a base URL without a path only: it reads the API version from
-// the request's path, which must begin /v1 (it sends the request, then
-// fails on the answer). So stripe-go is given the scheme and host, and
-// the path of the base URL is added here, below it.
-type prefixPath struct {
-	prefix string
-	next   http.RoundTripper
-}
-
-func (p prefixPath) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.URL.Path = p.prefix + r.URL.Path
-	if r.URL.RawPath != "" {
-		r.URL.RawPath = p.prefix + r.URL.RawPath
-	}
-	return p.next.RoundTrip(r)
-}
-
-// Provider implements outbound.PageOpener.
+// Provider implements gatewaycalls.PageOpener.
 func (*PageOpener) Provider() string { return Name }
 
-// OpenPage implements outbound.PageOpener.
-func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outbound.Page, error) {
+// OpenPage implements gatewaycalls.PageOpener.
+func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, error) {
 	params, err := sessionParams(r)
 	if err != nil {
-		return outbound.Page{}, err
+		return gatewaycalls.Page{}, err
 	}
-	cs, err := o.client.V1CheckoutSessions.Create(ctx, params)
+	cs, err := o.api.createSession(ctx, params)
 	if err != nil {
-		return outbound.Page{}, answerError(err)
+		return gatewaycalls.Page{}, answerError(err)
 	}
 	if cs.ID == "" || cs.URL == "" {
-		return outbound.Page{}, fmt.Errorf("stripe checkout session: the answer has no id or url")
+		return gatewaycalls.Page{}, fmt.Errorf("stripe checkout session: the answer has no id or url")
 	}
-	return outbound.Page{ObjectID: cs.ID, RedirectURL: cs.URL}, nil
+	return gatewaycalls.Page{ObjectID: cs.ID, RedirectURL: cs.URL}, nil
 }
 
 // sessionParams is the Checkout Session that r asks for. A request
 // without items is one line: the order.
-func sessionParams(r outbound.PageRequest) (*stripego.CheckoutSessionCreateParams, error) {
+func sessionParams(r gatewaycalls.PageRequest) (*stripego.CheckoutSessionCreateParams, error) {
 	if r.Key == "" {
-		return nil, &outbound.Refused{Message: "stripe checkout session: no idempotency key"}
+		return nil, &gatewaycalls.Refused{Message: "stripe checkout session: no idempotency key"}
 	}
 	currency := strings.ToUpper(r.Currency)
 	items := r.Items
 	if len(items) == 0 {
-		items = []outbound.PageItem{{Name: "Order " + r.OrderID, Qty: 1, UnitPrice: r.Amount}}
+		items = []gatewaycalls.PageItem{{Name: "Order " + r.OrderID, Qty: 1, UnitPrice: r.Amount}}
 	}
 	p := &stripego.CheckoutSessionCreateParams{
 		Mode:              stripego.String(string(stripego.CheckoutSessionModePayment)),
@@ -156,7 +104,7 @@ func sessionParams(r outbound.PageRequest) (*stripego.CheckoutSessionCreateParam
 	for _, it := range items {
 		unit, ok := Amount(it.UnitPrice, currency)
 		if !ok || it.Qty < 1 {
-			return nil, &outbound.Refused{Message: fmt.Sprintf("stripe checkout session: %d × %d is not an amount of %s", it.Qty, it.UnitPrice, currency)}
+			return nil, &gatewaycalls.Refused{Message: fmt.Sprintf("stripe checkout session: %d × %d is not an amount of %s", it.Qty, it.UnitPrice, currency)}
 		}
 		name := it.Name
 		if name == "" {
@@ -193,9 +141,9 @@ func answerError(err error) error {
 		replayed := se.LastResponse != nil && se.LastResponse.Header.Get("Idempotent-Replayed") == "true"
 		switch {
 		case se.Type == stripego.ErrorTypeIdempotency || (replayed && se.HTTPStatusCode >= 500):
-			return &outbound.KeySpent{Message: msg}
-		case outbound.RefusedStatus(se.HTTPStatusCode):
-			return &outbound.Refused{Status: se.HTTPStatusCode, Message: msg}
+			return &gatewaycalls.KeySpent{Message: msg}
+		case gatewaycalls.RefusedStatus(se.HTTPStatusCode):
+			return &gatewaycalls.Refused{Status: se.HTTPStatusCode, Message: msg}
 		}
 	}
 	return fmt.Errorf("stripe checkout session: %w", err)

@@ -9,14 +9,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/stripe"
-	"github.com/sekali/sekali/app/outbound"
 )
 
 const pageKey = "sk_test_page_0123456789"
 
-func pageRequest() outbound.PageRequest { return gatewaytest.PageRequest("page:ORD-P-1:1") }
+func pageRequest() gatewaycalls.PageRequest { return gatewaytest.PageRequest("page:ORD-P-1:1") }
 
 // seen is one request a test server received.
 type seen struct {
@@ -61,7 +61,7 @@ func TestOpenPageRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if page != (outbound.Page{ObjectID: "cs_test_1", RedirectURL: "https://checkout.stripe.com/c/pay/cs_test_1"}) {
+			if page != (gatewaycalls.Page{ObjectID: "cs_test_1", RedirectURL: "https://checkout.stripe.com/c/pay/cs_test_1"}) {
 				t.Errorf("page %+v", page)
 			}
 			r := <-got
@@ -101,8 +101,8 @@ func TestOpenPageAmounts(t *testing.T) {
 	t.Parallel()
 	for currency, want := range map[string]string{"JPY": "1500", "usd": "1500", "IDR": "150000"} {
 		o, got := stripeServer(t, "", http.StatusOK, sessionBody)
-		r := outbound.PageRequest{OrderID: "ORD-P-2", Key: "k", Amount: 1500, Currency: currency, ReturnURL: "https://shop.example/o",
-			Items: []outbound.PageItem{{SKU: "X", Name: "X", Qty: 1, UnitPrice: 1500}}}
+		r := gatewaycalls.PageRequest{OrderID: "ORD-P-2", Key: "k", Amount: 1500, Currency: currency, ReturnURL: "https://shop.example/o",
+			Items: []gatewaycalls.PageItem{{SKU: "X", Name: "X", Qty: 1, UnitPrice: 1500}}}
 		if _, err := o.OpenPage(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestOpenPageRefusedBeforeSending(t *testing.T) {
 // nothing of whether Stripe acted.
 func TestOpenPageAnswers(t *testing.T) {
 	t.Parallel()
-	gatewaytest.PageAnswers(t, func(status int, body string) outbound.PageOpener {
+	gatewaytest.PageAnswers(t, func(status int, body string) gatewaycalls.PageOpener {
 		o, _ := stripeServer(t, "", status, body)
 		return o
 	}, pageRequest(), []gatewaytest.PageAnswer{
@@ -154,7 +154,7 @@ func TestOpenPageAnswers(t *testing.T) {
 // a refusal.
 func TestOpenPageNoAnswer(t *testing.T) {
 	t.Parallel()
-	gatewaytest.PageNoAnswer(t, func(baseURL string) (outbound.PageOpener, error) {
+	gatewaytest.PageNoAnswer(t, func(baseURL string) (gatewaycalls.PageOpener, error) {
 		return stripe.NewPageOpener(pageKey, baseURL)
 	}, pageRequest())
 }
@@ -219,7 +219,7 @@ func TestSpentKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = o.OpenPage(t.Context(), pageRequest())
-		if outbound.IsKeySpent(err) != c.spent || outbound.IsRefused(err) {
+		if gatewaycalls.IsKeySpent(err) != c.spent || gatewaycalls.IsRefused(err) {
 			t.Errorf("%d replayed=%v: %v, want spent %v and no refusal", c.status, c.replayed, err, c.spent)
 		}
 		srv.Close()

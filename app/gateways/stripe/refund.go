@@ -10,10 +10,10 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v82"
 
-	"github.com/sekali/sekali/app/outbound"
+	"github.com/sekali/sekali/app/gatewaycalls"
 )
 
-// Refunder refunds Stripe charges (outbound.Refunder) with stripe-go:
+// Refunder refunds Stripe charges (gatewaycalls.Refunder) with stripe-go:
 // POST /v1/refunds of the PaymentIntent (RefundRequest.Charge), for the
 // amount, reason requested_by_customer, metadata order_id, refund_key
 // (the request's Key) and reason (Sekali's, cut to Stripe's 500
@@ -38,8 +38,8 @@ import (
 // Answers: a refund that is succeeded → Refunded; pending or
 // requires_action → Refunded with Pending (Stripe has accepted it; a
 // refund that fails later is Stripe's refund.failed event, which gives
-// the amount back); one that is failed or canceled → *outbound.Refused. Stripe's 4xx that outbound.RefusedStatus
-// calls definite → *outbound.Refused — among them the 400
+// the amount back); one that is failed or canceled → *gatewaycalls.Refused. Stripe's 4xx that gatewaycalls.RefusedStatus
+// calls definite → *gatewaycalls.Refused — among them the 400
 // idempotency_error of a key first used with other parameters: Sekali
 // sends the same parameters on every repeat, so it is a fault of
 // Sekali's that no repeat mends. A 409 (the key's first request still
@@ -47,44 +47,54 @@ import (
 // replays under the key), no answer, or the context's end is a plain
 // error: unknown whether Stripe refunded. A request that cannot be sent
 // as it is (no key, no charge, an amount that is not one of the
-// currency) is refused before it is sent: *outbound.Refused with Status
+// currency) is refused before it is sent: *gatewaycalls.Refused with Status
 // 0.
 type Refunder struct {
-	client *stripego.Client
+	api *api
 }
 
 // NewRefunder returns the refunder for a Stripe secret or restricted key
-// (with write access to refunds); apiURL is as NewAPIClient takes it.
+// (with write access to refunds); apiURL is as NewPageOpener takes it.
 func NewRefunder(secretKey, apiURL string) (*Refunder, error) {
-	c, err := NewAPIClient(secretKey, apiURL)
+	a, err := newAPI(secretKey, apiURL)
 	if err != nil {
 		return nil, err
 	}
-	return &Refunder{client: c}, nil
+	return &Refunder{api: a}, nil
 }
 
-// Provider implements outbound.Refunder.
+// Provider implements gatewaycalls.Refunder.
 func (*Refunder) Provider() string { return Name }
 
 // MaxMetadataValue is how long a metadata value Stripe takes, in
 // characters.
 const MaxMetadataValue = 500
 
-// Refund implements outbound.Refunder.
-func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+// Refund implements gatewaycalls.Refunder.
+func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, error) {
 	currency := strings.ToUpper(r.Currency)
 	amount, ok := Amount(r.Amount, currency)
 	switch {
 	case r.Key == "" || r.Charge == "":
-		return outbound.Refunded{}, &outbound.Refused{Message: "stripe refund: no idempotency key or no PaymentIntent"}
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Message: "stripe refund: no idempotency key or no PaymentIntent"}
 	case !ok || amount < 1:
-		return outbound.Refunded{}, &outbound.Refused{Message: fmt.Sprintf("stripe refund: %d is not an amount of %s", r.Amount, currency)}
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Message: fmt.Sprintf("stripe refund: %d is not an amount of %s", r.Amount, currency)}
 	}
 	if r.Attempt > 1 {
 		if a, found, err := f.existing(ctx, r.Charge, r.Key, currency); err != nil || found {
 			return a, err
 		}
 	}
+	re, err := f.api.createRefund(ctx, createParams(r, amount))
+	if err != nil {
+		return gatewaycalls.Refunded{}, refundError(err)
+	}
+	return f.refunded(ctx, re, currency)
+}
+
+// createParams are the refund of r, amount in Stripe's units, with its
+// charge.
+func createParams(r gatewaycalls.RefundRequest, amount int64) *stripego.RefundCreateParams {
 	p := &stripego.RefundCreateParams{
 		PaymentIntent: stripego.String(r.Charge),
 		Amount:        stripego.Int64(amount),
@@ -94,61 +104,67 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 	}
 	p.AddExpand("charge")
 	p.SetIdempotencyKey(r.Key)
-	re, err := f.client.V1Refunds.Create(ctx, p)
-	if err != nil {
-		return outbound.Refunded{}, refundError(err)
-	}
-	return f.refunded(ctx, re, currency)
+	return p
+}
+
+// listParams list the refunds of PaymentIntent pi, with their charges.
+func listParams(pi string) *stripego.RefundListParams {
+	p := &stripego.RefundListParams{PaymentIntent: stripego.String(pi)}
+	p.Limit = stripego.Int64(100)
+	p.AddExpand("data.charge")
+	return p
+}
+
+// retrieveParams read a refund with its charge.
+func retrieveParams() *stripego.RefundRetrieveParams {
+	p := &stripego.RefundRetrieveParams{}
+	p.AddExpand("charge")
+	return p
 }
 
 // existing is the refund of the PaymentIntent whose metadata.refund_key
 // is key, if Stripe lists one.
-func (f *Refunder) existing(ctx context.Context, pi, key, currency string) (outbound.Refunded, bool, error) {
-	p := &stripego.RefundListParams{PaymentIntent: stripego.String(pi)}
-	p.Limit = stripego.Int64(100)
-	p.AddExpand("data.charge")
-	for re, err := range f.client.V1Refunds.List(ctx, p) {
+func (f *Refunder) existing(ctx context.Context, pi, key, currency string) (gatewaycalls.Refunded, bool, error) {
+	for re, err := range f.api.refunds(ctx, listParams(pi)) {
 		if err != nil {
-			return outbound.Refunded{}, false, refundError(err)
+			return gatewaycalls.Refunded{}, false, refundError(err)
 		}
 		if re.Metadata["refund_key"] == key {
 			a, err := f.refunded(ctx, re, currency)
 			return a, true, err
 		}
 	}
-	return outbound.Refunded{}, false, nil
+	return gatewaycalls.Refunded{}, false, nil
 }
 
 // refunded is the answer a Stripe refund gives: its amount, and its
 // charge's refunded total (read again when the charge came unexpanded).
-func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, currency string) (outbound.Refunded, error) {
+func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, currency string) (gatewaycalls.Refunded, error) {
 	switch {
 	case re.ID == "":
-		return outbound.Refunded{}, errors.New("stripe refund: the answer names no refund")
+		return gatewaycalls.Refunded{}, errors.New("stripe refund: the answer names no refund")
 	case re.Status == stripego.RefundStatusFailed || re.Status == stripego.RefundStatusCanceled:
-		return outbound.Refunded{}, &outbound.Refused{Status: http.StatusOK,
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Status: http.StatusOK,
 			Message: fmt.Sprintf("stripe refund %s is %s: %s", re.ID, re.Status, re.FailureReason)}
 	}
 	if re.Charge == nil || re.Charge.Object != "charge" { // not expanded
-		p := &stripego.RefundRetrieveParams{}
-		p.AddExpand("charge")
-		again, err := f.client.V1Refunds.Retrieve(ctx, re.ID, p)
+		again, err := f.api.refund(ctx, re.ID, retrieveParams())
 		if err != nil {
-			return outbound.Refunded{}, refundError(err)
+			return gatewaycalls.Refunded{}, refundError(err)
 		}
 		if again.Charge == nil || again.Charge.Object != "charge" {
-			return outbound.Refunded{}, fmt.Errorf("stripe refund %s: the answer has no charge to read the refunded total of", re.ID)
+			return gatewaycalls.Refunded{}, fmt.Errorf("stripe refund %s: the answer has no charge to read the refunded total of", re.ID)
 		}
 		re.Charge = again.Charge
 	}
 	amount, ok1 := MinorUnits(re.Amount, currency)
 	total, ok2 := MinorUnits(re.Charge.AmountRefunded, currency)
 	if !ok1 || !ok2 || amount < 1 || total < amount {
-		return outbound.Refunded{}, fmt.Errorf("stripe refund %s: amount %d and refunded total %d are not amounts of %s",
+		return gatewaycalls.Refunded{}, fmt.Errorf("stripe refund %s: amount %d and refunded total %d are not amounts of %s",
 			re.ID, re.Amount, re.Charge.AmountRefunded, currency)
 	}
 	pending := re.Status == stripego.RefundStatusPending || re.Status == stripego.RefundStatusRequiresAction
-	return outbound.Refunded{ObjectID: re.ID, RefundKey: re.ID, Amount: amount, Total: total, Pending: pending}, nil
+	return gatewaycalls.Refunded{ObjectID: re.ID, RefundKey: re.ID, Amount: amount, Total: total, Pending: pending}, nil
 }
 
 // refundError is what an error of stripe-go says of a refund: Stripe's
@@ -162,8 +178,8 @@ func refundError(err error) error {
 		if se.Type != "" {
 			msg = string(se.Type) + ": " + msg
 		}
-		if se.HTTPStatusCode != http.StatusConflict && outbound.RefusedStatus(se.HTTPStatusCode) {
-			return &outbound.Refused{Status: se.HTTPStatusCode, Message: msg}
+		if se.HTTPStatusCode != http.StatusConflict && gatewaycalls.RefusedStatus(se.HTTPStatusCode) {
+			return &gatewaycalls.Refused{Status: se.HTTPStatusCode, Message: msg}
 		}
 	}
 	return fmt.Errorf("stripe refund: %w", err)

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sekali/sekali/app/config"
-	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/models"
@@ -39,21 +37,6 @@ func TestStripeCheckSecretKey(t *testing.T) {
 	if c.BaseURL != "https://api.stripe.com" || c.MaxPages < 1 || c.Client.Timeout != httpjson.DefaultTimeout || c.Provider() != "stripe" {
 		t.Fatalf("defaults: %s, %d pages, timeout %s, %s", c.BaseURL, c.MaxPages, c.Client.Timeout, c.Provider())
 	}
-}
-
-// Configure builds the receiving side from STRIPE_WEBHOOK_SECRET and the
-// status client from STRIPE_SECRET_KEY, each only when it is set; a
-// setting of the wrong form is named, never repeated.
-func TestStripeConfigure(t *testing.T) {
-	t.Parallel()
-	gatewaytest.Configure(t, stripe.Configure, []gatewaytest.Setting{
-		{Name: "nothing set"},
-		{Name: "the endpoint secret", Config: config.Config{StripeWebhookSecret: secret}, Receives: true},
-		{Name: "the API key", Config: config.Config{StripeSecretKey: apiKey}, Asks: true},
-		{Name: "both", Config: config.Config{StripeWebhookSecret: secret, StripeSecretKey: apiKey}, Receives: true, Asks: true},
-		{Name: "an API key given as the endpoint secret", Config: config.Config{StripeWebhookSecret: apiKey}, WrongVariable: "STRIPE_WEBHOOK_SECRET"},
-		{Name: "an endpoint secret given as the API key", Config: config.Config{StripeSecretKey: secret}, WrongVariable: "STRIPE_SECRET_KEY"},
-	}, secret, apiKey)
 }
 
 // fakeAPI answers the list endpoints the status client reads, counting

@@ -1,8 +1,9 @@
 // Package stripe is Stripe's side of Sekali: its webhook events, verified
 // with stripe-go's own webhook package (the library a Stripe shop already
-// has), its API for the status poll and for opening Checkout Sessions
-// (page.go), and a sender of its events for the tests and the sandbox
-// page.
+// has), its API for the status poll (status.go), for opening Checkout
+// Sessions (page.go) and for refunds (refund.go) — the last two over
+// stripe-go's backend, only the calls Sekali makes (api.go) — and a
+// sender of its events for the tests and the sandbox page.
 //
 //   - Authentication: Stripe-Signature (t=…,v1=hex HMAC-SHA256 of
 //     t + "." + body) with one of the endpoint secrets (several during a

@@ -1,30 +1,39 @@
 package xendit
 
 import (
-	"fmt"
+	"log/slog"
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/payments"
 )
 
-// Configure builds Xendit's parts: the provider and the sender when
-// XENDIT_CALLBACK_TOKEN is set, the status client when XENDIT_SECRET_KEY
-// is.
-func Configure(cfg config.Config, _ string) (payments.Gateway, error) {
-	var g payments.Gateway
-	if cfg.XenditCallbackToken != "" {
-		p, err := NewProvider(cfg.XenditCallbackToken)
-		if err != nil {
-			return g, fmt.Errorf("XENDIT_CALLBACK_TOKEN: %w", err)
-		}
-		g.Provider, g.Sender = p, Sender{token: cfg.XenditCallbackToken}
+// New builds Xendit's parts: the provider and the sender when
+// XENDIT_CALLBACK_TOKEN is set; the status client, the invoice opener and
+// the refunder when XENDIT_SECRET_KEY is, all at XENDIT_API_URL (Xendit's
+// API by default), and the emulation of that API which the sandbox
+// gateway serves at {sandbox}/sandbox/xendit (EmulatorPath) to that key.
+// Xendit's host is the same for test and live keys, so a key says
+// nothing of where to go: unlike Midtrans it never defaults to the
+// emulation.
+func New(env config.Env) (payments.Gateway, error) {
+	r := env.Reader()
+	token := r.Secret("XENDIT_CALLBACK_TOKEN", func(s string) error { _, err := NewProvider(s); return err })
+	key, apiURL := r.Secret("XENDIT_SECRET_KEY", CheckSecretKey), r.URL("XENDIT_API_URL")
+	r.Needs(env, Name, "XENDIT_SECRET_KEY", r.String("XENDIT_SECRET_KEY"))
+	g := payments.Gateway{Name: Name, Settings: []slog.Attr{
+		config.IsSet("xendit_callback_token", r.String("XENDIT_CALLBACK_TOKEN")),
+		config.IsSet("xendit_secret_key", r.String("XENDIT_SECRET_KEY")),
+		slog.String("xendit_api_url", apiURL),
+	}}
+	if token != "" {
+		p, _ := NewProvider(token)
+		g.Provider, g.Sender = p, Sender{token: token}
 	}
-	if cfg.XenditSecretKey != "" {
-		c, err := NewStatusClient(cfg.XenditSecretKey, cfg.XenditAPIURL)
-		if err != nil {
-			return g, fmt.Errorf("XENDIT_SECRET_KEY: %w", err)
+	if key != "" {
+		if err := payments.CallsWith(&g, key, apiURL, NewStatusClient, NewPageOpener, NewRefunder); err != nil {
+			r.Fail("XENDIT_SECRET_KEY", "%v", err)
 		}
-		g.Status = c
+		g.Emulator = NewEmulator(key) // the sandbox gateway answers as Xendit's API to this key
 	}
-	return g, nil
+	return g, r.Err()
 }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/httpjson"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 )
 
@@ -34,18 +34,18 @@ const DefaultAPIURL = "https://api.xendit.co"
 // second time). Only when there is none, or only expired ones, does it
 // create. The look and the create are two calls, so two callers at once
 // could both find nothing and both create; Sekali's ledger
-// (outbound.Pages) lets one caller at a time call for a key, which closes
+// (gatewaycalls.Pages) lets one caller at a time call for a key, which closes
 // that window. A create whose answer was lost is found by the next call's
 // look.
 //
 // Answers: an invoice with an id and an invoice_url → its id and the
 // url; a 4xx but 408, 409, 425 and 429 (to the look or the create) →
-// *outbound.Refused with Xendit's error_code and message; those, a 5xx,
+// *gatewaycalls.Refused with Xendit's error_code and message; those, a 5xx,
 // an answer that is not an invoice, no answer, or the context's end → a
 // plain error: unknown whether Xendit acted. A request that cannot be
 // sent as it is (no key, no amount, an amount or items the currency
 // cannot write, items that do not add up to the amount) is refused before
-// it is sent: *outbound.Refused with Status 0.
+// it is sent: *gatewaycalls.Refused with Status 0.
 type PageOpener struct {
 	BaseURL   string // https://api.xendit.co, or the sandbox gateway's emulation, or a test server
 	secretKey string
@@ -67,18 +67,18 @@ func NewPageOpener(secretKey, apiURL string) (*PageOpener, error) {
 		Client: httpjson.NewClient(httpjson.DefaultTimeout), now: time.Now}, nil
 }
 
-// Provider implements outbound.PageOpener.
+// Provider implements gatewaycalls.PageOpener.
 func (*PageOpener) Provider() string { return Name }
 
 // checkoutOrigins are where Xendit serves its invoice pages.
 var checkoutOrigins = []string{"https://checkout.xendit.co", "https://checkout-staging.xendit.co"}
 
-// PageOrigins implements outbound.PageOpener: Xendit's checkout, and,
+// PageOrigins implements gatewaycalls.PageOpener: Xendit's checkout, and,
 // with an API of its own (the sandbox gateway's emulation), that API's
 // origin.
 func (o *PageOpener) PageOrigins() []string {
 	origins := slices.Clone(checkoutOrigins)
-	if origin := outbound.Origin(o.BaseURL); o.BaseURL != DefaultAPIURL && origin != "" {
+	if origin := gatewaycalls.Origin(o.BaseURL); o.BaseURL != DefaultAPIURL && origin != "" {
 		origins = append(origins, origin)
 	}
 	return origins
@@ -115,48 +115,48 @@ type invoiceAnswer struct {
 	Message    string `json:"message"`
 }
 
-// OpenPage implements outbound.PageOpener.
-func (o *PageOpener) OpenPage(ctx context.Context, r outbound.PageRequest) (outbound.Page, error) {
+// OpenPage implements gatewaycalls.PageOpener.
+func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, error) {
 	body, err := invoiceBody(r)
 	if err != nil {
-		return outbound.Page{}, err
+		return gatewaycalls.Page{}, err
 	}
 	if page, found, err := o.existing(ctx, r.Key); err != nil || found {
 		return page, err
 	}
 	code, answer, err := httpjson.Post(ctx, o.Client, o.BaseURL+"/v2/invoices", o.secretKey, body)
 	if err != nil {
-		return outbound.Page{}, fmt.Errorf("xendit invoice: %w", err)
+		return gatewaycalls.Page{}, fmt.Errorf("xendit invoice: %w", err)
 	}
 	var inv invoiceAnswer
 	decodeErr := json.Unmarshal(answer, &inv)
 	switch {
 	case (code == http.StatusOK || code == http.StatusCreated) && decodeErr == nil && inv.ID != "" && inv.InvoiceURL != "":
-		return outbound.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, nil
-	case outbound.RefusedStatus(code):
-		return outbound.Page{}, refusal(code, inv)
+		return gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, nil
+	case gatewaycalls.RefusedStatus(code):
+		return gatewaycalls.Page{}, refusal(code, inv)
 	}
-	return outbound.Page{}, fmt.Errorf("xendit invoice: HTTP %d %.200s", code, answer)
+	return gatewaycalls.Page{}, fmt.Errorf("xendit invoice: HTTP %d %.200s", code, answer)
 }
 
 // existing is the invoice of externalID that OpenPage answers with
 // instead of creating one, if Xendit lists one.
-func (o *PageOpener) existing(ctx context.Context, externalID string) (outbound.Page, bool, error) {
+func (o *PageOpener) existing(ctx context.Context, externalID string) (gatewaycalls.Page, bool, error) {
 	code, answer, err := httpjson.Get(ctx, o.Client, o.BaseURL+"/v2/invoices?external_id="+url.QueryEscape(externalID), o.secretKey)
 	if err != nil {
-		return outbound.Page{}, false, fmt.Errorf("xendit invoice lookup: %w", err)
+		return gatewaycalls.Page{}, false, fmt.Errorf("xendit invoice lookup: %w", err)
 	}
 	var invoices []invoiceAnswer
 	switch {
 	case code == http.StatusOK && json.Unmarshal(answer, &invoices) == nil:
 	case code == http.StatusNotFound && strings.Contains(string(answer), "NOT_FOUND"): // Xendit's "none", as the status client reads it
-		return outbound.Page{}, false, nil
-	case outbound.RefusedStatus(code):
+		return gatewaycalls.Page{}, false, nil
+	case gatewaycalls.RefusedStatus(code):
 		var e invoiceAnswer
 		json.Unmarshal(answer, &e)
-		return outbound.Page{}, false, refusal(code, e)
+		return gatewaycalls.Page{}, false, refusal(code, e)
 	default:
-		return outbound.Page{}, false, fmt.Errorf("xendit invoice lookup: HTTP %d %.200s", code, answer)
+		return gatewaycalls.Page{}, false, fmt.Errorf("xendit invoice lookup: HTTP %d %.200s", code, answer)
 	}
 	for _, inv := range invoices {
 		if inv.ID == "" || inv.InvoiceURL == "" {
@@ -164,19 +164,19 @@ func (o *PageOpener) existing(ctx context.Context, externalID string) (outbound.
 		}
 		switch inv.Status {
 		case "PAID", "SETTLED":
-			return outbound.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, true, nil
+			return gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, true, nil
 		case "PENDING":
 			if expiry, err := time.Parse(time.RFC3339, inv.ExpiryDate); err == nil && !expiry.After(o.now()) {
 				continue // expired, though Xendit has not said so yet
 			}
-			return outbound.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, true, nil
+			return gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, true, nil
 		}
 	}
-	return outbound.Page{}, false, nil
+	return gatewaycalls.Page{}, false, nil
 }
 
 // refusal is Xendit's definite "no".
-func refusal(code int, e invoiceAnswer) *outbound.Refused {
+func refusal(code int, e invoiceAnswer) *gatewaycalls.Refused {
 	msg := e.Message
 	if e.ErrorCode != "" {
 		msg = strings.TrimSuffix(e.ErrorCode+": "+msg, ": ")
@@ -184,14 +184,14 @@ func refusal(code int, e invoiceAnswer) *outbound.Refused {
 	if msg == "" {
 		msg = http.StatusText(code)
 	}
-	return &outbound.Refused{Status: code, Message: msg}
+	return &gatewaycalls.Refused{Status: code, Message: msg}
 }
 
 // invoiceBody is the invoice that r asks for. A request without items is
 // sent without items.
-func invoiceBody(r outbound.PageRequest) ([]byte, error) {
+func invoiceBody(r gatewaycalls.PageRequest) ([]byte, error) {
 	if r.Key == "" || r.Amount < 1 {
-		return nil, &outbound.Refused{Message: "xendit invoice: no external_id (key) or no amount"}
+		return nil, &gatewaycalls.Refused{Message: "xendit invoice: no external_id (key) or no amount"}
 	}
 	currency := strings.ToUpper(r.Currency)
 	inv := invoiceRequest{
@@ -204,7 +204,7 @@ func invoiceBody(r outbound.PageRequest) ([]byte, error) {
 	}
 	for _, it := range r.Items {
 		if it.Qty < 1 || it.UnitPrice < 0 {
-			return nil, &outbound.Refused{Message: fmt.Sprintf("xendit invoice: %d × %d is not an item", it.Qty, it.UnitPrice)}
+			return nil, &gatewaycalls.Refused{Message: fmt.Sprintf("xendit invoice: %d × %d is not an item", it.Qty, it.UnitPrice)}
 		}
 		name := it.Name
 		if name == "" {

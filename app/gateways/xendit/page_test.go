@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/xendit"
-	"github.com/sekali/sekali/app/outbound"
 )
 
-func pageRequest() outbound.PageRequest { return gatewaytest.PageRequest("ORD-P-1") }
+func pageRequest() gatewaycalls.PageRequest { return gatewaytest.PageRequest("ORD-P-1") }
 
 // seen is one request a test server received.
 type seen struct {
@@ -74,7 +74,7 @@ func TestXenditOpenPageRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if page != (outbound.Page{ObjectID: "579c8d61f23fa4ca35e52da4",
+	if page != (gatewaycalls.Page{ObjectID: "579c8d61f23fa4ca35e52da4",
 		RedirectURL: "https://checkout-staging.xendit.co/web/579c8d61f23fa4ca35e52da4"}) {
 		t.Errorf("page %+v", page)
 	}
@@ -102,7 +102,7 @@ func TestXenditOpenPageRequest(t *testing.T) {
 func TestXenditOpenPageAmounts(t *testing.T) {
 	t.Parallel()
 	o, got := xenditServer(t, none, answer{http.StatusOK, invoiceBody})
-	r := outbound.PageRequest{OrderID: "ORD-P-2", Key: "ORD-P-2", Amount: 1250, Currency: "usd", ReturnURL: "https://shop.example/o"}
+	r := gatewaycalls.PageRequest{OrderID: "ORD-P-2", Key: "ORD-P-2", Amount: 1250, Currency: "usd", ReturnURL: "https://shop.example/o"}
 	if _, err := o.OpenPage(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestXenditOpenPageRefusedBeforeSending(t *testing.T) {
 // without an invoice says nothing of whether Xendit acted.
 func TestXenditOpenPageAnswers(t *testing.T) {
 	t.Parallel()
-	gatewaytest.PageAnswers(t, func(status int, body string) outbound.PageOpener {
+	gatewaytest.PageAnswers(t, func(status int, body string) gatewaycalls.PageOpener {
 		o, _ := xenditServer(t, none, answer{status, body})
 		return o
 	}, pageRequest(), []gatewaytest.PageAnswer{
@@ -223,7 +223,7 @@ func TestXenditOpenPageLookAnswers(t *testing.T) {
 	} {
 		o, got := xenditServer(t, c.list, answer{http.StatusOK, invoiceBody})
 		_, err := o.OpenPage(t.Context(), pageRequest())
-		if err == nil || outbound.IsRefused(err) != c.refused {
+		if err == nil || gatewaycalls.IsRefused(err) != c.refused {
 			t.Errorf("look %d %s: %v, want refused %v", c.list.status, c.list.body, err, c.refused)
 		}
 		<-got
@@ -237,7 +237,7 @@ func TestXenditOpenPageLookAnswers(t *testing.T) {
 // a refusal.
 func TestXenditOpenPageNoAnswer(t *testing.T) {
 	t.Parallel()
-	gatewaytest.PageNoAnswer(t, func(baseURL string) (outbound.PageOpener, error) {
+	gatewaytest.PageNoAnswer(t, func(baseURL string) (gatewaycalls.PageOpener, error) {
 		return xendit.NewPageOpener(apiKey, baseURL)
 	}, pageRequest())
 }

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/httpjson"
-	"github.com/sekali/sekali/app/outbound"
 	"github.com/sekali/sekali/app/payments"
 )
 
-// Refunder refunds paid Xendit invoices (outbound.Refunder) with
+// Refunder refunds paid Xendit invoices (gatewaycalls.Refunder) with
 // Xendit's Refunds API (docs.xendit.co/apidocs/refund-payment-request;
 // xendit-go's refund package): POST /refunds with the secret key as the
 // basic-auth user, the request's Key as the Idempotency-key header and
@@ -29,7 +29,7 @@ import (
 // has refunded (its refund.succeeded or refund.failed callback follows,
 // which the Xendit provider reads). PENDING counts as accepted —
 // Refunded with Pending — as SUCCEEDED does; FAILED or CANCELLED in the
-// answer is *outbound.Refused. A refund.failed after a PENDING answer
+// answer is *gatewaycalls.Refused. A refund.failed after a PENDING answer
 // gives the amount back to the charge.
 //
 // Xendit does not replay an answer: the same Idempotency-key again is
@@ -43,13 +43,13 @@ import (
 //
 // Other answers: 400 REFUND_IN_PROGRESS (another refund of the payment
 // still running) is a plain error, as a repeat may get past it; any
-// other 4xx that outbound.RefusedStatus calls definite (400
+// other 4xx that gatewaycalls.RefusedStatus calls definite (400
 // API_VALIDATION_ERROR, MAXIMUM_REFUND_AMOUNT_REACHED, …) →
-// *outbound.Refused; 401, 403, 404 DATA_NOT_FOUND, 429, a 5xx, an
+// *gatewaycalls.Refused; 401, 403, 404 DATA_NOT_FOUND, 429, a 5xx, an
 // answer that is not a refund, no answer, or the context's end → a plain
 // error: unknown whether Xendit refunded. A request that cannot be sent
 // as it is (no key, no invoice, no amount) is refused before it is sent:
-// *outbound.Refused with Status 0.
+// *gatewaycalls.Refused with Status 0.
 type Refunder struct {
 	BaseURL   string // https://api.xendit.co, or the sandbox gateway's emulation, or a test server
 	secretKey string
@@ -70,7 +70,7 @@ func NewRefunder(secretKey, apiURL string) (*Refunder, error) {
 		Client: httpjson.NewClient(httpjson.DefaultTimeout)}, nil
 }
 
-// Provider implements outbound.Refunder.
+// Provider implements gatewaycalls.Refunder.
 func (*Refunder) Provider() string { return Name }
 
 // IdempotencyHeader carries a Xendit request's idempotency key.
@@ -103,10 +103,10 @@ type refundAnswer struct {
 	Message     string      `json:"message"`
 }
 
-// Refund implements outbound.Refunder.
-func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, error) {
+// Refund implements gatewaycalls.Refunder.
+func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, error) {
 	if r.Key == "" || r.Charge == "" || r.Amount < 1 {
-		return outbound.Refunded{}, &outbound.Refused{Message: "xendit refund: no reference_id (key), no invoice or no amount"}
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Message: "xendit refund: no reference_id (key), no invoice or no amount"}
 	}
 	currency := strings.ToUpper(r.Currency)
 	if r.Attempt > 1 {
@@ -123,13 +123,13 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 		Currency: currency, Reason: "REQUESTED_BY_CUSTOMER", Metadata: map[string]string{"order_id": r.OrderID, "reason": reason},
 	})
 	if err != nil {
-		return outbound.Refunded{}, err
+		return gatewaycalls.Refunded{}, err
 	}
 	header := http.Header{}
 	header.Set(IdempotencyHeader, r.Key)
 	code, answer, err := httpjson.PostWith(ctx, f.Client, f.BaseURL+"/refunds", f.secretKey, header, body)
 	if err != nil {
-		return outbound.Refunded{}, fmt.Errorf("xendit refund: %w", err)
+		return gatewaycalls.Refunded{}, fmt.Errorf("xendit refund: %w", err)
 	}
 	var a refundAnswer
 	decodeErr := json.Unmarshal(answer, &a)
@@ -140,22 +140,22 @@ func (f *Refunder) Refund(ctx context.Context, r outbound.RefundRequest) (outbou
 		found, ok, err := f.existing(ctx, r)
 		switch {
 		case err != nil:
-			return outbound.Refunded{}, err
+			return gatewaycalls.Refunded{}, err
 		case !ok:
-			return outbound.Refunded{}, fmt.Errorf("xendit refund: %s: no refund of invoice %s has reference_id %s yet",
+			return gatewaycalls.Refunded{}, fmt.Errorf("xendit refund: %s: no refund of invoice %s has reference_id %s yet",
 				errorText(code, a), r.Charge, r.Key)
 		}
 		return found, nil
 	case a.ErrorCode == "REFUND_IN_PROGRESS":
-	case outbound.RefusedStatus(code):
-		return outbound.Refunded{}, &outbound.Refused{Status: code, Message: errorText(code, a)}
+	case gatewaycalls.RefusedStatus(code):
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Status: code, Message: errorText(code, a)}
 	}
-	return outbound.Refunded{}, fmt.Errorf("xendit refund: HTTP %d %.200s", code, answer)
+	return gatewaycalls.Refunded{}, fmt.Errorf("xendit refund: HTTP %d %.200s", code, answer)
 }
 
 // existing is the refund of r's invoice whose reference_id is r's key,
 // if Xendit lists one: every page, 100 a page, newest first.
-func (f *Refunder) existing(ctx context.Context, r outbound.RefundRequest) (outbound.Refunded, bool, error) {
+func (f *Refunder) existing(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, bool, error) {
 	after := ""
 	for {
 		q := url.Values{"invoice_id": {r.Charge}, "limit": {"100"}}
@@ -164,7 +164,7 @@ func (f *Refunder) existing(ctx context.Context, r outbound.RefundRequest) (outb
 		}
 		code, answer, err := httpjson.Get(ctx, f.Client, f.BaseURL+"/refunds?"+q.Encode(), f.secretKey)
 		if err != nil {
-			return outbound.Refunded{}, false, fmt.Errorf("xendit refund lookup: %w", err)
+			return gatewaycalls.Refunded{}, false, fmt.Errorf("xendit refund lookup: %w", err)
 		}
 		var list struct {
 			Data    []refundAnswer `json:"data"`
@@ -174,13 +174,13 @@ func (f *Refunder) existing(ctx context.Context, r outbound.RefundRequest) (outb
 		switch {
 		case code == http.StatusOK && decodeErr == nil:
 		case code == http.StatusNotFound: // none of the invoice: Xendit may answer so
-			return outbound.Refunded{}, false, nil
-		case outbound.RefusedStatus(code):
+			return gatewaycalls.Refunded{}, false, nil
+		case gatewaycalls.RefusedStatus(code):
 			var e refundAnswer
 			json.Unmarshal(answer, &e)
-			return outbound.Refunded{}, false, &outbound.Refused{Status: code, Message: errorText(code, e)}
+			return gatewaycalls.Refunded{}, false, &gatewaycalls.Refused{Status: code, Message: errorText(code, e)}
 		default:
-			return outbound.Refunded{}, false, fmt.Errorf("xendit refund lookup: HTTP %d %.200s", code, answer)
+			return gatewaycalls.Refunded{}, false, fmt.Errorf("xendit refund lookup: HTTP %d %.200s", code, answer)
 		}
 		for _, a := range list.Data {
 			if a.ReferenceID == r.Key && a.ID != "" {
@@ -189,26 +189,26 @@ func (f *Refunder) existing(ctx context.Context, r outbound.RefundRequest) (outb
 			}
 		}
 		if !list.HasMore || len(list.Data) == 0 {
-			return outbound.Refunded{}, false, nil
+			return gatewaycalls.Refunded{}, false, nil
 		}
 		after = list.Data[len(list.Data)-1].ID
 	}
 }
 
 // refunded is the answer a Xendit refund gives.
-func refunded(code int, a refundAnswer, r outbound.RefundRequest) (outbound.Refunded, error) {
+func refunded(code int, a refundAnswer, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, error) {
 	switch a.Status {
 	case "PENDING", "SUCCEEDED":
 	case "FAILED", "CANCELLED":
-		return outbound.Refunded{}, &outbound.Refused{Status: code,
+		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Status: code,
 			Message: strings.TrimSuffix(fmt.Sprintf("xendit refund %s is %s: %s", a.ID, a.Status, a.FailureCode), ": ")}
 	default:
-		return outbound.Refunded{}, fmt.Errorf("xendit refund %s: status %q", a.ID, a.Status)
+		return gatewaycalls.Refunded{}, fmt.Errorf("xendit refund %s: status %q", a.ID, a.Status)
 	}
 	if amount, err := payments.ParseAmount(string(a.Amount), strings.ToUpper(r.Currency)); a.Amount != "" && (err != nil || amount != r.Amount) {
-		return outbound.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + payments.QuoteAmount(string(a.Amount)) + " is not the one asked")
+		return gatewaycalls.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + payments.QuoteAmount(string(a.Amount)) + " is not the one asked")
 	}
-	return outbound.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount, Pending: a.Status == "PENDING"}, nil
+	return gatewaycalls.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount, Pending: a.Status == "PENDING"}, nil
 }
 
 // errorText is Xendit's error, or the status's text.

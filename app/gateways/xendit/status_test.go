@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sekali/sekali/app/config"
-	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/models"
@@ -36,21 +34,6 @@ func TestXenditCheckSecretKey(t *testing.T) {
 	if c.BaseURL != "https://api.xendit.co" || c.Client.Timeout != httpjson.DefaultTimeout || c.Provider() != "xendit" {
 		t.Fatalf("defaults: %s, timeout %s, %s", c.BaseURL, c.Client.Timeout, c.Provider())
 	}
-}
-
-// Configure builds the receiving side from XENDIT_CALLBACK_TOKEN and the
-// status client from XENDIT_SECRET_KEY, each only when it is set; a
-// setting of the wrong form is named, never repeated.
-func TestXenditConfigure(t *testing.T) {
-	t.Parallel()
-	gatewaytest.Configure(t, xendit.Configure, []gatewaytest.Setting{
-		{Name: "nothing set"},
-		{Name: "the callback token", Config: config.Config{XenditCallbackToken: token}, Receives: true},
-		{Name: "the API key", Config: config.Config{XenditSecretKey: apiKey}, Asks: true},
-		{Name: "both", Config: config.Config{XenditCallbackToken: token, XenditSecretKey: apiKey}, Receives: true, Asks: true},
-		{Name: "a short callback token", Config: config.Config{XenditCallbackToken: "xnd-short"}, WrongVariable: "XENDIT_CALLBACK_TOKEN"},
-		{Name: "the callback token given as the API key", Config: config.Config{XenditSecretKey: token}, WrongVariable: "XENDIT_SECRET_KEY"},
-	}, token, apiKey, "xnd-short")
 }
 
 // Status asks GET /v2/invoices?external_id= with the secret key as the

@@ -60,7 +60,7 @@ func invoice(t *testing.T, changes map[string]any) []byte {
 	return b
 }
 
-func provider(t *testing.T) *xendit.Provider {
+func provider(t testing.TB) *xendit.Provider {
 	t.Helper()
 	p, err := xendit.NewProvider(token)
 	if err != nil {

@@ -1,0 +1,104 @@
+package gatewaycalls
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// Ledger is the gateway_requests table as a caller of a gateway uses it:
+// claim a row, call, record the answer — each write only while the
+// caller still holds the row. Pages (hosted payment pages) and refunds
+// call through it, so every kind of call has the same phases.
+type Ledger struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// NewLedger returns the ledger of db.
+func NewLedger(db *gorm.DB, now func() time.Time) *Ledger {
+	return &Ledger{db: db, now: now}
+}
+
+// Lease is how long a claim holds a row for a call bounded by
+// callTimeout: the call's own time and as much again, so that a gateway
+// still working on a call whose answer was lost (a timeout) has finished
+// before the call is repeated.
+func Lease(callTimeout time.Duration) time.Duration { return 2 * callTimeout }
+
+// Claim makes the caller the one that calls the gateway for r: the row
+// is planned, or sent by a caller whose lease has passed (it died, or its
+// answer was lost), for lease. Each claim counts an attempt, and r becomes the row
+// as claimed: its key and attempt are the caller's. Times are the
+// database's, one clock for every instance.
+func (l *Ledger) Claim(ctx context.Context, r *models.GatewayRequest, lease time.Duration) (bool, error) {
+	var rows []models.GatewayRequest
+	err := l.db.WithContext(ctx).Raw(`UPDATE gateway_requests
+		SET phase = ?, attempts = attempts + 1, locked_until = now() + make_interval(secs => ?), updated_at = now()
+		WHERE id = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < now())))
+		RETURNING *`, models.GatewaySent, lease.Seconds(), r.ID, models.GatewayPlanned, models.GatewaySent).Scan(&rows).Error
+	if err != nil {
+		return false, fmt.Errorf("gatewaycalls: claim request %d: %w", r.ID, store.Classify(err))
+	}
+	if len(rows) == 0 {
+		return false, nil
+	}
+	*r = rows[0]
+	return true, nil
+}
+
+// Held is r's row while the caller still holds it: sent, at the attempt
+// it claimed. An update through it that changes no row means another
+// caller took the row over.
+func (l *Ledger) Held(ctx context.Context, r *models.GatewayRequest) *gorm.DB {
+	return l.db.WithContext(ctx).Model(&models.GatewayRequest{}).
+		Where("id = ? AND phase = ? AND attempts = ?", r.ID, models.GatewaySent, r.Attempts)
+}
+
+// Done records the gateway's object on r while the caller holds it. It
+// reports false when another caller had taken the row over.
+func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, redirectURL string) (bool, error) {
+	now := l.now().UTC()
+	res := l.Held(ctx, r).Updates(map[string]any{"phase": models.GatewayDone, "provider_object_id": objectID,
+		"redirect_url": redirectURL, "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now})
+	if res.Error != nil {
+		return false, fmt.Errorf("gatewaycalls: record request %d done: %w", r.ID, store.Classify(res.Error))
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// Failed records the gateway's "no" on r while the caller holds it.
+func (l *Ledger) Failed(ctx context.Context, r *models.GatewayRequest, cause error) error {
+	err := l.Held(ctx, r).Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(cause.Error()),
+		"locked_until": nil, "updated_at": l.now().UTC()}).Error
+	if err != nil {
+		return fmt.Errorf("gatewaycalls: record request %d failed: %w", r.ID, store.Classify(err))
+	}
+	return nil
+}
+
+// Unknown records an error that says nothing about whether the gateway
+// acted (a timeout, a 5xx): the row stays sent and keeps its lease, so
+// the call is repeated with the same key once the lease has passed.
+func (l *Ledger) Unknown(ctx context.Context, r *models.GatewayRequest, cause error) error {
+	err := l.Held(ctx, r).Updates(map[string]any{"last_error": truncate(cause.Error()), "updated_at": l.now().UTC()}).Error
+	if err != nil {
+		return fmt.Errorf("gatewaycalls: record request %d's error: %w", r.ID, store.Classify(err))
+	}
+	return nil
+}
+
+// truncate bounds s to the 1,000 bytes last_error holds, on a character
+// boundary.
+func truncate(s string) string {
+	if len(s) > 1000 {
+		return strings.ToValidUTF8(s[:1000], "")
+	}
+	return s
+}

@@ -1,0 +1,55 @@
+package gatewaycalls
+
+import "context"
+
+// RefundRequest is what a gateway needs to refund part or all of a
+// charge.
+type RefundRequest struct {
+	OrderID string
+	// Key is the provider idempotency key, chosen before the first call
+	// and sent with every repeat of it: Stripe's Idempotency-Key header
+	// (and metadata[refund_key]), Midtrans's refund_key, Xendit's
+	// Idempotency-key header (and reference_id), the sandbox's refund_id.
+	Key string
+	// Charge is the gateway's reference of the charge, as Sekali recorded
+	// it from the gateway's notification (payments.provider_reference):
+	// a PaymentIntent (pi_…), a Midtrans transaction_id, a Xendit invoice
+	// id, a sandbox transaction id.
+	Charge   string
+	Amount   int64 // minor units
+	Currency string
+	Reason   string
+	// Attempt is 1 for the first call; a repeat may look for the refund
+	// first, where the gateway keeps a key for a limited time.
+	Attempt int
+}
+
+// Refunded is a gateway's answer that it refunded: what its
+// notification of the same refund would say, so that the answer and the
+// notification converge on one refund (payments.ApplyAnswer).
+type Refunded struct {
+	// ObjectID is the gateway's id of the refund (re_…, a Midtrans
+	// refund_key, rfd-…).
+	ObjectID string
+	Amount   int64 // minor units
+	// RefundKey is the id the gateway's notifications name this refund
+	// by; "" where they state only the charge's refunded total.
+	RefundKey string
+	// Total is the charge's refunded total after this refund, where the
+	// gateway states one (Stripe's amount_refunded); 0 where it does not.
+	Total int64
+	// Pending is true when the gateway accepted the refund without
+	// making it yet (Stripe's pending, Xendit's PENDING): it may still
+	// fail, and its notification says so. False: the refund is made.
+	Pending bool
+}
+
+// Refunder refunds charges at one gateway. Refund returns a *Refused
+// error when the gateway answered and said no (that refund will never be
+// made); any other error — a timeout, a 5xx, a connection that broke —
+// says nothing about whether the gateway acted, and the call is repeated
+// with the same key.
+type Refunder interface {
+	Provider() string
+	Refund(ctx context.Context, r RefundRequest) (Refunded, error)
+}

@@ -1,0 +1,68 @@
+package gateways_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways"
+)
+
+// PAYMENT_GATEWAY must name a gateway of the registry; the error says
+// which there are, with every other gateway's problem at once.
+func TestConfigureChecksThePaymentGateway(t *testing.T) {
+	t.Parallel()
+	env := config.Env{Getenv: func(string) string { return "" }}
+	env.PaymentGateway = "paypal"
+	_, err := gateways.Configure(env)
+	if err == nil || !strings.Contains(err.Error(), `PAYMENT_GATEWAY: "paypal" is not one of `+strings.Join(gateways.Names(), ", ")) {
+		t.Errorf("PAYMENT_GATEWAY=paypal: %v", err)
+	}
+	for _, name := range gateways.Names() {
+		env.PaymentGateway = name
+		if _, err := gateways.Configure(env); err != nil && !strings.HasPrefix(err.Error(), "configuration:\n  PAYMENT_GATEWAY: "+name+" needs ") {
+			t.Errorf("PAYMENT_GATEWAY=%s with nothing set: %v, want none or what it needs", name, err)
+		}
+	}
+}
+
+// The start-up log line of the gateways' settings has each gateway's
+// group (the sandbox's settings are app/config's), and no secret,
+// whatever is set.
+func TestSettingsLogHidesSecrets(t *testing.T) {
+	t.Parallel()
+	// Every gateway variable documented in docs/configuration.md that
+	// holds a secret; variables of a gateway not in the registry are
+	// read by nobody.
+	secrets := map[string]string{
+		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-3c9e1abcdef",
+		"XENDIT_CALLBACK_TOKEN": "xnd-token-44b0a-0123456789",
+		"XENDIT_SECRET_KEY":     "xnd_development_8e21f",
+		"STRIPE_WEBHOOK_SECRET": "whsec_stripe_6a7d2",
+		"STRIPE_SECRET_KEY":     "sk_test_b93c5",
+	}
+	env := config.Env{Getenv: func(k string) string { return secrets[k] }}
+	env.PaymentGateway = config.DefaultPaymentGateway
+	set, err := gateways.Configure(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("gateways", "settings", set)
+	line := buf.String()
+	for _, e := range gateways.All[1:] {
+		if !strings.Contains(line, `"`+e.Name+`":{`) {
+			t.Errorf("the log line has no settings of %s: %s", e.Name, line)
+		}
+	}
+	if !strings.Contains(line, `":"set"`) {
+		t.Errorf("the log line shows no secret as set: %s", line)
+	}
+	for name, s := range secrets {
+		if strings.Contains(line, s) {
+			t.Errorf("the log line shows %s: %s", name, line)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package payments_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/loadtest"
+	"github.com/sekali/sekali/models"
+)
+
+// TestDroppedDeliveryRowsAreReported: with the writer of delivery rows
+// held (a lock on the callback it counts on), the queue fills and the
+// rows it has no room for are dropped — each one counted in
+// sekali_callback_delivery_rows_dropped_total, which the replayer reads
+// from /metrics, as sekali-replay does around each scenario, and reports:
+// the scenario fails, and says how many rows were dropped. The console's
+// dashboard counts them too (Service.DroppedDeliveryRows).
+func TestDroppedDeliveryRowsAreReported(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	now := time.Now().UTC()
+	cb := models.PaymentCallback{Provider: "sandbox", IdempotencyKey: "evt-dropped", PayloadHash: "h", OrderID: "ORD-1",
+		Status: models.CallbackProcessed, Result: models.ResultProcessed, Attempts: 1, FirstReceivedAt: now, LastReceivedAt: now}
+	if err := db.Create(&cb).Error; err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	before, err := loadtest.DroppedDeliveryRows(ctx, http.DefaultClient, srv.URL)
+	if err != nil || before != 0 {
+		t.Fatalf("before: %v, %v; want 0", before, err)
+	}
+
+	const room, extra = 4, 5
+	hold := db.Begin()
+	t.Cleanup(func() { hold.Rollback() })
+	if err := hold.Exec("SELECT 1 FROM payment_callbacks WHERE id = ? FOR UPDATE", cb.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	l := payments.NewDeliveryLog(db, testenv.Logger(t), m.DeliveryRowsDropped, room)
+	row := models.CallbackDelivery{CallbackID: &cb.ID, Provider: "sandbox", ReceivedAt: now, Outcome: models.ResultDuplicate,
+		ResponseCode: 200, DurationMS: 1, RemoteAddr: "127.0.0.1", RequestID: "req"}
+	l.Add(row) // the writer takes it and waits for the callback's lock
+	testenv.Eventually(t, "the writer took the first row", func() bool { return l.Queued() == 0 })
+	for range room + extra {
+		l.Add(row)
+	}
+	if got := testutil.ToFloat64(m.DeliveryRowsDropped); got != extra {
+		t.Errorf("the metric counts %v dropped rows, want %d", got, extra)
+	}
+	if got := l.Dropped(); got != extra {
+		t.Errorf("the dashboard's count: %d dropped rows, want %d", got, extra)
+	}
+	after, err := loadtest.DroppedDeliveryRows(ctx, http.DefaultClient, srv.URL)
+	if err != nil || after != extra {
+		t.Errorf("the replayer reads %v, %v; want %d", after, err, extra)
+	}
+	rep := loadtest.Report{Scenario: "storm", OK: true}
+	loadtest.NoteDroppedRows(&rep, before, after, err)
+	var out bytes.Buffer
+	loadtest.PrintSummary(&out, []loadtest.Report{rep})
+	if rep.OK || rep.DeliveryRowsDropped == nil || *rep.DeliveryRowsDropped != extra || len(rep.Problems) != 1 ||
+		!regexp.MustCompile(`(?m)^storm\s+FAIL\s`).MatchString(out.String()) ||
+		!strings.Contains(out.String(), "the server dropped 5 callback delivery rows") {
+		t.Errorf("the replayer's report: %+v\n%s", rep, out.String())
+	}
+
+	hold.Rollback() // the writer goes on: the first row and the queued ones are written
+	l.Close()
+	var written int64
+	db.Model(&models.CallbackDelivery{}).Count(&written)
+	if written != 1+room {
+		t.Errorf("%d delivery rows written, want %d", written, 1+room)
+	}
+}
