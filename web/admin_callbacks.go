@@ -38,7 +38,14 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	own, err := s.deps.Stories.OwnRefunds(c.Request().Context(), cbs)
+	if err != nil {
+		return err
+	}
 	v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), callbackRow)
+	for i := range v.Rows {
+		v.Rows[i].OwnRefund = own[v.Rows[i].ID]
+	}
 	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
 		From: c.QueryParam("from"), To: c.QueryParam("to")}
 	return s.show(c, "Callbacks", "callbacks", v, views.CallbacksPage(v, form, s.deps.Payments.Providers(), callbackResults))
@@ -63,6 +70,7 @@ func (s *Server) adminCallback(c echo.Context) error {
 		Outbox: rows(st.Outbox, outboxRow),
 		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") }),
 	}
+	v.Callback.OwnRefund = st.OwnRefund
 	if st.Payment != nil {
 		p := paymentRow(*st.Payment)
 		v.Payment = &p

@@ -519,8 +519,8 @@ func TestRefundOfADisputedChargeIsRefused(t *testing.T) {
 // A refund Sekali asked for is told twice — by the gateway's answer and
 // by its notification — and whichever comes second changes nothing
 // (stale). On the order's page that callback reads as what it is, told
-// of our own refund, in no warning colour, while the JSON keeps its
-// result. Once all is refunded, the refund form says so as a state, not
+// of our own refund, in no warning colour (and so do the callbacks list
+// and the callback's page), while the JSON keeps its result. Once all is refunded, the refund form says so as a state, not
 // as an error, and asking for more says the same.
 func TestRefundToldBackAndFullyRefunded(t *testing.T) {
 	t.Parallel()
@@ -558,6 +558,20 @@ func TestRefundToldBackAndFullyRefunded(t *testing.T) {
 	})
 	if told != 1 || staleBadges != 0 {
 		t.Errorf("the order's callbacks: %d told of our own refund, %d orange stale; want 1 and 0", told, staleBadges)
+	}
+	// The callbacks list and the callback's own page read it the same.
+	list := c.get("/admin/callbacks?order=" + o.ID).Doc(t)
+	own := list.Find("tbody tr .badge.own-refund")
+	if own.Length() != 1 || list.Find("tbody tr .badge.warn").Text() == "stale" {
+		t.Errorf("the callbacks list: %d told of our own refund, stale badges %q; want 1 and none", own.Length(), list.Find("tbody tr .badge.warn").Text())
+	}
+	if href, ok := own.Closest("tr").Find("a.mono").First().Attr("href"); !ok {
+		t.Error("the told-back row links to no callback")
+	} else {
+		page := c.get(href).Doc(t)
+		if page.Find(".stat .badge.own-refund").Length() != 1 || !strings.Contains(page.Text(), "No status change: the gateway told of a refund Sekali asked") {
+			t.Errorf("%s does not say it told of our own refund: %q", href, strings.Join(strings.Fields(page.Find("main").Text()), " "))
+		}
 	}
 	var js struct {
 		Callbacks []struct{ Event, Result string }

@@ -55,17 +55,47 @@ type Order struct {
 // of the order's refund calls to that gateway that went out. Such a
 // callback changes nothing because nothing was left to change — no
 // fault.
-func (s *Order) OwnRefund(cb models.PaymentCallback) bool {
+func (s *Order) OwnRefund(cb models.PaymentCallback) bool { return ownRefund(cb, s.GatewayRequests) }
+
+// ownRefund is OwnRefund against the calls reqs (those of cb's order).
+func ownRefund(cb models.PaymentCallback, reqs []models.GatewayRequest) bool {
 	if cb.EventStatus != models.EventRefunded || cb.Result != models.ResultStale {
 		return false
 	}
-	for _, r := range s.GatewayRequests {
-		if r.Kind == models.GatewayRefund && r.Provider == cb.Provider && r.Amount == cb.Amount && r.Currency == cb.Currency &&
-			r.Phase != models.GatewayPlanned {
+	for _, r := range reqs {
+		if r.Kind == models.GatewayRefund && r.OrderID == cb.OrderID && r.Provider == cb.Provider &&
+			r.Amount == cb.Amount && r.Currency == cb.Currency && r.Phase != models.GatewayPlanned {
 			return true
 		}
 	}
 	return false
+}
+
+// OwnRefunds says, for a page of callbacks of any orders, which tell of
+// Sekali's own refund (OwnRefund), by callback id: one query, for the
+// refund calls of the orders of the callbacks that could.
+func (r *Reader) OwnRefunds(ctx context.Context, cbs []models.PaymentCallback) (map[int64]bool, error) {
+	var orders []string
+	for _, cb := range cbs {
+		if cb.EventStatus == models.EventRefunded && cb.Result == models.ResultStale && cb.OrderID != "" {
+			orders = append(orders, cb.OrderID)
+		}
+	}
+	own := map[int64]bool{}
+	if len(orders) == 0 {
+		return own, nil
+	}
+	var reqs []models.GatewayRequest
+	err := r.db.WithContext(ctx).Where("order_id IN ? AND kind = ?", orders, models.GatewayRefund).Find(&reqs).Error
+	if err != nil {
+		return nil, fmt.Errorf("story.OwnRefunds: %w", store.Classify(err))
+	}
+	for _, cb := range cbs {
+		if ownRefund(cb, reqs) {
+			own[cb.ID] = true
+		}
+	}
+	return own, nil
 }
 
 // OwnRefundResult is how a callback that OwnRefund tells of is shown,
@@ -81,6 +111,7 @@ type Callback struct {
 	Payment     *models.Payment           // the charge it names, if recorded
 	Outbox      []models.OutboxMessage    // the tasks its effect wrote
 	Jobs        []models.JobExecution     // the runs of those tasks
+	OwnRefund   bool                      // it tells of Sekali's own refund (Order.OwnRefund)
 }
 
 // Event is one line of an order's timeline. Ref names what it links to:
@@ -203,6 +234,11 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 	if s.Deliveries, err = r.deliveries(ctx, id); err != nil {
 		return nil, err
 	}
+	own, err := r.OwnRefunds(ctx, []models.PaymentCallback{s.Callback})
+	if err != nil {
+		return nil, err
+	}
+	s.OwnRefund = own[id]
 	if err := db.Where("callback_id = ?", id).Order("id").Find(&s.Transitions).Error; err != nil {
 		return nil, fmt.Errorf("story.Callback: transitions: %w", store.Classify(err))
 	}

@@ -563,3 +563,51 @@ func TestOrderStoryShowsARefundAndItsJob(t *testing.T) {
 		t.Errorf("event %+v, want the admin and the reason", e)
 	}
 }
+
+// A refunded event found stale tells of Sekali's own refund only when
+// that order asked that gateway for that amount and the call went out:
+// the callbacks list reads a page of callbacks of many orders at once,
+// and another order's refund of the same amount is not this one's.
+func TestOwnRefundsMatchTheOrdersOwnCalls(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	testenv.MustCreateProduct(t, w.db, "OWN", price, 5)
+	asked, other := w.order("OWN", 1), w.order("OWN", 1)
+	planned := w.order("OWN", 1)
+	paymentOf := func(o *models.Order) *int64 {
+		w.mustDeliver("evt-own-"+o.ID, o.ID, "ch-own-"+o.ID, models.EventPaid, price, models.OrderPaid)
+		var p models.Payment
+		if err := w.db.Take(&p, "order_id = ?", o.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		return &p.ID
+	}
+	for _, r := range []models.GatewayRequest{
+		{OrderID: asked.ID, PaymentID: paymentOf(asked), Phase: models.GatewayDone, IdempotencyKey: "refund-own-1", ProviderObjectID: "rf_1", DoneAt: new(time.Now())},
+		{OrderID: planned.ID, PaymentID: paymentOf(planned), Phase: models.GatewayPlanned, IdempotencyKey: "refund-own-2"},
+	} {
+		r.Kind, r.Provider, r.Amount, r.Currency = models.GatewayRefund, sandbox.Name, price, asked.Currency
+		if err := w.db.Create(&r).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	callback := func(id int64, orderID string, ev models.PaymentEvent, result string, amount int64) models.PaymentCallback {
+		return models.PaymentCallback{ID: id, OrderID: orderID, Provider: sandbox.Name, EventStatus: ev, Result: result,
+			Amount: amount, Currency: asked.Currency}
+	}
+	cbs := []models.PaymentCallback{
+		callback(1, asked.ID, models.EventRefunded, models.ResultStale, price),     // ours
+		callback(2, other.ID, models.EventRefunded, models.ResultStale, price),     // another order's
+		callback(3, asked.ID, models.EventRefunded, models.ResultProcessed, price), // it changed something
+		callback(4, asked.ID, models.EventRefunded, models.ResultStale, price-1),   // another amount
+		callback(5, planned.ID, models.EventRefunded, models.ResultStale, price),   // the call never went out
+		callback(6, asked.ID, models.EventPaid, models.ResultStale, price),         // not a refund
+	}
+	own, err := w.reader.OwnRefunds(context.Background(), cbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != 1 || !own[1] {
+		t.Errorf("own refunds %v, want callback 1 only", own)
+	}
+}

@@ -154,6 +154,9 @@ type CallbackRow struct {
 	OwnRefund bool `json:"-"`
 }
 
+// ownRefundWhy is why a callback of Sekali's own refund changed nothing.
+const ownRefundWhy = "the gateway told of a refund Sekali asked and had already recorded from its answer"
+
 // DeliveryRow is one HTTP delivery of a callback.
 type DeliveryRow struct {
 	ID           int64     `json:"id"`
