@@ -25,9 +25,9 @@ import (
 // what the first call sent. A 409 (the key's first request is still in
 // progress), a 429, a 5xx, an answer that is not Stripe's, no answer, or
 // the context's end is a plain error: unknown whether Stripe acted. A
-// request that cannot be sent as it is (an amount that is not one of the
-// currency, items that do not add up to the amount) is refused before it
-// is sent: *gatewaycalls.Refused with Status 0.
+// request that cannot be sent as it is (no key, no amount, an amount that
+// is not one of the currency, items that do not add up to the amount) is
+// refused before it is sent: *gatewaycalls.Refused with Status 0.
 type PageOpener struct {
 	api     *api
 	baseURL string
@@ -80,8 +80,11 @@ func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (
 // sessionParams is the Checkout Session that r asks for. A request
 // without items is one line: the order.
 func sessionParams(r gatewaycalls.PageRequest) (*stripego.CheckoutSessionCreateParams, error) {
-	if r.Key == "" {
+	switch {
+	case r.Key == "":
 		return nil, &gatewaycalls.Refused{Message: "stripe checkout session: no idempotency key"}
+	case r.Amount < 1: // Stripe would open a page of nothing to pay (a line of unit_amount 0 is valid there)
+		return nil, &gatewaycalls.Refused{Message: fmt.Sprintf("stripe checkout session: %d is no amount to pay", r.Amount)}
 	}
 	currency := strings.ToUpper(r.Currency)
 	items := r.Items

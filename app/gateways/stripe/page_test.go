@@ -114,6 +114,9 @@ func TestOpenPageAmounts(t *testing.T) {
 }
 
 // A request that cannot be sent is refused before it is: nothing is sent.
+// An amount of nothing — without items, or with items of nothing — used
+// to be sent: Stripe takes a line of unit_amount 0, and would have opened
+// a page of nothing to pay.
 func TestOpenPageRefusedBeforeSending(t *testing.T) {
 	t.Parallel()
 	o, got := stripeServer(t, "", http.StatusOK, sessionBody)
@@ -121,7 +124,11 @@ func TestOpenPageRefusedBeforeSending(t *testing.T) {
 	noKey.Key = ""
 	short := pageRequest()
 	short.Amount++
-	gatewaytest.PageRefusedBeforeSending(t, o, got, noKey, short)
+	free := pageRequest()
+	free.Amount, free.Items = 0, nil
+	freeItems := pageRequest()
+	freeItems.Amount, freeItems.Items = 0, []gatewaycalls.PageItem{{SKU: "GIFT", Name: "Gift", Qty: 1, UnitPrice: 0}}
+	gatewaytest.PageRefusedBeforeSending(t, o, got, noKey, short, free, freeItems)
 }
 
 // Stripe's answers: a definite "no" is Refused; a conflict with a request
