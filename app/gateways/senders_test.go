@@ -5,7 +5,6 @@ import (
 
 	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
-	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/payments"
@@ -28,15 +27,6 @@ func TestSendersWriteWhatTheAdaptersRead(t *testing.T) {
 	}{
 		{sandbox.Name, testenv.SandboxSecret, "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0",
 			sandbox.NewProvider([][]byte{testenv.SandboxKey}), func(f payments.Fact) string { return f.EventID }},
-		{midtrans.Name, midtransKey, "SB-Mid-server-NOT-OURS", must(midtrans.NewProvider(midtransKey, "")),
-			func(f payments.Fact) string {
-				key := f.TransactionID + ":" + map[models.PaymentEvent]string{models.EventPaid: "settlement", models.EventPending: "pending",
-					models.EventDeclined: "deny", models.EventFailed: "cancel", models.EventExpired: "expire", models.EventRefunded: "refund"}[f.Status]
-				if f.Status == models.EventRefunded { // and the refunded total
-					key += ":" + payments.MajorText(f.Amount, f.Currency, 2)
-				}
-				return key
-			}},
 		{stripe.Name, stripeSecret, "whsec_not_ours_0123456789", must(stripe.NewProvider(stripeSecret)),
 			func(f payments.Fact) string { return f.EventID }},
 	} {
@@ -61,7 +51,6 @@ func TestSendersWriteRefundStates(t *testing.T) {
 
 // The test secrets of the gateways named here.
 const (
-	midtransKey  = "SB-Mid-server-TEST0123456789abcdef"
 	stripeSecret = "whsec_test_0123456789abcdef"
 )
 
