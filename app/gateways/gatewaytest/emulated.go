@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/emulation"
@@ -29,14 +30,36 @@ type Emulated struct {
 	// FailLater implement payments.Sandbox's.
 	emulation.Faults
 
+	// sender, when set, writes the gateway's notifications, whose
+	// bodies the emulator is told of (EmulateSending).
+	sender payments.Sender
+	t      testing.TB
+
 	mu       sync.Mutex
 	notified []payments.Fact
+	queue    []payments.Fact // told to the emulator next, in order
+	telling  bool            // a goroutine is telling the queue
+	told     sync.WaitGroup
 }
 
 // Emulate serves e until the test ends.
 func Emulate(t *testing.T, e payments.Emulator) *Emulated {
 	t.Helper()
-	x := &Emulated{emulator: e}
+	return EmulateSending(t, e, nil)
+}
+
+// EmulateSending is Emulate for a gateway whose emulation answers with
+// the notifications the sandbox gateway sends in its format (Midtrans's
+// status API): sender writes them, and the emulator is told of each
+// (payments.Emulator's Notified) with the body written, as the sandbox
+// gateway tells it — of a payment (Paid) and of every notification the
+// emulation sends (Notify). A nil sender is Emulate.
+func EmulateSending(t *testing.T, e payments.Emulator, sender payments.Sender) *Emulated {
+	t.Helper()
+	x := &Emulated{emulator: e, sender: sender, t: t}
+	// Registered before the server's Close, so run after it: Close waits
+	// for the calls in flight, whose notifications are then told.
+	t.Cleanup(x.told.Wait)
 	mux := http.NewServeMux()
 	mux.Handle(e.Path()+"/", http.StripPrefix(e.Path(), e.Handler(x)))
 	srv := httptest.NewServer(mux)
@@ -47,10 +70,26 @@ func Emulate(t *testing.T, e payments.Emulator) *Emulated {
 
 // Paid tells the emulation that charge was paid amount (minor units) of
 // currency, as the sandbox gateway does when it reports a payment in the
-// gateway's format: what its refunds may take.
+// gateway's format: what its refunds may take. With a sender, the
+// emulator is told of the payment's notification first, as the sandbox
+// gateway tells it before it sends one.
 func (x *Emulated) Paid(orderID, charge string, amount int64, currency string) {
-	x.emulator.Reported(payments.Fact{EventID: "evt_paid_" + charge, OrderID: orderID, TransactionID: charge,
-		Status: models.EventPaid, Amount: amount, Currency: currency})
+	f := payments.Fact{EventID: "evt_paid_" + charge, OrderID: orderID, TransactionID: charge,
+		Status: models.EventPaid, Amount: amount, Currency: currency}
+	if x.sender != nil {
+		x.tell(f)
+	}
+	x.emulator.Reported(f)
+}
+
+// tell tells the emulator of f's notification as x's sender writes it.
+func (x *Emulated) tell(f payments.Fact) {
+	_, body, err := payments.Notification(x.sender, f, time.Now())
+	if err != nil {
+		x.t.Errorf("gatewaytest: the %s notification of %+v: %v", x.sender.Provider(), f, err)
+		return
+	}
+	x.emulator.Notified(f, body)
 }
 
 // Notified are the notifications the emulation sent so far.
@@ -67,13 +106,44 @@ func (x *Emulated) PageOf(orderID, token string) string {
 }
 
 // Notify implements payments.Sandbox: the notifications are kept, in
-// order. (It does not call the emulator's Notified, which needs the
-// body the gateway's sender writes: Xendit's, the one gateway these
-// checks run for yet, ignores it.)
+// order. With a sender, the emulator is told of each (Notified) before it
+// is kept — on another goroutine, in the order they came, as the sandbox
+// gateway delivers them: an emulator may notify with its own lock held
+// (Midtrans's refunds do), and Notified takes it.
 func (x *Emulated) Notify(_ string, fs ...payments.Fact) {
 	x.mu.Lock()
-	x.notified = append(x.notified, fs...)
-	x.mu.Unlock()
+	defer x.mu.Unlock()
+	if x.sender == nil {
+		x.notified = append(x.notified, fs...)
+		return
+	}
+	x.queue = append(x.queue, fs...)
+	if !x.telling {
+		x.telling = true
+		x.told.Add(1)
+		go x.tellQueue()
+	}
+}
+
+// tellQueue tells the emulator of the queued notifications, oldest first,
+// and keeps each, until none is left.
+func (x *Emulated) tellQueue() {
+	defer x.told.Done()
+	for {
+		x.mu.Lock()
+		if len(x.queue) == 0 {
+			x.telling = false
+			x.mu.Unlock()
+			return
+		}
+		f := x.queue[0]
+		x.queue = x.queue[1:]
+		x.mu.Unlock()
+		x.tell(f)
+		x.mu.Lock()
+		x.notified = append(x.notified, f)
+		x.mu.Unlock()
+	}
 }
 
 // PayURL implements payments.Sandbox: PageOf the order a key names

@@ -5,9 +5,9 @@
 // its sender writes what its adapter reads (SenderRoundTrip,
 // SenderRefundStates), that its notifications apply once through the
 // payments pipeline (Pipeline, AppliesOnce), and what its page opener
-// and refunder must do against its emulation of its API (Emulate, Pages,
-// Refunds) and answer to a gateway that misbehaves (PageAnswers,
-// PageNoAnswer, PageRefusedBeforeSending).
+// and refunder must do against its emulation of its API (Emulate,
+// EmulateSending, Pages, Refunds) and answer to a gateway that
+// misbehaves (PageAnswers, PageNoAnswer, PageRefusedBeforeSending).
 package gatewaytest
 
 import (
