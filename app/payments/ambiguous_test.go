@@ -70,7 +70,7 @@ func (f *fixture) send(d delivery) payments.Outcome {
 // from either, the last one winning) are a 400. (Each gateway's package
 // checks its own: Xendit's with what it documents as a number sent in
 // quotes, a 422; Stripe's in a body nested inside the event.)
-func TestAmbiguousBodiesAreRefusedByEveryGateway(t *testing.T) {
+func TestAmbiguousBodiesAreRefused(t *testing.T) {
 	t.Parallel()
 	f := gatewayFixture(t)
 	id, _ := f.orderIn(models.OrderPending)
