@@ -21,6 +21,7 @@ const (
 	EIdempotencyInvalid   = "idempotency_key_invalid"
 	EIdempotencyTooShort  = "idempotency_key_too_short" // a key shorter than 16 characters
 	EInvalidPayload       = "invalid_payload"           // malformed JSON
+	EUnknownParameter     = "unknown_parameter"         // a query parameter the list does not take
 	EMissingField         = "missing_field"             // a required field is missing or mistyped
 	EInvalidSignature     = "invalid_signature"
 	ETooLarge             = "too_large"

@@ -31,8 +31,8 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 		Provider: p.text("provider"), Result: p.oneOf("result", callbackResults...), OrderID: p.text("order"),
 		KeyPrefix: p.text("key"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
-	if p.err != nil {
-		return p.err
+	if err := p.check(c); err != nil {
+		return err
 	}
 	cbs, next, err := s.deps.Payments.ListCallbacks(c.Request().Context(), f)
 	if err != nil {
@@ -86,8 +86,8 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 		Provider: p.text("provider"), Outcome: p.oneOf("outcome", deliveryOutcomes...), CallbackID: p.id("callback"),
 		RemoteAddr: p.text("addr"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
-	if p.err != nil {
-		return p.err
+	if err := p.check(c); err != nil {
+		return err
 	}
 	ds, next, err := s.deps.Payments.ListDeliveries(c.Request().Context(), f)
 	if err != nil {

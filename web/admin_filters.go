@@ -1,33 +1,42 @@
 package web
 
 import (
+	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/models"
 )
 
 // Filters come from query parameters, so that a filtered list is a URL
 // that can be shared. Each list parses its own parameters once, with
-// these helpers; a value that cannot be understood is a 422 that names
-// the parameter, never a silently ignored filter.
+// these helpers, then checks them (params.check): a value that cannot be
+// understood is a 422 that names the parameter, and a parameter the list
+// does not take is a 400 in the API that names the ones it does (on the
+// page, a notice above the list) — never a silently ignored filter.
 
 // maxFilterLength bounds a text filter.
 const maxFilterLength = 200
 
 // params reads a list's query parameters.
 type params struct {
-	q   url.Values
-	err error
+	q    url.Values
+	err  error
+	read map[string]bool // the parameters the list took
 }
 
-func newParams(q url.Values) *params { return &params{q: q} }
+func newParams(q url.Values) *params { return &params{q: q, read: map[string]bool{}} }
 
 // text is a trimmed text parameter of at most maxFilterLength characters.
 func (p *params) text(name string) string {
+	p.read[name] = true
 	v := strings.TrimSpace(p.q.Get(name))
 	if len(v) > maxFilterLength || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
 		p.fail(name, "must be at most %d characters of text", maxFilterLength)
@@ -82,6 +91,37 @@ func (p *params) time(name string) time.Time {
 	}
 	p.fail(name, "must be a UTC time such as 2026-11-30T14:05")
 	return time.Time{}
+}
+
+// check ends the reading of a list's parameters: the first value that
+// could not be understood, or the parameters the list does not take. An
+// API client gets those as a 400 unknown_parameter naming the ones it
+// does take; a person gets the list with a notice saying the same
+// (ctxNotice), since a hand-edited URL should still show the page.
+func (p *params) check(c echo.Context) error {
+	if p.err != nil {
+		return p.err
+	}
+	var unknown []string
+	for name := range p.q {
+		if !p.read[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	takes := "no parameters"
+	if len(p.read) > 0 {
+		takes = strings.Join(slices.Sorted(maps.Keys(p.read)), ", ")
+	}
+	msg := fmt.Sprintf("this list does not take %s; it takes %s", strings.Join(unknown, ", "), takes)
+	if wantsJSON(c) {
+		return models.Errorf(models.EUnknownParameter, "%s", msg)
+	}
+	c.Set(ctxNotice, msg+" (ignored here)")
+	return nil
 }
 
 func (p *params) fail(name, format string, args ...any) {

@@ -17,15 +17,16 @@ import (
 
 var jobStatuses = []string{string(models.JobProcessing), jobview.Stuck, string(models.JobFailed), string(models.JobSucceeded)}
 
-// jobFilter reads the jobs list's filter; jobTypes are the business task
-// types (the job queue's TaskTypes).
-func jobFilter(q url.Values, jobTypes []string) (jobview.Filter, error) {
+// jobFilter reads the jobs list's filter, and the params read, for the
+// caller to check; jobTypes are the business task types (the job queue's
+// TaskTypes).
+func jobFilter(q url.Values, jobTypes []string) (jobview.Filter, *params) {
 	p := newParams(q)
 	f := jobview.Filter{
 		Status: p.oneOf("status", jobStatuses...), Type: p.oneOf("type", jobTypes...), Key: p.text("key"),
 		Before: p.id("before"), Limit: int(p.id("limit")),
 	}
-	return f, p.err
+	return f, p
 }
 
 func jobFilterQuery(f jobview.Filter) string {
@@ -36,8 +37,8 @@ func jobFilterQuery(f jobview.Filter) string {
 // business key, status, attempts, fence, worker, lease, last error) and
 // the queue's archived tasks — the jobs that gave up.
 func (s *Server) adminJobs(c echo.Context) error {
-	f, err := jobFilter(c.QueryParams(), s.taskTypes)
-	if err != nil {
+	f, p := jobFilter(c.QueryParams(), s.taskTypes)
+	if err := p.check(c); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -119,8 +120,8 @@ func resultOf(err error) string {
 // adminRerunConfirm is GET /admin/jobs/rerun-matching?<filter>: how many
 // failed or archived jobs match, and a button to re-run them all.
 func (s *Server) adminRerunConfirm(c echo.Context) error {
-	f, err := jobFilter(c.QueryParams(), s.taskTypes)
-	if err != nil {
+	f, p := jobFilter(c.QueryParams(), s.taskTypes)
+	if err := p.check(c); err != nil {
 		return err
 	}
 	keys, err := s.deps.Jobs.Rerunnable(c.Request().Context(), f)
@@ -138,9 +139,9 @@ func (s *Server) adminRerunMatching(c echo.Context) error {
 	if err != nil {
 		return models.Errorf(models.EInvalid, "the form could not be read")
 	}
-	f, err := jobFilter(form, s.taskTypes)
-	if err != nil {
-		return err
+	f, p := jobFilter(form, s.taskTypes) // the form's other fields are the form's
+	if p.err != nil {
+		return p.err
 	}
 	f.Before, f.Limit = 0, 0
 	counts, err := s.deps.Jobs.RerunAll(c.Request().Context(), f)
@@ -181,8 +182,8 @@ func (s *Server) adminOutbox(c echo.Context) error {
 		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", s.taskTypes...),
 		TaskID: p.text("task_id"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
-	if p.err != nil {
-		return p.err
+	if err := p.check(c); err != nil {
+		return err
 	}
 	ms, next, err := s.deps.Jobs.ListOutbox(c.Request().Context(), f)
 	if err != nil {

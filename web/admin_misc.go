@@ -20,8 +20,8 @@ import (
 func (s *Server) adminActions(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := admins.ActionFilter{Admin: p.text("admin"), Action: p.text("action"), Before: p.id("before"), Limit: int(p.id("limit"))}
-	if p.err != nil {
-		return p.err
+	if err := p.check(c); err != nil {
+		return err
 	}
 	as, next, err := s.deps.Admins.ListActions(c.Request().Context(), f)
 	if err != nil {
@@ -149,8 +149,8 @@ var gatewayPhases = []string{gatewaycalls.PhaseOpen, string(models.GatewayPlanne
 func (s *Server) adminGatewayRequests(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := gatewaycalls.Filter{Phase: p.oneOf("phase", gatewayPhases...), Before: p.id("before"), Limit: int(p.id("limit"))}
-	if p.err != nil {
-		return p.err
+	if err := p.check(c); err != nil {
+		return err
 	}
 	var rs []models.GatewayRequest
 	var next int64

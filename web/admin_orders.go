@@ -25,8 +25,8 @@ func (s *Server) adminOrders(c echo.Context) error {
 		Status: models.OrderStatus(p.oneOf("status", orderStatuses...)), Email: p.text("email"), IDPrefix: p.text("id"),
 		From: p.time("from"), To: p.time("to"), Before: p.text("before"), Limit: int(p.id("limit")),
 	}
-	if p.err != nil {
-		return p.err
+	if err := p.check(c); err != nil {
+		return err
 	}
 	os, next, err := s.deps.Orders.List(c.Request().Context(), f)
 	if err != nil {

@@ -19,6 +19,9 @@ const scopeProductsCreate = "products.create"
 // adminProducts is GET /admin/products: every product and its stock, and
 // the form for a new one.
 func (s *Server) adminProducts(c echo.Context) error {
+	if err := newParams(c.QueryParams()).check(c); err != nil { // one page of every product: no filters
+		return err
+	}
 	return s.productsPage(c, 200, views.ProductForm{Key: newFormKey(), Values: map[string]string{"currency": models.DefaultCurrency}})
 }
 
@@ -108,15 +111,15 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 	ctx := c.Request().Context()
 	sku := c.Param("sku")
 	p := newParams(c.QueryParams())
-	before := p.id("before")
-	if p.err != nil {
-		return p.err
+	before, rows := p.id("before"), int(p.id("limit"))
+	if err := p.check(c); err != nil {
+		return err
 	}
 	prod, err := s.deps.Products.Get(ctx, sku)
 	if err != nil {
 		return err
 	}
-	ledger, next, err := s.deps.Products.Ledger(ctx, sku, before, int(p.id("limit")))
+	ledger, next, err := s.deps.Products.Ledger(ctx, sku, before, rows)
 	if err != nil {
 		return err
 	}

@@ -545,3 +545,41 @@ func TestOrderPageShowsRefundsAndDisputes(t *testing.T) {
 		}
 	}
 }
+
+// A list asked for a parameter it does not take never ignores it in
+// silence: the API answers 400 unknown_parameter naming the ones the
+// list takes; a person gets the list with a notice saying the same. A
+// bad value of a parameter it takes is still a 422.
+func TestListsRefuseParametersTheyDoNotTake(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	for _, tc := range []struct{ list, takes string }{
+		{"orders", "status"}, {"callbacks", "provider"}, {"deliveries", "outcome"}, {"jobs", "type"},
+		{"outbox", "task_id"}, {"actions", "admin"}, {"gateway-requests", "phase"}, {"products", "no parameters"},
+	} {
+		query := "?transaction=tx-1&limit=5"
+		if tc.list == "products" { // one page of every product: not even limit
+			query = "?transaction=tx-1"
+		}
+		api := c.api("/api/admin/" + tc.list + query)
+		var p struct{ Code, Detail string }
+		if err := json.Unmarshal([]byte(api.Body), &p); err != nil || api.StatusCode != 400 || p.Code != "unknown_parameter" ||
+			!strings.Contains(p.Detail, "does not take transaction;") || !strings.Contains(p.Detail, tc.takes) {
+			t.Errorf("%s?transaction=: %d %s; want 400 unknown_parameter naming transaction and %s", tc.list, api.StatusCode, api.Body, tc.takes)
+		}
+		if tc.list != "products" {
+			if ok := c.api("/api/admin/" + tc.list + "?limit=5"); ok.StatusCode != 200 {
+				t.Errorf("%s?limit=5: %d %s", tc.list, ok.StatusCode, ok.Body)
+			}
+		}
+		page := c.get("/admin/" + tc.list + "?transaction=tx-1")
+		flash := page.Doc(t).Find("#flash .flash")
+		if page.StatusCode != 200 || !flash.HasClass("warn") || !strings.Contains(flash.Text(), "does not take transaction") {
+			t.Errorf("the %s page with ?transaction=: %d, notice %q (classes %q)", tc.list, page.StatusCode, flash.Text(), flash.AttrOr("class", ""))
+		}
+	}
+	if bad := c.api("/api/admin/orders?status=lost&transaction=tx-1"); bad.StatusCode != 422 || !strings.Contains(bad.Body, "status must be one of") {
+		t.Errorf("a bad value and an unknown parameter: %d %s; want the value's 422 first", bad.StatusCode, bad.Body)
+	}
+}

@@ -19,6 +19,7 @@ const (
 	ctxAdmin   = "admin"   // the logged-in admin's email
 	ctxSession = "session" // true once the session is loaded
 	ctxToken   = "token"   // true once the admin API token is checked
+	ctxNotice  = "notice"  // a warning for this page alone (params.check)
 )
 
 // page renders a console page with status: the whole page, or, for an
@@ -27,6 +28,9 @@ const (
 // a failure halfway is still answered by the error handler.
 func (s *Server) page(c echo.Context, status int, title, section string, content templ.Component) error {
 	m := views.Meta{Title: title, Section: section, Admin: adminOf(c), Flash: s.popFlash(c)}
+	if notice, ok := c.Get(ctxNotice).(string); ok && m.Flash == nil {
+		m.Flash = &views.Flash{Tone: "warn", Text: notice}
+	}
 	comp := views.Layout(m, content)
 	if isHTMX(c) {
 		comp = views.Content(m, content)

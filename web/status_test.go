@@ -26,6 +26,7 @@ var httpStatusWant = map[string]int{
 	models.ERequestInProgress:    409,
 	models.EIdempotencyInvalid:   400,
 	models.EInvalidPayload:       400,
+	models.EUnknownParameter:     400,
 	models.EMissingField:         422,
 	models.EInvalidSignature:     401,
 	models.ETooLarge:             413,
