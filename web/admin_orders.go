@@ -23,6 +23,7 @@ func (s *Server) adminOrders(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := orders.Filter{
 		Status: models.OrderStatus(p.oneOf("status", orderStatuses...)), Email: p.text("email"), IDPrefix: p.text("id"),
+		Transaction: p.text("transaction"),
 		From: p.time("from"), To: p.time("to"), Before: p.text("before"), Limit: int(p.id("limit")),
 	}
 	if err := p.check(c); err != nil {
@@ -33,7 +34,8 @@ func (s *Server) adminOrders(c echo.Context) error {
 		return err
 	}
 	v := listPage(s, c, "/admin/orders", os, next, orderRow)
-	form := views.OrderFilter{Status: string(f.Status), Email: f.Email, ID: f.IDPrefix, From: c.QueryParam("from"), To: c.QueryParam("to")}
+	form := views.OrderFilter{Status: string(f.Status), Email: f.Email, ID: f.IDPrefix, Transaction: f.Transaction,
+		From: c.QueryParam("from"), To: c.QueryParam("to")}
 	return s.show(c, "Orders", "orders", v, views.OrdersPage(v, form, orderStatuses))
 }
 

@@ -583,3 +583,78 @@ func TestListsRefuseParametersTheyDoNotTake(t *testing.T) {
 		t.Errorf("a bad value and an unknown parameter: %d %s; want the value's 422 first", bad.StatusCode, bad.Body)
 	}
 }
+
+// Search: a gateway's transaction id finds its callbacks, their
+// deliveries and its order; a customer's email finds the callbacks of
+// their orders; a request id (from a log line) finds its delivery. Each
+// finds the one order's rows and none of the other's.
+func TestSearchByTransactionEmailAndRequestID(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "SEARCH", 50000, 10)
+	mine, other := c.newOrder("SEARCH", 1), c.newOrder("SEARCH", 1)
+	if err := c.db.Model(&models.Order{}).Where("id = ?", mine.ID).Update("customer_email", "found@example.com").Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*models.Order{mine, other} {
+		body := testenv.SandboxBody(o.ID, "tx-search-"+o.ID, models.EventPaid, o.TotalAmount)
+		for range 2 { // a delivery and its duplicate
+			if got := c.deliver("evt_search_"+o.ID, body); got != http.StatusOK {
+				t.Fatalf("delivery for %s: %d", o.ID, got)
+			}
+		}
+	}
+	testenv.Eventually(t, "four delivery rows", func() bool {
+		var n int64
+		c.db.Model(&models.CallbackDelivery{}).Where("callback_id IS NOT NULL AND request_id <> ''").Count(&n)
+		return n == 4
+	})
+	var request string
+	c.db.Raw(`SELECT d.request_id FROM callback_deliveries d JOIN payment_callbacks cb ON cb.id = d.callback_id
+		WHERE cb.order_id = ? ORDER BY d.id LIMIT 1`, mine.ID).Scan(&request)
+
+	// rowsOf lists a list's rows' order ids (callbacks, orders) or
+	// callback ids (deliveries), asked through the API.
+	type row struct {
+		ID         any    `json:"id"`
+		OrderID    string `json:"order_id"`
+		CallbackID *int64 `json:"callback_id"`
+		RequestID  string `json:"request_id"`
+	}
+	rowsOf := func(path string) []row {
+		t.Helper()
+		p := c.api(path)
+		var list struct{ Rows []row }
+		if err := json.Unmarshal([]byte(p.Body), &list); err != nil || p.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, p.StatusCode, p.Body)
+		}
+		return list.Rows
+	}
+	var mineCallback int64
+	c.db.Raw("SELECT id FROM payment_callbacks WHERE order_id = ?", mine.ID).Scan(&mineCallback)
+	tx := url.QueryEscape("tx-search-" + mine.ID)
+	if rs := rowsOf("/api/admin/callbacks?transaction=" + tx); len(rs) != 1 || rs[0].OrderID != mine.ID {
+		t.Errorf("callbacks by transaction: %+v, want the one of %s", rs, mine.ID)
+	}
+	if rs := rowsOf("/api/admin/callbacks?email=found%40example.com"); len(rs) != 1 || rs[0].OrderID != mine.ID {
+		t.Errorf("callbacks by email: %+v, want the one of %s", rs, mine.ID)
+	}
+	if rs := rowsOf("/api/admin/deliveries?transaction=" + tx); len(rs) != 2 || *rs[0].CallbackID != mineCallback || *rs[1].CallbackID != mineCallback {
+		t.Errorf("deliveries by transaction: %+v, want the two of callback %d", rs, mineCallback)
+	}
+	if rs := rowsOf("/api/admin/deliveries?request=" + url.QueryEscape(request)); len(rs) != 1 || rs[0].RequestID != request {
+		t.Errorf("deliveries by request id %q: %+v, want that one", request, rs)
+	}
+	if rs := rowsOf("/api/admin/orders?transaction=" + tx); len(rs) != 1 || rs[0].ID != mine.ID {
+		t.Errorf("orders by transaction: %+v, want %s", rs, mine.ID)
+	}
+	if rs := rowsOf("/api/admin/orders?transaction=tx-none"); len(rs) != 0 {
+		t.Errorf("orders by an unknown transaction: %+v, want none", rs)
+	}
+	// The page's form holds the search, and the list shows what it found.
+	doc := c.get("/admin/callbacks?transaction=" + tx).Doc(t)
+	if v, _ := doc.Find(`input[name=transaction]`).Attr("value"); v != "tx-search-"+mine.ID || doc.Find("#list tbody tr").Length() != 1 {
+		t.Errorf("the callbacks page searched by transaction: field %q, %d rows", v, doc.Find("#list tbody tr").Length())
+	}
+}

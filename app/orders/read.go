@@ -13,11 +13,14 @@ import (
 // Filter selects orders for the console's list.
 type Filter struct {
 	Status   models.OrderStatus
-	Email    string    // the customer's email, exactly
-	IDPrefix string    // a prefix of the order id
-	From, To time.Time // created_at window; zero: open
-	Before   string    // keyset cursor: ids below it (ids sort by creation time)
-	Limit    int
+	Email    string // the customer's email, exactly
+	IDPrefix string // a prefix of the order id
+	// Transaction is a gateway's transaction id or reference of one of
+	// the order's payments or callbacks, exactly.
+	Transaction string
+	From, To    time.Time // created_at window; zero: open
+	Before      string    // keyset cursor: ids below it (ids sort by creation time)
+	Limit       int
 }
 
 // List returns the newest orders matching f (without items) and the
@@ -32,6 +35,10 @@ func (s *Service) List(ctx context.Context, f Filter) ([]models.Order, string, e
 	}
 	if f.IDPrefix != "" {
 		q = q.Where("id LIKE ?", store.LikePrefix(f.IDPrefix))
+	}
+	if f.Transaction != "" {
+		q = q.Where("(id IN (SELECT order_id FROM payments WHERE provider_reference = ?) OR id IN (SELECT order_id FROM payment_callbacks WHERE transaction_id = ?))",
+			f.Transaction, f.Transaction)
 	}
 	var rows []models.Order
 	next, err := store.WindowKeyset(q, "orders", "created_at", f.From, f.To, f.Before, f.Limit, &rows,

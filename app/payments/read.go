@@ -27,9 +27,13 @@ type CallbackFilter struct {
 	Result    string // processed, stale, rejected, conflict, or a rejection reason
 	OrderID   string
 	KeyPrefix string
-	From, To  time.Time // first_received_at window; zero: open
-	Before    int64     // keyset cursor: ids below it
-	Limit     int
+	// Transaction is the gateway's transaction id or reference, exactly.
+	Transaction string
+	// Email is the customer email of the callback's order, exactly.
+	Email    string
+	From, To time.Time // first_received_at window; zero: open
+	Before   int64     // keyset cursor: ids below it
+	Limit    int
 }
 
 // ListCallbacks returns the newest callbacks matching f and the cursor of
@@ -53,6 +57,12 @@ func (s *Service) ListCallbacks(ctx context.Context, f CallbackFilter) ([]models
 	}
 	if f.KeyPrefix != "" {
 		q = q.Where("idempotency_key LIKE ?", store.LikePrefix(f.KeyPrefix))
+	}
+	if f.Transaction != "" {
+		q = q.Where("transaction_id = ?", f.Transaction)
+	}
+	if f.Email != "" {
+		q = q.Where("order_id IN (SELECT id FROM orders WHERE customer_email = ?)", f.Email)
 	}
 	var rows []models.PaymentCallback
 	next, err := store.WindowKeyset(q, "payment_callbacks", "first_received_at", f.From, f.To, f.Before, f.Limit, &rows,
@@ -83,9 +93,13 @@ type DeliveryFilter struct {
 	Outcome    string // an outcome, or "refused"
 	CallbackID int64
 	RemoteAddr string
-	From, To   time.Time // received_at window; zero: open
-	Before     int64
-	Limit      int
+	RequestID  string // the request id Sekali gave the delivery, exactly
+	// Transaction is the gateway's transaction id or reference of the
+	// delivery's callback, exactly.
+	Transaction string
+	From, To    time.Time // received_at window; zero: open
+	Before      int64
+	Limit       int
 }
 
 // ListDeliveries returns the newest deliveries matching f and the cursor
@@ -107,6 +121,12 @@ func (s *Service) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]model
 	}
 	if f.RemoteAddr != "" {
 		q = q.Where("remote_addr = ?", f.RemoteAddr)
+	}
+	if f.RequestID != "" {
+		q = q.Where("request_id = ?", f.RequestID)
+	}
+	if f.Transaction != "" {
+		q = q.Where("callback_id IN (SELECT id FROM payment_callbacks WHERE transaction_id = ?)", f.Transaction)
 	}
 	var rows []models.CallbackDelivery
 	next, err := store.WindowKeyset(q, "callback_deliveries", "received_at", f.From, f.To, f.Before, f.Limit, &rows,

@@ -120,12 +120,14 @@ type AuditVerdict struct {
 
 // CallbackFilter is the callbacks list's filter as the form holds it.
 type CallbackFilter struct {
-	Provider string
-	Result   string
-	Order    string
-	Key      string
-	From     string
-	To       string
+	Provider    string
+	Result      string
+	Order       string
+	Key         string
+	Transaction string
+	Email       string
+	From        string
+	To          string
 }
 
 // CallbackRow is one payment callback (provider event).
@@ -254,21 +256,24 @@ type CallbackDetail struct {
 
 // DeliveryFilter is the deliveries list's filter as the form holds it.
 type DeliveryFilter struct {
-	Provider string
-	Outcome  string
-	Callback string
-	Addr     string
-	From     string
-	To       string
+	Provider    string
+	Outcome     string
+	Callback    string
+	Addr        string
+	Request     string
+	Transaction string
+	From        string
+	To          string
 }
 
 // OrderFilter is the orders list's filter as the form holds it.
 type OrderFilter struct {
-	Status string
-	Email  string
-	ID     string
-	From   string
-	To     string
+	Status      string
+	Email       string
+	ID          string
+	Transaction string
+	From        string
+	To          string
 }
 
 // OrderRow is one order.
