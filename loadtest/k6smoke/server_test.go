@@ -120,8 +120,8 @@ func startServer(t *testing.T) target {
 		"ORDER_TOKEN_SECRET=" + testenv.OrderTokenSecret,
 		"SANDBOX_GATEWAY=on",
 		"OPEN_ORDERS_PER_CLIENT=0", // every order comes from 127.0.0.1
-		"DB_MAX_CONNS=15",
-		"LOG_LEVEL=warn", // what went wrong, into the test's log
+		"DB_MAX_CONNS=10",          // the connection budget of end-to-end apps (docs/testing.md)
+		"LOG_LEVEL=warn",           // what went wrong, into the test's log
 	}
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "TZ"} {
 		if v, ok := os.LookupEnv(k); ok {

@@ -34,11 +34,10 @@ type vu struct {
 	modules map[string]*goja.Object
 	group   string // the current group's path, "" at the root
 
-	scenario        *scenarioRun
-	iterInScenario  int64 // this VU's iterations in its scenario, so far
-	iterInInstance  int64
-	iterInTest      int64 // the current iteration's number in its scenario, across VUs
-	iterationActive bool
+	scenario       *scenarioRun
+	iterInScenario int64 // this VU's iterations in its scenario, so far
+	iterInInstance int64
+	iterInTest     int64 // the current iteration's number in its scenario, across VUs
 }
 
 // newVU builds a runtime, runs the script's init code in it and keeps its
