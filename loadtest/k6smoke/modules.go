@@ -185,7 +185,7 @@ func (v *vu) executionModule() *goja.Object {
 	})
 	_ = test.Set("abort", func(msg string) {
 		v.run.fail("exec.test.abort: %s", msg)
-		v.run.cancel()
+		v.run.abort()
 		v.throw("test aborted: %s", msg)
 	})
 

@@ -111,19 +111,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer cancel()
 	r := &run{cfg: cfg, prog: prog, ctx: ctx, cancel: cancel, metrics: newRegistry(),
 		checks: map[string]*checkCount{}, started: time.Now()}
+	r.scenarios, r.abort = context.WithCancel(ctx)
+	defer r.abort()
 	r.execute()
 	return r.result(), nil
 }
 
 // run is the state one test run shares across its VUs.
 type run struct {
-	cfg     Config
-	prog    *goja.Program
-	ctx     context.Context
-	cancel  context.CancelFunc
-	started time.Time
-	opts    options
-	metrics *registry
+	cfg    Config
+	prog   *goja.Program
+	ctx    context.Context
+	cancel context.CancelFunc
+	// scenarios is cancelled by exec.test.abort: it stops the scenarios'
+	// VUs, and leaves the runtime of setup, teardown and handleSummary
+	// able to run handleSummary.
+	scenarios context.Context
+	abort     context.CancelFunc
+	started   time.Time
+	opts      options
+	metrics   *registry
 
 	mu         sync.Mutex
 	failures   []string
@@ -206,7 +213,7 @@ func (r *run) execute() {
 	}
 	wg.Wait()
 
-	if fn, ok := main.function("teardown"); ok && r.ctx.Err() == nil {
+	if fn, ok := main.function("teardown"); ok && r.scenarios.Err() == nil {
 		main.stage = stageTeardown
 		if _, err := main.call(fn, "teardown", data); err != nil {
 			r.fail("%s: teardown: %s", name, errorText(err))
@@ -217,7 +224,7 @@ func (r *run) execute() {
 	r.thresholds = r.metrics.evaluate(r.opts.thresholds, duration)
 	r.report(name)
 
-	if fn, ok := main.function("handleSummary"); ok {
+	if fn, ok := main.function("handleSummary"); ok && r.ctx.Err() == nil {
 		main.stage = stageSummary
 		summary, err := main.parse(r.metrics.summaryData(r.opts, r.thresholds, r.checkList(), duration))
 		if err != nil {

@@ -175,7 +175,8 @@ export function handleSummary(data) {
 
 // TestFailures: each way a k6 run fails fails the runner, with a
 // failure that says which — an exception in an iteration, in setup, a
-// failed check, a crossed threshold, exec.test.fail and abort, a metric
+// failed check, a crossed threshold, exec.test.fail and abort (after
+// which handleSummary still runs), a metric
 // declared or a request made where k6 refuses them, a threshold on a
 // metric that does not exist, handleSummary writing invalid JSON.
 func TestFailures(t *testing.T) {
@@ -196,8 +197,9 @@ export default function () { c.add(1); }`,
 			"exec.test.fail: audit red"},
 		"exec.test.abort": {`import exec from 'k6/execution';
 export const options = { iterations: 50 };
-export default function () { exec.test.abort('stop now'); }`,
-			"exec.test.abort: stop now"},
+export default function () { exec.test.abort('stop now'); }
+export function handleSummary() { return { 'after-abort.json': 'handleSummary still runs' }; }`,
+			"exec.test.abort: stop now\nafter-abort.json is not valid JSON"},
 		"metric outside init": {`import { Counter } from 'k6/metrics'; export default function () { new Counter('late'); }`,
 			"metrics must be declared in the init context"},
 		"request in init": {`import http from 'k6/http'; http.get(__ENV.BASE); export default function () {}`,
@@ -214,7 +216,7 @@ export default function () { exec.test.abort('stop now'); }`,
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			res := runSource(t, tc.src, map[string]string{"BASE": srv.URL}, "")
-			wantFailure(t, res, tc.want)
+			wantFailure(t, res, strings.Split(tc.want, "\n")...)
 		})
 	}
 }

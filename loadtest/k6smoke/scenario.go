@@ -48,10 +48,10 @@ func (r *run) runScenario(sc scenario, dataJSON string) {
 	} else {
 		r.logf("scenario %s (%s): %d VUs, %d iterations each", sc.name, sc.executor, vus, perVU)
 	}
-	ctx := r.ctx
+	ctx := r.scenarios
 	if sc.maxDuration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(r.ctx, sc.maxDuration)
+		ctx, cancel = context.WithTimeout(r.scenarios, sc.maxDuration)
 		defer cancel()
 	}
 
@@ -96,7 +96,7 @@ func (r *run) runScenario(sc scenario, dataJSON string) {
 		}()
 	}
 	wg.Wait()
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.ctx.Err() == nil {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.scenarios.Err() == nil {
 		r.fail("scenario %s: not done within its maxDuration (%s)", sc.name, sc.maxDuration)
 	}
 	if n := sr.errors.Load(); n > maxIterationErrors {
