@@ -30,7 +30,7 @@ run: build ## migrate, seed and serve on :8080
 TEST_P ?= 3
 
 .PHONY: test
-test: test-deps loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis running), and the k6 type-check; installs what it needs first (make test-deps)
+test: test-deps loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis running; the k6 scripts' smoke run, make k6-smoke, is one of them), and the k6 type-check; installs what it needs first (make test-deps)
 	@echo "compiling with the race detector: each package is listed as it compiles (the first time, all of them: a few minutes on 2 cores)"
 	$(GO) build -race -v ./...
 	@echo "testing: each package's result is printed when it finishes; the slowest (the browser and the processes killed mid-work in cmd/sekali, the chaos rounds) take 2-4 minutes"
@@ -53,6 +53,13 @@ test-deps: ## install what the tests run besides Go when it is missing: Chromium
 .PHONY: loadtest-typecheck
 loadtest-typecheck: ## type-check the k6 scripts against @types/k6 (needs Node.js and npm)
 	cd loadtest && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck
+
+# The k6 scripts run in Go (loadtest/k6smoke): make test runs them with
+# every other package (go test ./...), so k6-smoke is not one of its
+# prerequisites; it is for running them alone.
+.PHONY: k6-smoke
+k6-smoke: ## run every k6 script at smoke scale without k6 (loadtest/k6smoke: goja and esbuild) against a server it starts on a fresh database, or K6_SMOKE_TARGET: their logic, signing and checks, not load; make test runs it too
+	$(GO) test -race -count=1 ./loadtest/k6smoke/...
 
 .PHONY: generate
 generate: ## regenerate the templ components (web/**/*_templ.go) and docs/debugging.md; commit what changes

@@ -9,6 +9,13 @@
 // its stock, and the later paid event takes it back (a late payment
 // re-reserves: docs/state-machine.md#event--state), so every order ends
 // `paid` with its one payment `succeeded`.
+//
+// Midtrans is the exception to "one charge": Sekali confirms each of its
+// notifications with Midtrans's status API, which knows one state per
+// transaction, so the three events of one transaction would leave two of
+// them `unconfirmed`. In its format each event is a transaction of its own
+// (as the Go replayer sends them), and the order ends `paid` with exactly
+// one `succeeded` payment beside the others.
 import exec from 'k6/execution';
 import http from 'k6/http';
 import { check } from 'k6';
@@ -23,7 +30,9 @@ import {
   expressible,
   latency,
   paidOnce,
+  paymentsIn,
   primeMetrics,
+  PROVIDER,
   recordCallback,
   runId,
   summaryOutputs,
@@ -78,7 +87,7 @@ export function setup() {
         id: `evt-${run}-${i}-${status}`,
         body: eventBody(`evt-${run}-${i}-${status}`, {
           order_id: o.id,
-          transaction_id: `tx-${run}-${i}`,
+          transaction_id: PROVIDER === 'midtrans' ? `tx-${run}-${i}-${status}` : `tx-${run}-${i}`,
           payment_status: status,
           paid_amount: status === 'paid' ? o.total_amount : 0,
           currency: o.currency,
@@ -120,7 +129,7 @@ export function teardown(data) {
   checkOrders(
     data.orders.map((o) => o.id),
     'order ends paid with one succeeded payment',
-    paidOnce,
+    PROVIDER === 'midtrans' ? (o) => o.status === 'paid' && paymentsIn(o, 'succeeded') === 1 : paidOnce,
   );
   audit();
 }

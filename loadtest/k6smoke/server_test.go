@@ -1,0 +1,200 @@
+package k6smoke
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/testenv"
+)
+
+// The secrets of the servers the tests start, one per gateway format the
+// scripts speak; the same values go to the scripts' __ENV.
+const (
+	adminToken    = "k6-smoke-admin-token"
+	midtransKey   = "SB-Mid-server-K6SMOKE0123456789"
+	xenditToken   = "xnd-callback-token-k6-smoke-0123"
+	stripeSecret  = "whsec_k6smoke_0123456789abcdef"
+	sandboxSecret = testenv.SandboxSecret
+)
+
+// target is a Sekali the scripts run against, and the __ENV they run with.
+type target struct {
+	URL string
+	Env map[string]string // ADMIN_API_TOKEN and each gateway's secret
+}
+
+// env is the __ENV of a script run against tg in provider's format.
+func (tg target) env(provider string, extra map[string]string) map[string]string {
+	env := map[string]string{"BASE_URL": tg.URL, "PROVIDER": provider}
+	for k, v := range tg.Env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// sekaliBinary builds cmd/sekali once per test binary: the server the
+// scripts run against, and `sekali sign`. By its directory: a string
+// naming the module would put this package among those the rename test
+// (tools/rename) runs in a renamed copy.
+func sekaliBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "k6smoke-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "sekali")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/sekali").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build ../../cmd/sekali: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// startServer starts `sekali serve` on a fresh database and its own Redis,
+// with every gateway's secret, the sandbox gateway on (it stands in for
+// Midtrans's status API) and no cap on one client's open orders; or, when
+// K6_SMOKE_TARGET is set, returns that server, whose admin token and
+// secrets come from this process's environment (ADMIN_API_TOKEN,
+// SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN,
+// STRIPE_WEBHOOK_SECRET).
+func startServer(t *testing.T) target {
+	t.Helper()
+	if u := os.Getenv("K6_SMOKE_TARGET"); u != "" {
+		env := map[string]string{}
+		for _, k := range []string{"ADMIN_API_TOKEN", "SANDBOX_WEBHOOK_SECRET", "MIDTRANS_SERVER_KEY", "XENDIT_CALLBACK_TOKEN", "STRIPE_WEBHOOK_SECRET"} {
+			if v := os.Getenv(k); v != "" {
+				env[k] = v
+			}
+		}
+		if env["ADMIN_API_TOKEN"] == "" {
+			t.Fatal("K6_SMOKE_TARGET needs ADMIN_API_TOKEN: the server's admin token")
+		}
+		return target{URL: strings.TrimRight(u, "/"), Env: env}
+	}
+	bin := sekaliBinary(t)
+	secrets := map[string]string{
+		"ADMIN_API_TOKEN":        adminToken,
+		"SANDBOX_WEBHOOK_SECRET": sandboxSecret,
+		"MIDTRANS_SERVER_KEY":    midtransKey,
+		"XENDIT_CALLBACK_TOKEN":  xenditToken,
+		"STRIPE_WEBHOOK_SECRET":  stripeSecret,
+	}
+	env := []string{
+		"HTTP_ADDR=127.0.0.1:0",
+		"DATABASE_URL=" + testenv.NewDatabaseURL(t),
+		"REDIS_URL=" + testenv.StartRedis(t).URL(),
+		"ORDER_TOKEN_SECRET=" + testenv.OrderTokenSecret,
+		"SANDBOX_GATEWAY=on",
+		"OPEN_ORDERS_PER_CLIENT=0", // every order comes from 127.0.0.1
+		"DB_MAX_CONNS=10",          // the connection budget of end-to-end apps (docs/testing.md)
+		"LOG_LEVEL=warn",           // what went wrong, into the test's log
+	}
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range secrets {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = testWriter{t, "sekali: "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-exited; err != nil {
+			t.Errorf("sekali serve: %v", err)
+		}
+	})
+
+	urls := make(chan string, 1)
+	go func() { // reads to the end, so that serve never blocks on its output
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+	}()
+	budget := time.NewTimer(testenv.Budget(t))
+	defer budget.Stop()
+	select {
+	case u := <-urls:
+		return target{URL: u, Env: secrets}
+	case err := <-exited:
+		t.Fatalf("sekali serve exited before serving: %v", err)
+	case <-budget.C:
+		t.Fatal("sekali serve did not say where it serves within the test's budget")
+	}
+	return target{}
+}
+
+// auditOK asks the server's integrity audit for its verdict.
+func auditOK(t *testing.T, tg target) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Budget(t))
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tg.URL+"/api/audit?drain_timeout=60s", nil)
+	req.Header.Set("Authorization", "Bearer "+tg.Env["ADMIN_API_TOKEN"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /api/audit: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var report struct {
+		OK         bool              `json:"ok"`
+		Drained    bool              `json:"drained"`
+		Violations []json.RawMessage `json:"violations"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &report) != nil || !report.OK || !report.Drained {
+		t.Fatalf("GET /api/audit: %d %s", resp.StatusCode, body)
+	}
+}
