@@ -248,7 +248,11 @@ func TestEmulationIsToldWhatTheSandboxSends(t *testing.T) {
 		}
 		res.Body.Close()
 	}
-	testenv.Eventually(t, "three notifications received", func() bool { return sekali.received() == 3 })
+	// Received by Sekali, and their answers recorded by the sandbox
+	// (which happens after Sekali has the request).
+	testenv.Eventually(t, "three notifications received and answered", func() bool {
+		return sekali.received() == 3 && len(g.Deliveries("ORD-FAKE")) == 3
+	})
 	sekali.mu.Lock()
 	got, told, paths, bodies := slices.Clone(sekali.got), slices.Clone(sekali.told), slices.Clone(sekali.path), slices.Clone(sekali.body)
 	sekali.mu.Unlock()
