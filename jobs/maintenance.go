@@ -47,6 +47,9 @@ type Maintenance struct {
 	Grace time.Duration
 	// PruneAfter is the age at which audit rows and finished jobs go.
 	PruneAfter time.Duration
+	// KeepBodiesFor is the age at which deliveries' kept bodies and
+	// headers are cleared (DELIVERY_BODY_RETENTION); 0 clears them all.
+	KeepBodiesFor time.Duration
 	// Poll asks the gateways about pending orders whose
 	// notification has not come (payments.Service.Poll with the
 	// configured status clients); nil when no gateway can be asked.
@@ -178,6 +181,33 @@ func (m *Maintenance) Prune(ctx context.Context, _ *asynq.Task) error {
 		if res.RowsAffected > 0 {
 			m.log.InfoContext(ctx, "pruned", "what", s.what, "rows", res.RowsAffected)
 		}
+	}
+	return m.forgetBodies(ctx)
+}
+
+// bodiesPerStatement bounds one statement of forgetBodies: a long
+// retention switched off clears millions of rows, in short statements.
+const bodiesPerStatement = 10_000
+
+// forgetBodies clears the bodies and headers kept longer than
+// KeepBodiesFor (all of them when it is 0), through the partial index of
+// the rows that still have one.
+func (m *Maintenance) forgetBodies(ctx context.Context) error {
+	cutoff := m.now().UTC().Add(-m.KeepBodiesFor)
+	var total int64
+	for {
+		res := m.db.WithContext(ctx).Exec(`UPDATE callback_deliveries SET headers = NULL, body = NULL
+WHERE id IN (SELECT id FROM callback_deliveries WHERE body IS NOT NULL AND received_at < ? LIMIT ?)`, cutoff, bodiesPerStatement)
+		if res.Error != nil {
+			return fmt.Errorf("prune kept bodies: %w", res.Error)
+		}
+		total += res.RowsAffected
+		if res.RowsAffected < bodiesPerStatement {
+			break
+		}
+	}
+	if total > 0 {
+		m.log.InfoContext(ctx, "pruned", "what", "kept delivery bodies", "rows", total)
 	}
 	return nil
 }

@@ -475,3 +475,40 @@ func TestMaintenancePollPayments(t *testing.T) {
 		t.Error("payments:poll is not on the maintenance schedule")
 	}
 }
+
+// Prune clears the bodies and headers of deliveries older than
+// KeepBodiesFor and keeps the rows (their outcomes are the audit trail);
+// younger ones keep theirs. With KeepBodiesFor 0 (bodies no longer kept)
+// every body left is cleared.
+func TestMaintenancePruneForgetsOldBodies(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}), testenv.Logger(t), 30*24*time.Hour, metrics.New())
+	m.KeepBodiesFor = 24 * time.Hour
+	now := time.Now().UTC()
+	for i, age := range []time.Duration{48 * time.Hour, 25 * time.Hour, time.Hour} {
+		d := models.CallbackDelivery{Provider: "sandbox", ReceivedAt: now.Add(-age), Outcome: models.OutcomeInvalidSignature,
+			ResponseCode: 401, RequestID: fmt.Sprint("kept-", i), Headers: []byte(`{"Webhook-Id":["evt"]}`), Body: []byte(`{"a":1}`)}
+		if err := db.Create(&d).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() (rows, bodies, headers int64) {
+		t.Helper()
+		db.Raw("SELECT count(*), count(body), count(headers) FROM callback_deliveries").Row().Scan(&rows, &bodies, &headers)
+		return
+	}
+	if err := m.Prune(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if rows, bodies, headers := kept(); rows != 3 || bodies != 1 || headers != 1 {
+		t.Errorf("after a prune with a day's retention: %d rows, %d bodies, %d headers; want 3, 1, 1", rows, bodies, headers)
+	}
+	m.KeepBodiesFor = 0
+	if err := m.Prune(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if rows, bodies, headers := kept(); rows != 3 || bodies != 0 || headers != 0 {
+		t.Errorf("after a prune with bodies no longer kept: %d rows, %d bodies, %d headers; want 3, 0, 0", rows, bodies, headers)
+	}
+}

@@ -25,6 +25,9 @@ type WorkerConfig struct {
 	WorkerID    string
 	MailFrom    string
 	PruneAfter  time.Duration
+	// KeepBodiesFor is how long deliveries' bodies are kept
+	// (DELIVERY_BODY_RETENTION); 0: none is, and any left are cleared.
+	KeepBodiesFor time.Duration
 	// ReconcileAfter is how long a dispatched task may be missing from
 	// the queue before it is dispatched again (RECONCILE_AFTER).
 	ReconcileAfter time.Duration
@@ -59,6 +62,7 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		cfg.TaskRetention, cfg.ReconcileAfter, m)
 	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter, m)
 	maintenance.Poll = cfg.PollPayments
+	maintenance.KeepBodiesFor = cfg.KeepBodiesFor
 	mux := NewMux(Deps{
 		DB:          db,
 		Now:         time.Now,

@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // PaymentStatus is the state of one charge at the provider.
 type PaymentStatus string
@@ -212,6 +215,12 @@ type CallbackDelivery struct {
 	// Note says why an unconfirmed delivery changed nothing: what it
 	// said, and what the gateway's status API said.
 	Note string
+	// Headers and Body are what the delivery carried, while they are kept
+	// (DELIVERY_BODY_RETENTION): the headers as a JSON object of name →
+	// values with secrets redacted, the body as received. Nil once
+	// pruned, or when bodies are not kept.
+	Headers json.RawMessage `gorm:"type:jsonb"`
+	Body    []byte
 }
 
 // DeliveryCount is how many deliveries of one provider had one outcome in

@@ -72,6 +72,11 @@ func (s *Server) adminCallback(c echo.Context) error {
 		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") }),
 	}
 	v.Callback.OwnRefund = st.OwnRefund
+	if st.Accepted != nil {
+		sent := keptDelivery(*st.Accepted)
+		v.Sent = &sent
+	}
+	v.Conflicts = conflicts(st.Accepted, st.Conflicting)
 	if st.Payment != nil {
 		p := paymentRow(*st.Payment)
 		v.Payment = &p

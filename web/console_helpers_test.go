@@ -129,6 +129,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		t.Fatal(err)
 	}
 	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
+	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0 // as serve.go sets it
 	t.Cleanup(paymentService.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
 	gateway := sandboxgw.New(orderService, testenv.SandboxKey, "http://"+hs.Listener.Addr().String(), log)

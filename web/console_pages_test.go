@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
@@ -558,28 +560,28 @@ func TestListsRefuseParametersTheyDoNotTake(t *testing.T) {
 		{"orders", "status"}, {"callbacks", "provider"}, {"deliveries", "outcome"}, {"jobs", "type"},
 		{"outbox", "task_id"}, {"actions", "admin"}, {"gateway-requests", "phase"}, {"products", "no parameters"},
 	} {
-		query := "?transaction=tx-1&limit=5"
+		query := "?txid=tx-1&limit=5"
 		if tc.list == "products" { // one page of every product: not even limit
-			query = "?transaction=tx-1"
+			query = "?txid=tx-1"
 		}
 		api := c.api("/api/admin/" + tc.list + query)
 		var p struct{ Code, Detail string }
 		if err := json.Unmarshal([]byte(api.Body), &p); err != nil || api.StatusCode != 400 || p.Code != "unknown_parameter" ||
-			!strings.Contains(p.Detail, "does not take transaction;") || !strings.Contains(p.Detail, tc.takes) {
-			t.Errorf("%s?transaction=: %d %s; want 400 unknown_parameter naming transaction and %s", tc.list, api.StatusCode, api.Body, tc.takes)
+			!strings.Contains(p.Detail, "does not take txid;") || !strings.Contains(p.Detail, tc.takes) {
+			t.Errorf("%s?txid=: %d %s; want 400 unknown_parameter naming txid and %s", tc.list, api.StatusCode, api.Body, tc.takes)
 		}
 		if tc.list != "products" {
 			if ok := c.api("/api/admin/" + tc.list + "?limit=5"); ok.StatusCode != 200 {
 				t.Errorf("%s?limit=5: %d %s", tc.list, ok.StatusCode, ok.Body)
 			}
 		}
-		page := c.get("/admin/" + tc.list + "?transaction=tx-1")
+		page := c.get("/admin/" + tc.list + "?txid=tx-1")
 		flash := page.Doc(t).Find("#flash .flash")
-		if page.StatusCode != 200 || !flash.HasClass("warn") || !strings.Contains(flash.Text(), "does not take transaction") {
-			t.Errorf("the %s page with ?transaction=: %d, notice %q (classes %q)", tc.list, page.StatusCode, flash.Text(), flash.AttrOr("class", ""))
+		if page.StatusCode != 200 || !flash.HasClass("warn") || !strings.Contains(flash.Text(), "does not take txid") {
+			t.Errorf("the %s page with ?txid=: %d, notice %q (classes %q)", tc.list, page.StatusCode, flash.Text(), flash.AttrOr("class", ""))
 		}
 	}
-	if bad := c.api("/api/admin/orders?status=lost&transaction=tx-1"); bad.StatusCode != 422 || !strings.Contains(bad.Body, "status must be one of") {
+	if bad := c.api("/api/admin/orders?status=lost&txid=tx-1"); bad.StatusCode != 422 || !strings.Contains(bad.Body, "status must be one of") {
 		t.Errorf("a bad value and an unknown parameter: %d %s; want the value's 422 first", bad.StatusCode, bad.Body)
 	}
 }
@@ -656,5 +658,77 @@ func TestSearchByTransactionEmailAndRequestID(t *testing.T) {
 	doc := c.get("/admin/callbacks?transaction=" + tx).Doc(t)
 	if v, _ := doc.Find(`input[name=transaction]`).Attr("value"); v != "tx-search-"+mine.ID || doc.Find("#list tbody tr").Length() != 1 {
 		t.Errorf("the callbacks page searched by transaction: field %q, %d rows", v, doc.Find("#list tbody tr").Length())
+	}
+}
+
+// A conflict's page shows what was sent: the accepted body, pretty-printed,
+// with its headers (the signature shortened), and beside it each
+// conflicting body with the paths where the two differ. With
+// DELIVERY_BODY_RETENTION 0 nothing is kept and the page says so.
+func TestConflictShowsBothBodiesAndWhatDiffered(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "DIFF", 50000, 10)
+	o := c.newOrder("DIFF", 1)
+	accepted := testenv.SandboxBody(o.ID, "tx-diff", models.EventPaid, o.TotalAmount)
+	refused := []byte(strings.Replace(string(accepted), `"currency":"IDR"}`, `"currency":"USD","note":"retyped"}`, 1))
+	if got := c.deliver("evt_diff", accepted); got != http.StatusOK {
+		t.Fatalf("the accepted delivery: %d", got)
+	}
+	if got := c.deliver("evt_diff", refused); got != http.StatusConflict {
+		t.Fatalf("the conflicting delivery: %d", got)
+	}
+	var cb models.PaymentCallback
+	c.db.Take(&cb, "idempotency_key = 'evt_diff'")
+	testenv.Eventually(t, "the conflict's row, with its body", func() bool {
+		var n int64
+		c.db.Model(&models.CallbackDelivery{}).Where("callback_id = ? AND outcome = 'conflict' AND body IS NOT NULL", cb.ID).Count(&n)
+		return n == 1
+	})
+	page := c.get(fmt.Sprintf("/admin/callbacks/%d", cb.ID))
+	doc := page.Doc(t)
+	var bodies []string
+	doc.Find(".kept pre.body:not(.small)").Each(func(_ int, pre *goquery.Selection) { bodies = append(bodies, pre.Text()) })
+	if len(bodies) != 3 || !strings.Contains(bodies[0], "\n  \"currency\": \"IDR\"") || !strings.Contains(bodies[2], `"note": "retyped"`) {
+		t.Errorf("kept bodies %q; want the accepted one (indented) above, then it and the refused one side by side", bodies)
+	}
+	headers := doc.Find(".kept details pre").First().Text()
+	if !strings.Contains(headers, "Webhook-Id: evt_diff") || !strings.Contains(headers, "Webhook-Signature: v1,") ||
+		strings.Contains(headers, testenv.SandboxHeaders("evt_diff", accepted, time.Now()).Get("webhook-signature")) {
+		t.Errorf("kept headers %q; want webhook-id whole and the signature shortened", headers)
+	}
+	var changes []string
+	doc.Find("table.changes tbody tr").Each(func(_ int, tr *goquery.Selection) {
+		changes = append(changes, strings.Join(texts(tr.Find("td")), " "))
+	})
+	if want := []string{`/currency changed "IDR" "USD"`, `/note added  "retyped"`}; !slices.Equal(changes, want) {
+		t.Errorf("changes %q, want %q", changes, want)
+	}
+	// The same, as JSON.
+	var js struct {
+		Sent      struct{ Body string }
+		Conflicts []struct {
+			Changes []struct{ Path, Kind string }
+		}
+	}
+	if err := json.Unmarshal([]byte(c.api(fmt.Sprintf("/api/admin/callbacks/%d", cb.ID)).Body), &js); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.Sent.Body, "tx-diff") || len(js.Conflicts) != 1 || len(js.Conflicts[0].Changes) != 2 {
+		t.Errorf("the JSON: %+v", js)
+	}
+
+	// Nothing kept: the page says so.
+	off := newConsole(t, func(cfg *config.Config) { cfg.DeliveryBodyRetention = 0 })
+	off.login()
+	testenv.MustCreateProduct(t, off.db, "DIFF", 50000, 10)
+	o = off.newOrder("DIFF", 1)
+	if got := off.deliver("evt_diff_off", testenv.SandboxBody(o.ID, "tx-diff-off", models.EventPaid, o.TotalAmount)); got != http.StatusOK {
+		t.Fatalf("delivery: %d", got)
+	}
+	off.db.Take(&cb, "idempotency_key = 'evt_diff_off'")
+	if doc := off.get(fmt.Sprintf("/admin/callbacks/%d", cb.ID)).Doc(t); doc.Find(".kept").Length() != 0 || !strings.Contains(doc.Text(), "Its body is not kept") {
+		t.Error("with DELIVERY_BODY_RETENTION=0 the page shows a body, or does not say it is not kept")
 	}
 }

@@ -47,6 +47,7 @@ const (
 	DefaultIdleInTransaction = 30 * time.Second
 	DefaultConcurrency       = 10
 	DefaultPruneAfter        = 30 * 24 * time.Hour
+	DefaultBodyRetention     = 7 * 24 * time.Hour
 	DefaultReconcileAfter    = 10 * time.Minute
 	DefaultPollWithin        = 5 * time.Minute
 	DefaultMailFrom          = "Sekali <shop@example.com>"
@@ -178,8 +179,11 @@ type Config struct {
 	JobLockTTL     time.Duration // JOB_LOCK_TTL: lifetime of a job's lock and lease, refreshed while it runs
 	JobConcurrency int           // JOB_CONCURRENCY: jobs one worker runs at once
 	PruneAfter     time.Duration // PRUNE_AFTER: age at which audit rows and finished jobs are pruned
-	ReconcileAfter time.Duration // RECONCILE_AFTER: a dispatched task missing from the queue this long is dispatched again
-	WorkerID       string        // WORKER_ID: this worker's name in job_executions (default host:pid)
+	// DELIVERY_BODY_RETENTION: how long a delivery's body and redacted
+	// headers are kept on its row for the console; 0: never kept.
+	DeliveryBodyRetention time.Duration
+	ReconcileAfter        time.Duration // RECONCILE_AFTER: a dispatched task missing from the queue this long is dispatched again
+	WorkerID              string        // WORKER_ID: this worker's name in job_executions (default host:pid)
 
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
 }
@@ -189,40 +193,41 @@ type Config struct {
 func Load(getenv func(string) string) (Config, error) {
 	r := reader{getenv: getenv}
 	c := Config{
-		DatabaseURL:         r.url("DATABASE_URL", DefaultDatabaseURL, "postgres", "postgresql"),
-		DBMaxConns:          r.positiveInt("DB_MAX_CONNS", DefaultDBMaxConns),
-		DBPgBouncer:         r.boolean("DB_PGBOUNCER", false),
-		DBIdleInTransaction: r.durationOrOff("DB_IDLE_IN_TRANSACTION_TIMEOUT", DefaultIdleInTransaction),
-		RedisURL:            r.redisURL("REDIS_URL", DefaultRedisURL),
-		HTTPAddr:            r.addr("HTTP_ADDR", DefaultHTTPAddr),
-		MetricsAddr:         r.addr("METRICS_ADDR", DefaultMetricsAddr),
-		MetricsPublic:       r.boolean("METRICS_PUBLIC", true),
-		OrderTTL:            r.duration("ORDER_TTL", DefaultOrderTTL),
-		SandboxGateway:      r.boolean("SANDBOX_GATEWAY", false),
-		SandboxCallbackURL:  r.optionalURL("SANDBOX_CALLBACK_URL", "http", "https"),
-		PollWithin:          r.duration("POLL_WITHIN", DefaultPollWithin),
-		PaymentGateway:      r.str("PAYMENT_GATEWAY", DefaultPaymentGateway),
-		PublicURL:           r.publicURL("PUBLIC_URL"),
-		OrderMaxUnits:       r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
-		OpenOrdersPerClient: r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
-		ClientIPv6Prefix:    r.intBetween("CLIENT_IPV6_PREFIX", DefaultClientIPv6Prefix, MinClientIPv6Prefix, 128),
-		TrustedProxies:      r.networks("TRUSTED_PROXIES"),
-		RequestTimeout:      r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
-		AdminEmail:          r.str("ADMIN_EMAIL", DefaultAdminEmail),
-		AdminPassword:       r.str("ADMIN_PASSWORD", ""),
-		AdminAPIToken:       r.str("ADMIN_API_TOKEN", ""),
-		SessionIdle:         r.duration("ADMIN_SESSION_IDLE", DefaultSessionIdle),
-		SessionLifetime:     r.duration("ADMIN_SESSION_LIFETIME", DefaultSessionMax),
-		CookieSecure:        r.boolean("COOKIE_SECURE", true),
-		SMTPURL:             r.optionalURL("SMTP_URL", "smtp", "smtps"),
-		MailFrom:            r.str("MAIL_FROM", DefaultMailFrom),
-		TaskRetention:       r.duration("TASK_RETENTION", DefaultTaskRetention),
-		JobLockTTL:          r.duration("JOB_LOCK_TTL", DefaultJobLockTTL),
-		JobConcurrency:      r.positiveInt("JOB_CONCURRENCY", DefaultConcurrency),
-		PruneAfter:          r.duration("PRUNE_AFTER", DefaultPruneAfter),
-		ReconcileAfter:      r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
-		WorkerID:            r.str("WORKER_ID", defaultWorkerID()),
-		LogLevel:            r.level("LOG_LEVEL", slog.LevelInfo),
+		DatabaseURL:           r.url("DATABASE_URL", DefaultDatabaseURL, "postgres", "postgresql"),
+		DBMaxConns:            r.positiveInt("DB_MAX_CONNS", DefaultDBMaxConns),
+		DBPgBouncer:           r.boolean("DB_PGBOUNCER", false),
+		DBIdleInTransaction:   r.durationOrOff("DB_IDLE_IN_TRANSACTION_TIMEOUT", DefaultIdleInTransaction),
+		RedisURL:              r.redisURL("REDIS_URL", DefaultRedisURL),
+		HTTPAddr:              r.addr("HTTP_ADDR", DefaultHTTPAddr),
+		MetricsAddr:           r.addr("METRICS_ADDR", DefaultMetricsAddr),
+		MetricsPublic:         r.boolean("METRICS_PUBLIC", true),
+		OrderTTL:              r.duration("ORDER_TTL", DefaultOrderTTL),
+		SandboxGateway:        r.boolean("SANDBOX_GATEWAY", false),
+		SandboxCallbackURL:    r.optionalURL("SANDBOX_CALLBACK_URL", "http", "https"),
+		PollWithin:            r.duration("POLL_WITHIN", DefaultPollWithin),
+		PaymentGateway:        r.str("PAYMENT_GATEWAY", DefaultPaymentGateway),
+		PublicURL:             r.publicURL("PUBLIC_URL"),
+		OrderMaxUnits:         r.positiveInt("ORDER_MAX_UNITS", DefaultOrderMaxUnits),
+		OpenOrdersPerClient:   r.nonNegativeInt("OPEN_ORDERS_PER_CLIENT", DefaultOpenPerClient),
+		ClientIPv6Prefix:      r.intBetween("CLIENT_IPV6_PREFIX", DefaultClientIPv6Prefix, MinClientIPv6Prefix, 128),
+		TrustedProxies:        r.networks("TRUSTED_PROXIES"),
+		RequestTimeout:        r.duration("REQUEST_TIMEOUT", DefaultRequestTimeout),
+		AdminEmail:            r.str("ADMIN_EMAIL", DefaultAdminEmail),
+		AdminPassword:         r.str("ADMIN_PASSWORD", ""),
+		AdminAPIToken:         r.str("ADMIN_API_TOKEN", ""),
+		SessionIdle:           r.duration("ADMIN_SESSION_IDLE", DefaultSessionIdle),
+		SessionLifetime:       r.duration("ADMIN_SESSION_LIFETIME", DefaultSessionMax),
+		CookieSecure:          r.boolean("COOKIE_SECURE", true),
+		SMTPURL:               r.optionalURL("SMTP_URL", "smtp", "smtps"),
+		MailFrom:              r.str("MAIL_FROM", DefaultMailFrom),
+		TaskRetention:         r.duration("TASK_RETENTION", DefaultTaskRetention),
+		JobLockTTL:            r.duration("JOB_LOCK_TTL", DefaultJobLockTTL),
+		JobConcurrency:        r.positiveInt("JOB_CONCURRENCY", DefaultConcurrency),
+		PruneAfter:            r.duration("PRUNE_AFTER", DefaultPruneAfter),
+		DeliveryBodyRetention: r.durationOrOff("DELIVERY_BODY_RETENTION", DefaultBodyRetention),
+		ReconcileAfter:        r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
+		WorkerID:              r.str("WORKER_ID", defaultWorkerID()),
+		LogLevel:              r.level("LOG_LEVEL", slog.LevelInfo),
 	}
 	c.DatabaseListenURL = r.url("DATABASE_LISTEN_URL", c.DatabaseURL, "postgres", "postgresql")
 	if c.DBPgBouncer {
@@ -288,6 +293,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("job_lock_ttl", c.JobLockTTL.String()),
 		slog.Int("job_concurrency", c.JobConcurrency),
 		slog.String("prune_after", c.PruneAfter.String()),
+		slog.String("delivery_body_retention", c.DeliveryBodyRetention.String()),
 		slog.String("reconcile_after", c.ReconcileAfter.String()),
 		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),

@@ -43,6 +43,7 @@ type deliveryLog struct {
 	log     *slog.Logger
 	dropped prometheus.Counter // rows that could not be written
 	lost    atomic.Int64       // the same, for the console's dashboard
+	kept    atomic.Int64       // bytes of bodies and headers queued (maxQueuedBodyBytes)
 	ch      chan queuedDelivery
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -52,6 +53,7 @@ type deliveryLog struct {
 type queuedDelivery struct {
 	row      models.CallbackDelivery
 	conflict bool
+	kept     int64 // bytes of the row's body and headers
 }
 
 // newDeliveryLog starts the log with room for size rows (deliveryQueue).
@@ -62,11 +64,19 @@ func newDeliveryLog(db *gorm.DB, log *slog.Logger, dropped prometheus.Counter, s
 	return l
 }
 
-// add queues a row; it never blocks the response.
+// add queues a row; it never blocks the response. A row whose body would
+// take the queue's kept bytes over maxQueuedBodyBytes goes without its
+// body and headers, so that a storm of large bodies cannot fill memory.
 func (l *deliveryLog) add(_ context.Context, d models.CallbackDelivery, conflict bool) {
+	kept := int64(len(d.Body) + len(d.Headers))
+	if kept > 0 && l.kept.Add(kept) > maxQueuedBodyBytes {
+		l.kept.Add(-kept)
+		d.Body, d.Headers, kept = nil, nil, 0
+	}
 	select {
-	case l.ch <- queuedDelivery{row: d, conflict: conflict}:
+	case l.ch <- queuedDelivery{row: d, conflict: conflict, kept: kept}:
 	default:
+		l.kept.Add(-kept)
 		l.dropped.Add(1)
 		l.lost.Add(1)
 		l.log.Error("callback delivery row dropped: queue full", "provider", d.Provider,
@@ -127,11 +137,17 @@ func (l *deliveryLog) drain() {
 // statement of 4,000 parameters, with 0.39× the allocations, and the
 // batch takes 0.85× the time (BenchmarkDeliveryRows, docs/performance.md).
 func (l *deliveryLog) write(batch []queuedDelivery) {
+	defer func() {
+		for _, q := range batch {
+			l.kept.Add(-q.kept)
+		}
+	}()
 	rows := make([][]any, len(batch))
 	bumps := map[int64]*bump{}
 	for i, q := range batch {
 		d := q.row
-		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.Note}
+		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.Note,
+			nullText(d.Headers), d.Body}
 		if d.CallbackID == nil {
 			continue
 		}
@@ -182,7 +198,18 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 }
 
 // deliveryColumns are the columns write copies, in the order of its rows.
-var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id", "note"}
+var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id", "note",
+	"headers", "body"}
+
+// nullText is JSON b as a jsonb parameter: its text, or NULL when there
+// is none.
+func nullText(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
 
 // bump is what one batch adds to one callback's counters.
 type bump struct {

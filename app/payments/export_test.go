@@ -30,3 +30,6 @@ func (d DeliveryLog) Close() { d.l.close() }
 
 // Dropped is how many rows it could not write (Service.DroppedDeliveryRows).
 func (d DeliveryLog) Dropped() int64 { return d.l.lost.Load() }
+
+// KeptHeaders is keptHeaders, for a test of what is redacted.
+var KeptHeaders = keptHeaders

@@ -153,6 +153,8 @@ type Delivery struct {
 	// IPv6 /64 is one client, see web.ClientIdentity); RemoteAddr when "".
 	Client    string
 	RequestID string
+
+	body []byte // Body as read, for a row that keeps it (kept.go)
 }
 
 // Result is what became of a delivery: processed, stale, duplicate,
@@ -266,6 +268,11 @@ type Service struct {
 	// refusals rations the rows of refused deliveries per client.
 	refusals *refusalBudget
 	metrics  *metrics.Set
+
+	// KeepBodies keeps each delivery's body and redacted headers on its
+	// row (kept.go; DELIVERY_BODY_RETENTION above 0, which maintenance
+	// prunes by). Set it before the first Receive.
+	KeepBodies bool
 }
 
 // Tasks makes the outbox rows of what a payment causes (the invoice and
@@ -312,7 +319,7 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	if !ok {
 		return Outcome{Result: Refused, Refusal: RefusalUnknownProvider, Detail: fmt.Sprintf("no provider %q", d.Provider)}
 	}
-	out, ev := s.receive(ctx, p, d)
+	out, ev := s.receive(ctx, p, &d)
 	out.Provider = p.Name()
 	switch {
 	case out.recorded: // written inside the applying transaction
@@ -329,13 +336,17 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 			RemoteAddr:   d.RemoteAddr,
 			RequestID:    d.RequestID,
 			Note:         out.note,
+			Headers:      s.keptHeaders(d),
+			Body:         s.keptBody(d),
 		}, out.Result == models.ResultConflict)
 	}
 	s.observe(ctx, out, ev, d.RequestID, time.Since(start))
 	return out
 }
 
-func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome, Event) {
+// receive runs delivery d through the pipeline; d.body is the body it
+// read, once it is known to be within MaxBodyBytes.
+func (s *Service) receive(ctx context.Context, p Provider, d *Delivery) (Outcome, Event) {
 	body, err := io.ReadAll(io.LimitReader(d.Body, MaxBodyBytes+1))
 	if err != nil {
 		return refusal(models.EInvalidPayload, "could not read the body"), Event{}
@@ -343,6 +354,7 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 	if len(body) > MaxBodyBytes {
 		return refusal(models.ETooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes)), Event{}
 	}
+	d.body = body
 	if !isJSON(d.ContentType) {
 		return refusal(models.EUnsupportedMediaType, "Content-Type must be application/json"), Event{}
 	}
@@ -374,7 +386,7 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 				"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
 			return Outcome{Result: models.ResultError, Detail: "the gateway's status API could not be asked to confirm this notification; retry later"}, ev
 		case !found || !SameEvent(ev, answer):
-			out := s.unconfirmed(ctx, p.Name(), ev, answer, found, d)
+			out := s.unconfirmed(ctx, p.Name(), ev, answer, found, *d)
 			out.Key, out.OrderID = ev.Key, ev.OrderID
 			return out, ev
 		}
@@ -382,7 +394,7 @@ func (s *Service) receive(ctx context.Context, p Provider, d Delivery) (Outcome,
 		// applying it applies the API's answer, under the notification's
 		// key and fingerprint.
 	}
-	out, err := s.apply(ctx, p.Name(), ev, d)
+	out, err := s.apply(ctx, p.Name(), ev, *d)
 	if err != nil {
 		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
 			"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)

@@ -105,7 +105,7 @@ type DeliveryFilter struct {
 // ListDeliveries returns the newest deliveries matching f and the cursor
 // of the next page (0 on the last).
 func (s *Service) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]models.CallbackDelivery, int64, error) {
-	q := s.db.WithContext(ctx).Model(&models.CallbackDelivery{})
+	q := s.db.WithContext(ctx).Model(&models.CallbackDelivery{}).Omit(KeptColumns...) // a page of bodies would be megabytes
 	if f.Provider != "" {
 		q = q.Where("provider = ?", f.Provider)
 	}

@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -112,7 +113,16 @@ type Callback struct {
 	Outbox      []models.OutboxMessage    // the tasks its effect wrote
 	Jobs        []models.JobExecution     // the runs of those tasks
 	OwnRefund   bool                      // it tells of Sekali's own refund (Order.OwnRefund)
+	// Accepted is the kept body of the first delivery that was not a
+	// conflict: the payload the callback's fingerprint is of (nil when
+	// none was kept). Conflicting are the kept bodies of the latest
+	// conflicting deliveries, newest first, at most maxConflictsShown.
+	Accepted    *models.CallbackDelivery
+	Conflicting []models.CallbackDelivery
 }
+
+// maxConflictsShown bounds the conflicting bodies a callback's story reads.
+const maxConflictsShown = 3
 
 // Event is one line of an order's timeline. Ref names what it links to:
 // callback:ID, job:KEY, outbox:TASK_ID, product:SKU (empty: nothing).
@@ -234,6 +244,9 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 	if s.Deliveries, err = r.deliveries(ctx, id); err != nil {
 		return nil, err
 	}
+	if err := r.keptBodies(ctx, s); err != nil {
+		return nil, err
+	}
 	own, err := r.OwnRefunds(ctx, []models.PaymentCallback{s.Callback})
 	if err != nil {
 		return nil, err
@@ -286,9 +299,31 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 	return s, nil
 }
 
+// keptBodies reads the bodies a callback's page compares: the accepted
+// one and the latest conflicting ones, each through the partial index of
+// the rows that keep one.
+func (r *Reader) keptBodies(ctx context.Context, s *Callback) error {
+	db := r.db.WithContext(ctx)
+	var accepted []models.CallbackDelivery
+	err := db.Where("callback_id = ? AND outcome <> ? AND body IS NOT NULL", s.Callback.ID, models.OutcomeConflict).
+		Order("id").Limit(1).Find(&accepted).Error
+	if err != nil {
+		return fmt.Errorf("story.Callback: kept body: %w", store.Classify(err))
+	}
+	if len(accepted) == 1 {
+		s.Accepted = &accepted[0]
+	}
+	err = db.Where("callback_id = ? AND outcome = ? AND body IS NOT NULL", s.Callback.ID, models.OutcomeConflict).
+		Order("id DESC").Limit(maxConflictsShown).Find(&s.Conflicting).Error
+	if err != nil {
+		return fmt.Errorf("story.Callback: conflicting bodies: %w", store.Classify(err))
+	}
+	return nil
+}
+
 func (r *Reader) deliveries(ctx context.Context, callbackID int64) ([]models.CallbackDelivery, error) {
 	var ds []models.CallbackDelivery
-	err := r.db.WithContext(ctx).Where("callback_id = ?", callbackID).Order("id").Limit(maxDeliveries).Find(&ds).Error
+	err := r.db.WithContext(ctx).Omit(payments.KeptColumns...).Where("callback_id = ?", callbackID).Order("id").Limit(maxDeliveries).Find(&ds).Error
 	if err != nil {
 		return nil, fmt.Errorf("story: deliveries of callback %d: %w", callbackID, store.Classify(err))
 	}

@@ -127,6 +127,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	inspector := asynq.NewInspectorFromRedisClient(rdb) // the queue gauges and the console read the queue through it
 	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(inspector))
 	paymentService := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, gatewaySet.Providers()...)
+	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0
 	defer paymentService.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()
@@ -219,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		g.Go(func() error {
 			return jobs.RunWorker(ctx, db, rdb, log, orderService, mailer, metricSet, jobs.WorkerConfig{
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
-				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, ShutdownTimeout: shutdownTimeout,
+				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, KeepBodiesFor: cfg.DeliveryBodyRetention, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
 				Refunds: refundService,
 				PollPayments: func(ctx context.Context) (int, error) {

@@ -2,6 +2,8 @@ package views
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -252,6 +254,39 @@ type CallbackDetail struct {
 	Payment     *PaymentRow     `json:"payment"`
 	Outbox      []OutboxRow     `json:"outbox"`
 	Jobs        []JobRow        `json:"jobs"`
+	// Sent is what the accepted delivery carried, while it is kept
+	// (DELIVERY_BODY_RETENTION); nil when it is not.
+	Sent *KeptDelivery `json:"sent"`
+	// Conflicts are the latest conflicting deliveries beside it, each
+	// with what differed.
+	Conflicts []Conflict `json:"conflicts"`
+}
+
+// KeptDelivery is one delivery's kept body and headers.
+type KeptDelivery struct {
+	DeliveryID int64               `json:"delivery_id"`
+	ReceivedAt time.Time           `json:"received_at"`
+	Outcome    string              `json:"outcome"`
+	Headers    map[string][]string `json:"headers"` // secrets redacted
+	Body       string              `json:"body"`    // as received; indented when JSON
+}
+
+// Conflict is a conflicting delivery's body beside the accepted one, and
+// the paths where they differ (none listed when either is not JSON: Why
+// says so).
+type Conflict struct {
+	Refused KeptDelivery `json:"refused"`
+	Changes []Change     `json:"changes"`
+	More    bool         `json:"more_changes"` // more than are listed
+	Why     string       `json:"why,omitempty"`
+}
+
+// Change is one path where two bodies differ: added, removed or changed.
+type Change struct {
+	Path   string `json:"path"` // a JSON Pointer
+	Kind   string `json:"kind"`
+	Before string `json:"before"` // compact JSON; "" when absent
+	After  string `json:"after"`
 }
 
 // DeliveryFilter is the deliveries list's filter as the form holds it.
@@ -667,3 +702,6 @@ func (cs Counts) MarshalJSON() ([]byte, error) {
 	}
 	return append(b, '}'), nil
 }
+
+// SortedKeys are m's keys in order, for a page that lists a map.
+func SortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

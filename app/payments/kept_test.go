@@ -1,0 +1,47 @@
+package payments_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sekali/sekali/app/payments"
+)
+
+// A kept delivery's headers never hold what authenticates a sender: a
+// credential is "[redacted]", a signature keeps its first characters
+// (enough to tell two apart, not to replay one); the rest is kept as
+// sent, each value bounded.
+func TestKeptHeadersRedactSecrets(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("Authorization", "Basic c2VjcmV0Og==")
+	h.Set("X-Callback-Token", "xnd-callback-token-0123456789")
+	h.Set("Stripe-Signature", "t=1700000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd")
+	h.Set("Webhook-Signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+	h.Set("X-Api-Key", "k-0123")
+	h.Set("Cookie", "session=abc")
+	h.Set("Webhook-Id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("User-Agent", strings.Repeat("a", 2000))
+	var kept map[string][]string
+	if err := json.Unmarshal(payments.KeptHeaders(h), &kept); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"Authorization":     "[redacted]",
+		"X-Callback-Token":  "[redacted]",
+		"X-Api-Key":         "[redacted]",
+		"Cookie":            "[redacted]",
+		"Stripe-Signature":  "t=1700000000…",
+		"Webhook-Signature": "v1,g0hM9SsE+…",
+		"Webhook-Id":        "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	} {
+		if got := kept[name]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s kept as %q, want %q", name, got, want)
+		}
+	}
+	if ua := kept["User-Agent"][0]; len(ua) > 520 || !strings.HasSuffix(ua, "…") {
+		t.Errorf("a 2,000-byte value kept as %d bytes", len(ua))
+	}
+}

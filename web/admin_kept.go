@@ -1,0 +1,62 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/sekali/sekali/app/jsondiff"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// maxChangesShown bounds the paths a conflict lists.
+const maxChangesShown = 100
+
+// keptDelivery is delivery d's kept body and headers as the callback's
+// page shows them.
+func keptDelivery(d models.CallbackDelivery) views.KeptDelivery {
+	k := views.KeptDelivery{DeliveryID: d.ID, ReceivedAt: d.ReceivedAt, Outcome: d.Outcome, Body: bodyText(d.Body)}
+	if len(d.Headers) > 0 {
+		_ = json.Unmarshal(d.Headers, &k.Headers) // written by payments as such an object
+	}
+	return k
+}
+
+// bodyText is a body as a person reads it: JSON indented, other text as
+// it is, anything else by its size.
+func bodyText(b []byte) string {
+	var out bytes.Buffer
+	switch {
+	case json.Valid(b) && json.Indent(&out, b, "", "  ") == nil:
+		return out.String()
+	case utf8.Valid(b):
+		return string(b)
+	}
+	return fmt.Sprintf("(%d bytes, not text)", len(b))
+}
+
+// conflicts sets each conflicting delivery beside the accepted one, with
+// the paths where their bodies differ.
+func conflicts(accepted *models.CallbackDelivery, refused []models.CallbackDelivery) []views.Conflict {
+	out := make([]views.Conflict, 0, len(refused))
+	for _, d := range refused {
+		c := views.Conflict{Refused: keptDelivery(d), Changes: []views.Change{}}
+		switch {
+		case accepted == nil:
+			c.Why = "the accepted delivery's body is not kept: nothing to compare with"
+		default:
+			changes, more, err := jsondiff.Diff(accepted.Body, d.Body, maxChangesShown)
+			if err != nil {
+				c.Why = "not both JSON: " + err.Error()
+			}
+			for _, ch := range changes {
+				c.Changes = append(c.Changes, views.Change{Path: ch.Path, Kind: ch.Kind, Before: ch.Before, After: ch.After})
+			}
+			c.More = more
+		}
+		out = append(out, c)
+	}
+	return out
+}
