@@ -119,6 +119,11 @@ func (c *Console) discard(ctx context.Context, d jobview.Discard) error {
 			// over again, as for any lost task.
 			err := c.insp.DeleteTask(info.Queue, d.Key)
 			if err != nil && !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound) {
+				if again, lookErr := c.insp.GetTaskInfo(info.Queue, d.Key); lookErr == nil && again.State != info.State {
+					// A worker took it meanwhile (its claim waits for this
+					// transaction): refused like any run going on.
+					return models.Errorf(models.EInvalidTransition, "job %s started running meanwhile; discard it once it has run", d.Key)
+				}
 				return fmt.Errorf("delete %s from %s: %w", d.Key, info.Queue, err)
 			}
 		}
