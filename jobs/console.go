@@ -70,7 +70,7 @@ func (c *Console) List(ctx context.Context, f jobview.Filter) (rows []models.Job
 	case "":
 	case jobview.Stuck: // what sweep:stuck will mark failed
 		q = q.Where("status = ? AND locked_until < now()", models.JobProcessing)
-	case string(models.JobProcessing), string(models.JobSucceeded), string(models.JobFailed):
+	case string(models.JobProcessing), string(models.JobSucceeded), string(models.JobFailed), string(models.JobDiscarded):
 		q = q.Where("status = ?", f.Status)
 	default:
 		return nil, 0, fmt.Errorf("jobs.Console.List: %w", models.Errorf(models.EInvalid, "unknown job status %q", f.Status))
@@ -192,7 +192,7 @@ func (c *Console) ArchivedCount(ctx context.Context) (int, error) {
 // active, scheduled, retry, archived, completed, aggregating), or "" when
 // no queue has it.
 func (c *Console) TaskState(ctx context.Context, key string) (string, error) {
-	k, err := c.known(ctx, key)
+	k, err := known(c.db.WithContext(ctx), key)
 	if err != nil {
 		return "", fmt.Errorf("jobs.Console.TaskState: %w", err)
 	}
@@ -236,20 +236,37 @@ func (c *Console) rerun(ctx context.Context, key string) (jobview.RerunOutcome, 
 	}
 }
 
-func (c *Console) rerunOnce(ctx context.Context, key string) (jobview.RerunOutcome, error) {
-	k, err := c.known(ctx, key)
+// rerunOnce looks and acts with the job row locked, so that a discard of
+// the same job waits for it and then sees what it did (and a re-run
+// waits for a discard): of the two, one wins.
+func (c *Console) rerunOnce(ctx context.Context, key string) (outcome jobview.RerunOutcome, err error) {
+	err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT 1 FROM job_executions WHERE idempotency_key = ? FOR UPDATE", key).Error; err != nil {
+			return err
+		}
+		outcome, err = c.rerunLocked(tx, key)
+		return err
+	})
+	return outcome, store.Classify(err)
+}
+
+func (c *Console) rerunLocked(tx *gorm.DB, key string) (jobview.RerunOutcome, error) {
+	k, err := known(tx, key)
 	if err != nil {
 		return "", err
 	}
-	if k.JobStatus == string(models.JobSucceeded) {
+	switch k.JobStatus {
+	case string(models.JobSucceeded):
 		return jobview.RerunAlreadyDone, nil
+	case string(models.JobDiscarded):
+		return "", models.Errorf(models.EInvalidTransition, "job %s was discarded; a discarded job does not run again", key)
 	}
 	info, err := c.find(key, k.JobQueue, k.OutboxQueue)
 	if err != nil {
 		return "", err
 	}
 	if info == nil {
-		return c.redispatch(ctx, key, nil)
+		return c.redispatch(tx, key, nil)
 	}
 	switch info.State {
 	case asynq.TaskStateArchived, asynq.TaskStateRetry:
@@ -268,7 +285,7 @@ func (c *Console) rerunOnce(ctx context.Context, key string) (jobview.RerunOutco
 			// this one's row has been pruned since.
 			return jobview.RerunAlreadyDone, nil
 		}
-		return c.redispatch(ctx, key, info)
+		return c.redispatch(tx, key, info)
 	default:
 		// Pending, active or aggregating: it runs already. Scheduled: it
 		// runs at its time, which for an order's expiry is expires_at;
@@ -282,9 +299,9 @@ func (c *Console) rerunOnce(ctx context.Context, key string) (jobview.RerunOutco
 // pruned, a new one is built from the key. completed, when not nil, is the
 // queue's finished task of the same id, deleted first so the relay's
 // enqueue is not refused as a duplicate.
-func (c *Console) redispatch(ctx context.Context, key string, completed *asynq.TaskInfo) (jobview.RerunOutcome, error) {
+func (c *Console) redispatch(tx *gorm.DB, key string, completed *asynq.TaskInfo) (jobview.RerunOutcome, error) {
 	outcome := jobview.RerunRedispatched
-	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := tx.Transaction(func(tx *gorm.DB) error {
 		// The job may have succeeded since it was read: then a new task
 		// would only be acked as a duplicate.
 		var done int64
@@ -455,6 +472,9 @@ func (c *Console) DispatchNow(ctx context.Context, outboxID int64) (jobview.Disp
 		if err != nil {
 			return err
 		}
+		if m.Status == models.OutboxDiscarded {
+			return models.Errorf(models.EInvalidTransition, "task %s was discarded; it is not handed to the queue again", m.TaskID)
+		}
 		if m.Status == models.OutboxPending && m.ProcessAt.After(time.Now()) {
 			return models.Errorf(models.EInvalidTransition, "task %s is not due until %s; the relay hands it over then",
 				m.TaskID, m.ProcessAt.UTC().Format(time.RFC3339))
@@ -486,9 +506,9 @@ type knownTask struct {
 	OutboxQueue string
 }
 
-func (c *Console) known(ctx context.Context, key string) (knownTask, error) {
+func known(db *gorm.DB, key string) (knownTask, error) {
 	var k knownTask
-	err := c.db.WithContext(ctx).Raw(`SELECT coalesce(j.status, '') AS job_status, coalesce(j.queue_name, '') AS job_queue,
+	err := db.Raw(`SELECT coalesce(j.status, '') AS job_status, coalesce(j.queue_name, '') AS job_queue,
 			coalesce(o.queue, '') AS outbox_queue
 		FROM (SELECT ?::text AS key) k
 		LEFT JOIN job_executions j ON j.idempotency_key = k.key
@@ -529,4 +549,40 @@ func queuedTask(t *asynq.TaskInfo) jobview.QueuedTask {
 		MaxRetry: t.MaxRetry, Retried: t.Retried, LastError: t.LastErr,
 		LastFailedAt: t.LastFailedAt, NextProcessAt: t.NextProcessAt,
 	}
+}
+
+// Job returns what is known of the job whose task id is key: its row,
+// its attempts, its outbox row and the queue's task. A key with no job
+// row is ENotFound. The queue being away does not fail it: TaskError says
+// so, and the rest comes from PostgreSQL.
+func (c *Console) Job(ctx context.Context, key string) (jobview.JobDetail, error) {
+	var d jobview.JobDetail
+	db := c.db.WithContext(ctx)
+	err := db.Take(&d.Job, "idempotency_key = ?", key).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return d, fmt.Errorf("jobs.Console.Job: %w", models.Errorf(models.ENotFound, "no job %q", key))
+	}
+	if err != nil {
+		return d, fmt.Errorf("jobs.Console.Job: %w", store.Classify(err))
+	}
+	if err := db.Where("idempotency_key = ?", key).Order("fence DESC").Limit(maxAttempts).Find(&d.Attempts).Error; err != nil {
+		return d, fmt.Errorf("jobs.Console.Job: %w", store.Classify(err))
+	}
+	var m []models.OutboxMessage
+	if err := db.Where("task_id = ?", key).Limit(1).Find(&m).Error; err != nil {
+		return d, fmt.Errorf("jobs.Console.Job: %w", store.Classify(err))
+	}
+	outboxQueue := ""
+	if len(m) == 1 {
+		d.Outbox, outboxQueue = &m[0], m[0].Queue
+	}
+	info, err := c.find(key, d.Job.QueueName, outboxQueue)
+	switch {
+	case err != nil:
+		d.TaskError = err.Error()
+	case info != nil:
+		t := queuedTask(info)
+		d.Task = &t
+	}
+	return d, nil
 }

@@ -164,7 +164,11 @@ const (
 	RunFenced    RunOutcome = "fenced"            // a newer claim owns the job: this run committed nothing
 	RunLockLost  RunOutcome = "lock_lost"         // the lock expired during the run
 	RunFailed    RunOutcome = "failed"            // the effect failed; the queue retries
+	RunDiscarded RunOutcome = "discarded"         // an operator discarded the job: finished without the effect
 )
+
+// maxAttempts bounds the job_attempts rows kept per job: the newest.
+const maxAttempts = 50
 
 // Run runs one job behind the guard (the steps above) and says how it
 // ended. A nil error means the job is done and may be acked.
@@ -194,6 +198,8 @@ func statusAfter(outcome RunOutcome, before models.JobStatus) models.JobStatus {
 	switch outcome {
 	case RunSucceeded, RunDuplicate:
 		return models.JobSucceeded
+	case RunDiscarded:
+		return models.JobDiscarded
 	case RunFailed, RunLockLost:
 		if before == models.JobSucceeded { // refused before any claim: nothing changed
 			return before
@@ -228,6 +234,10 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 		return RunFailed, err
 	case state == claimDone:
 		return RunDuplicate, nil
+	case state == claimDiscarded:
+		// A copy the queue still held (archived, retrying) of a job an
+		// operator gave up on: acked, so the queue forgets it, and no effect.
+		return RunDiscarded, nil
 	case state == claimLeased:
 		g.metrics.LockFailures.WithLabelValues(j.Type).Inc()
 		return RunLockBusy, fmt.Errorf("%w: its lease has not run out", ErrLockBusy)
@@ -246,10 +256,11 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 			if err != nil {
 				return err
 			}
+			now := g.now().UTC()
 			res := tx.Model(&models.JobExecution{}).
-				Where("idempotency_key = ? AND fence = ?", j.Key, fence).
+				Where("idempotency_key = ? AND fence = ? AND status <> ?", j.Key, fence, models.JobDiscarded).
 				Updates(map[string]any{
-					"status": models.JobSucceeded, "finished_at": g.now().UTC(), "locked_until": nil,
+					"status": models.JobSucceeded, "finished_at": now, "locked_until": nil,
 					"last_error": "", "result_hash": hash(result),
 				})
 			if res.Error != nil {
@@ -258,7 +269,7 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 			if res.RowsAffected == 0 {
 				return ErrFenced
 			}
-			return nil
+			return endAttempt(tx, j.Key, fence, now, RunSucceeded, "")
 		})
 	}
 	stop()
@@ -268,23 +279,25 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	if cause := context.Cause(jobCtx); errors.Is(cause, errLockLost) && !errors.Is(err, ErrFenced) {
 		err = fmt.Errorf("%w: %w", errLockLost, err)
 	}
-	g.fail(j.Key, fence, err, log)
+	outcome = RunFailed
 	switch {
 	case errors.Is(err, ErrFenced):
-		return RunFenced, err
+		outcome = RunFenced
 	case errors.Is(err, errLockLost):
-		return RunLockLost, err
+		outcome = RunLockLost
 	}
-	return RunFailed, err
+	g.fail(j.Key, fence, outcome, err, log)
+	return outcome, err
 }
 
 // What a claim found.
 type claimState int
 
 const (
-	claimed     claimState = iota // this run owns the job now, with a new fence
-	claimDone                     // the job succeeded before
-	claimLeased                   // another run holds its lease
+	claimed        claimState = iota // this run owns the job now, with a new fence
+	claimDone                        // the job succeeded before
+	claimLeased                      // another run holds its lease
+	claimDiscarded                   // an operator discarded it
 )
 
 // claim creates or takes over the job's row in its own short statement
@@ -312,8 +325,8 @@ func (g *Guard) claim(ctx context.Context, j Job) (fence int64, state claimState
 				"finished_at":  nil,
 			}),
 			Where: clause.Where{Exprs: []clause.Expression{clause.Expr{
-				SQL:  "job_executions.status <> ? AND NOT (job_executions.status = ? AND job_executions.locked_until > ?)",
-				Vars: []any{models.JobSucceeded, models.JobProcessing, now},
+				SQL:  "job_executions.status NOT IN (?, ?) AND NOT (job_executions.status = ? AND job_executions.locked_until > ?)",
+				Vars: []any{models.JobSucceeded, models.JobDiscarded, models.JobProcessing, now},
 			}}},
 		},
 		clause.Returning{Columns: []clause.Column{{Name: "fence"}}},
@@ -322,14 +335,18 @@ func (g *Guard) claim(ctx context.Context, j Job) (fence int64, state claimState
 		return 0, 0, fmt.Errorf("jobs: claim %s: %w", j.Key, res.Error)
 	}
 	if res.RowsAffected == 1 {
+		g.startAttempt(ctx, j.Key, row.Fence, now)
 		return row.Fence, claimed, nil
 	}
 	var found models.JobExecution
 	if err := g.db.WithContext(ctx).Select("status").Take(&found, "idempotency_key = ?", j.Key).Error; err != nil {
 		return 0, 0, fmt.Errorf("jobs: claim %s: %w", j.Key, err)
 	}
-	if found.Status == models.JobSucceeded {
+	switch found.Status {
+	case models.JobSucceeded:
 		return 0, claimDone, nil
+	case models.JobDiscarded:
+		return 0, claimDiscarded, nil
 	}
 	return 0, claimLeased, nil
 }
@@ -369,19 +386,44 @@ func (g *Guard) keepAlive(ctx context.Context, cancel context.CancelCauseFunc, l
 
 // fail records a failed run, only if this run still holds the fence and
 // the job is still processing: a stale worker never overwrites succeeded.
-func (g *Guard) fail(key string, fence int64, cause error, log *slog.Logger) {
+// The run's attempt row ends with its outcome and error either way.
+func (g *Guard) fail(key string, fence int64, outcome RunOutcome, cause error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	msg := cause.Error()
-	if len(msg) > 1000 {
-		msg = msg[:1000]
-	}
+	msg := models.Truncate(cause.Error(), 1000)
+	now := g.now().UTC()
 	err := g.db.WithContext(ctx).Model(&models.JobExecution{}).
 		Where("idempotency_key = ? AND fence = ? AND status = ?", key, fence, models.JobProcessing).
-		Updates(map[string]any{"status": models.JobFailed, "last_error": msg, "finished_at": g.now().UTC(), "locked_until": nil}).Error
+		Updates(map[string]any{"status": models.JobFailed, "last_error": msg, "finished_at": now, "locked_until": nil}).Error
+	if err == nil {
+		err = endAttempt(g.db.WithContext(ctx), key, fence, now, outcome, msg)
+	}
 	if err != nil {
 		log.Error("could not record the job failure", "error", err)
 	}
+}
+
+// startAttempt writes the attempt row of the run that claimed fence, and
+// deletes the job's attempts older than the newest maxAttempts. It is a
+// record for people: a failure to write it does not stop the run.
+func (g *Guard) startAttempt(ctx context.Context, key string, fence int64, now time.Time) {
+	err := g.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		a := models.JobAttempt{IdempotencyKey: key, Fence: fence, WorkerID: g.workerID, StartedAt: now}
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&a).Error; err != nil {
+			return err
+		}
+		return tx.Where("idempotency_key = ? AND fence <= ?", key, fence-maxAttempts).Delete(&models.JobAttempt{}).Error
+	})
+	if err != nil {
+		g.log.WarnContext(ctx, "could not record the job attempt", "idempotency_key", key, "fence", fence, "error", err)
+	}
+}
+
+// endAttempt ends the attempt row of the run that claimed fence.
+func endAttempt(db *gorm.DB, key string, fence int64, now time.Time, outcome RunOutcome, msg string) error {
+	return db.Model(&models.JobAttempt{}).
+		Where("idempotency_key = ? AND fence = ? AND finished_at IS NULL", key, fence).
+		Updates(map[string]any{"finished_at": now, "outcome": string(outcome), "error": models.Truncate(msg, 1000)}).Error
 }
 
 // holdsFence returns ErrFenced unless run j still holds its job's fence

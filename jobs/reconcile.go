@@ -27,7 +27,7 @@ func reconcileJob() Spec {
 // relay handed over is then gone while its outbox row says
 // "dispatched". Every minute the reconciler looks at the rows dispatched
 // more than After ago (and less than Lookback) whose job has not
-// succeeded, and hands each to the queue again under its own task id: the
+// succeeded and was not discarded, and hands each to the queue again under its own task id: the
 // queue refuses a task it still holds (pending, running, retrying,
 // archived or completed), so only the lost ones are queued again — and
 // they run through the guard, so the effect still happens once. (Asking
@@ -70,7 +70,11 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	var candidates []models.OutboxMessage
 	err := r.db.WithContext(ctx).
 		Where("status = ? AND dispatched_at < ? AND dispatched_at >= ?", models.OutboxDispatched, now.Add(-r.After), now.Add(-r.After-r.Lookback)).
-		Where("NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = outbox_messages.task_id AND j.status = ?)", models.JobSucceeded).
+		// A discarded job's row is discarded too and is not read; the job
+		// row is checked as well, so a discard is respected whichever row
+		// a future change forgets.
+		Where("NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = outbox_messages.task_id AND j.status IN ?)",
+			[]models.JobStatus{models.JobSucceeded, models.JobDiscarded}).
 		Order("id").Limit(r.Batch).Find(&candidates).Error
 	if err != nil {
 		return 0, fmt.Errorf("jobs.Reconciler: %w", store.Classify(err))

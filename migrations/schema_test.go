@@ -26,6 +26,7 @@ import (
 
 // allModels lists every GORM model in models/; a new model belongs here.
 var allModels = []any{
+	&models.JobAttempt{},
 	&models.Product{},
 	&models.StockMovement{},
 	&models.Order{},

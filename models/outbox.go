@@ -8,6 +8,8 @@ type OutboxStatus string
 const (
 	OutboxPending    OutboxStatus = "pending"
 	OutboxDispatched OutboxStatus = "dispatched"
+	// OutboxDiscarded: its job was discarded; never handed over again.
+	OutboxDiscarded OutboxStatus = "discarded"
 )
 
 // OutboxMessage is a task written in the same transaction as the state

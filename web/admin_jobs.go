@@ -15,7 +15,7 @@ import (
 	"github.com/sekali/sekali/web/views"
 )
 
-var jobStatuses = []string{string(models.JobProcessing), jobview.Stuck, string(models.JobFailed), string(models.JobSucceeded)}
+var jobStatuses = []string{string(models.JobProcessing), jobview.Stuck, string(models.JobFailed), string(models.JobSucceeded), string(models.JobDiscarded)}
 
 // jobFilter reads the jobs list's filter, and the params read, for the
 // caller to check; jobTypes are the business task types (the job queue's

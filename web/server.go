@@ -58,6 +58,12 @@ type (
 		RerunAll(ctx context.Context, f jobview.Filter) (map[jobview.RerunOutcome]int, error)
 		ListOutbox(ctx context.Context, f outbox.Filter) ([]models.OutboxMessage, int64, error)
 		DispatchNow(ctx context.Context, outboxID int64) (jobview.DispatchOutcome, error)
+		// Job is one job's page: its row, attempts, outbox row and the
+		// queue's task (asynq's Inspector.GetTaskInfo).
+		Job(ctx context.Context, key string) (jobview.JobDetail, error)
+		Discard(ctx context.Context, d jobview.Discard) error
+		Discardable(ctx context.Context, f jobview.Filter) ([]string, error)
+		DiscardAll(ctx context.Context, f jobview.Filter, d jobview.Discard) (map[jobview.DiscardOutcome]int, error)
 	}
 )
 

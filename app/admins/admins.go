@@ -210,6 +210,22 @@ func (s *Service) Record(ctx context.Context, a models.AdminAction) error {
 	return nil
 }
 
+// RecordTx writes one entry of the action log in tx, the transaction of
+// the action itself: the action and its entry commit together or not at
+// all (a discarded job and who discarded it, why). CreatedAt is now when
+// unset.
+func RecordTx(tx *gorm.DB, a models.AdminAction) error {
+	if a.CreatedAt.IsZero() {
+		a.CreatedAt = time.Now().UTC()
+	}
+	bound(&a)
+	a.Count, a.WindowStart = 1, nil
+	if err := tx.Create(&a).Error; err != nil {
+		return fmt.Errorf("admins.RecordTx: %w", store.Classify(err))
+	}
+	return nil
+}
+
 // RecordRefusedLogin counts a refused log-in (a wrong password, a
 // throttled or over-long attempt) in the one row of its client and
 // FailureWindow: a stranger cannot grow the log by more than a row per

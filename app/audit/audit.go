@@ -49,9 +49,13 @@ type Report struct {
 	Drained bool     `json:"drained"`
 	// Settling counts the paid orders a live run (no drain) left out of
 	// the job checks: paid within SettleWindow, their work still running.
-	Settling int    `json:"settling"`
-	Took     string `json:"took"`
-	took     time.Duration
+	Settling int `json:"settling"`
+	// Discarded are the jobs operators discarded (the newest 100), for
+	// information: the job checks accept a paid order whose invoice or
+	// email job was discarded, and this says which and why.
+	Discarded []Violation `json:"discarded"`
+	Took      string      `json:"took"`
+	took      time.Duration
 }
 
 // Auditor runs checks against a database.
@@ -118,7 +122,7 @@ func summary(r Report) string {
 
 func (a *Auditor) run(ctx context.Context, drainTimeout time.Duration) (Report, error) {
 	start := time.Now()
-	r := Report{Violations: []Violation{}, Checked: []string{}}
+	r := Report{Violations: []Violation{}, Checked: []string{}, Discarded: []Violation{}}
 	live := drainTimeout <= 0
 	settledBefore := time.Now().Add(24 * time.Hour) // drained: judge every paid order
 	if live {
@@ -154,7 +158,17 @@ func (a *Auditor) run(ctx context.Context, drainTimeout time.Duration) (Report, 
 			}
 			r.Checked = append(r.Checked, c.Name)
 		}
-		if live && len(a.checks) > len(baseChecks) {
+		if len(a.checks) == len(baseChecks) {
+			return nil // no job checks
+		}
+		var lines []struct{ Line, Ref string }
+		if err := tx.Raw(fmt.Sprintf("%s LIMIT %d", discardedQuery, maxLines)).Scan(&lines).Error; err != nil {
+			return fmt.Errorf("discarded jobs: %w", err)
+		}
+		for _, l := range lines {
+			r.Discarded = append(r.Discarded, Violation{Check: "discarded", Detail: l.Line, Ref: l.Ref})
+		}
+		if live {
 			return tx.Raw(settlingQuery, settledBefore).Scan(&r.Settling).Error
 		}
 		return nil
@@ -174,19 +188,27 @@ const settlingQuery = `
 SELECT count(*) FROM orders o
 WHERE o.status = 'paid' AND o.paid_at > ?
   AND (NOT EXISTS (SELECT 1 FROM invoices i WHERE i.order_id = o.id)
-    OR NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent'))`
+       AND NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = 'invoice:generate:' || o.id AND j.status = 'discarded')
+    OR NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent')
+       AND NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = 'email:send:order_paid:' || o.id AND j.status = 'discarded'))`
 
 // drainQuery counts the work still in flight: due outbox rows not yet
 // handed to the queue, and paid orders whose jobs have not done their work
-// (no invoice, or the order_paid email not sent). It looks at the effects,
-// not at job rows: those of finished jobs are pruned after PRUNE_AFTER.
+// (no invoice, or the order_paid email not sent), unless that job was
+// discarded: it will never do it. It looks at the effects, not at job
+// rows: those of finished jobs are pruned after PRUNE_AFTER (a discarded
+// job's row is not pruned).
 const drainQuery = `
 SELECT (SELECT count(*) FROM outbox_messages WHERE status = 'pending' AND process_at <= now()) AS outbox,
        (SELECT count(*) FROM orders o
         WHERE o.status = 'paid'
           AND (NOT EXISTS (SELECT 1 FROM invoices i WHERE i.order_id = o.id)
+               AND NOT EXISTS (SELECT 1 FROM job_executions j
+                               WHERE j.idempotency_key = 'invoice:generate:' || o.id AND j.status = 'discarded')
             OR NOT EXISTS (SELECT 1 FROM outbound_emails e
-                           WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent'))) AS orders`
+                           WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent')
+               AND NOT EXISTS (SELECT 1 FROM job_executions j
+                               WHERE j.idempotency_key = 'email:send:order_paid:' || o.id AND j.status = 'discarded'))) AS orders`
 
 // waitDrained polls until nothing is in flight or timeout passes; it
 // returns what is left, or "" when drained.
@@ -235,6 +257,9 @@ func (a *Auditor) Print(w io.Writer, r Report) {
 		for _, l := range lines {
 			fmt.Fprintf(w, "        - %s\n", l)
 		}
+	}
+	for _, d := range r.Discarded {
+		fmt.Fprintf(w, "info  discarded: %s\n", d.Detail)
 	}
 	if r.Settling > 0 {
 		fmt.Fprintf(w, "        %d paid order(s) paid within the last %s were left out of the job checks (live run)\n", r.Settling, SettleWindow)

@@ -112,11 +112,12 @@ WHERE r.currency <> p.currency OR r.order_id <> p.order_id OR r.provider <> p.pr
 var jobChecks = []Check{
 	{
 		ID: 6, Name: "invoices",
-		Description: "every paid order has exactly one invoice of its amount; none for orders never paid; numbers gapless per year",
+		Description: "every paid order has exactly one invoice of its amount, unless an operator discarded its invoice job; none for orders never paid; numbers gapless per year",
 		Query: `
 SELECT format('paid order %s has %s invoices', o.id, count(i.id)), 'order:' || o.id
 FROM orders o LEFT JOIN invoices i ON i.order_id = o.id
 WHERE o.status = 'paid' AND o.paid_at <= @settled_before
+  AND NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = 'invoice:generate:' || o.id AND j.status = 'discarded')
 GROUP BY o.id HAVING count(i.id) <> 1
 UNION ALL
 SELECT format('order %s is %s but has invoice %s', o.id, o.status, i.number), 'order:' || o.id
@@ -139,11 +140,12 @@ GROUP BY c.year, c.last HAVING c.last <> coalesce(max(i.sequence), 0)`,
 	},
 	{
 		ID: 7, Name: "emails",
-		Description: "every paid order has exactly one order_paid email, and it is sent",
+		Description: "every paid order has exactly one order_paid email, and it is sent, unless an operator discarded its email job",
 		Query: `
 SELECT format('paid order %s has %s order_paid emails, %s sent', o.id, count(e.id), count(e.id) FILTER (WHERE e.status = 'sent')), 'order:' || o.id
 FROM orders o LEFT JOIN outbound_emails e ON e.key = 'order_paid:' || o.id
 WHERE o.status = 'paid' AND o.paid_at <= @settled_before
+  AND NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = 'email:send:order_paid:' || o.id AND j.status = 'discarded')
 GROUP BY o.id HAVING count(e.id) <> 1 OR count(e.id) FILTER (WHERE e.status = 'sent') <> 1`,
 	},
 	{
@@ -197,3 +199,13 @@ FROM job_executions j JOIN gateway_requests g ON j.idempotency_key = 'refund:sen
 WHERE j.status = 'succeeded' AND g.phase IN ('planned', 'sent')`,
 	},
 }
+
+// discardedQuery lists the jobs operators discarded, newest first: shown
+// with a report as information, never as a violation — the work they
+// stood for will not happen, and someone decided so.
+const discardedQuery = `
+SELECT format('job %s discarded by %s at %s: %s', idempotency_key, coalesce(nullif(discarded_by, ''), 'an operator'),
+              to_char(discarded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), discard_reason) AS line,
+       'job:' || idempotency_key AS ref
+FROM job_executions WHERE status = 'discarded'
+ORDER BY discarded_at DESC, id DESC`

@@ -5,7 +5,11 @@
 // imports the other. Plain values, no I/O.
 package jobview
 
-import "time"
+import (
+	"time"
+
+	"github.com/sekali/sekali/models"
+)
 
 // QueuedTask is a task as the queue holds it: archived (it gave up),
 // waiting for a retry, scheduled, pending, active or completed.
@@ -28,7 +32,7 @@ const Stuck = "stuck"
 
 // Filter selects job_executions rows and archived tasks.
 type Filter struct {
-	Status string // processing, succeeded, failed or stuck; "" for all
+	Status string // processing, succeeded, failed, discarded or stuck; "" for all
 	Type   string // a task type (invoice:generate, email:send, order:expire, refund:send); "" for all
 	Key    string // a prefix of the idempotency key, or an order id (the business key)
 	Before int64  // keyset cursor: job_executions ids below it
@@ -58,3 +62,35 @@ const (
 	// DispatchAlreadyQueued: the queue had a task with this id already.
 	DispatchAlreadyQueued DispatchOutcome = "already_queued"
 )
+
+// Discard is an operator's request to give up on a job for good: which
+// job, why, and who asks from where (the action log's actor and address).
+type Discard struct {
+	Key        string
+	Reason     string
+	Admin      string
+	RemoteAddr string
+}
+
+// DiscardOutcome is what discarding one job of a bulk discard did.
+type DiscardOutcome string
+
+const (
+	// DiscardDone: the job is discarded.
+	DiscardDone DiscardOutcome = "discarded"
+	// DiscardRefused: it left the states a discard leaves from meanwhile
+	// (it ran again, succeeded, or is running).
+	DiscardRefused DiscardOutcome = "refused"
+)
+
+// JobDetail is everything known of one business job, for its page: its
+// row, its attempts (newest first, at most 50), its outbox row (nil when
+// pruned) and the queue's task (nil when the queue has none; TaskError
+// when the queue could not be asked).
+type JobDetail struct {
+	Job       models.JobExecution
+	Attempts  []models.JobAttempt
+	Outbox    *models.OutboxMessage
+	Task      *QueuedTask
+	TaskError string
+}

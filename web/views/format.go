@@ -123,7 +123,7 @@ func RefURL(ref string) string {
 	case "callback":
 		return "/admin/callbacks/" + url.PathEscape(id)
 	case "job":
-		return Query("/admin/jobs", "key", id)
+		return JobURL(id)
 	case "outbox":
 		return Query("/admin/outbox", "task_id", id)
 	case "product":
@@ -166,3 +166,6 @@ func perOrder(n *int64) string {
 	}
 	return Int(*n)
 }
+
+// JobURL is the page of the job whose task id is key.
+func JobURL(key string) string { return "/admin/jobs/" + url.PathEscape(key) }

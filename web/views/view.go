@@ -705,3 +705,49 @@ func (cs Counts) MarshalJSON() ([]byte, error) {
 
 // SortedKeys are m's keys in order, for a page that lists a map.
 func SortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// JobDetail is one job's page (GET /admin/jobs/{key}) and its JSON: the
+// job row, every attempt, a timeline from its outbox row to its end, the
+// task as the queue holds it, and its discard.
+type JobDetail struct {
+	Now      time.Time    `json:"-"`
+	Job      JobRow       `json:"job"`
+	Attempts []AttemptRow `json:"attempts"` // newest first, at most 50
+	Timeline []Event      `json:"timeline"`
+	Outbox   *OutboxRow   `json:"outbox"` // none when pruned
+	// Task is the task as the queue holds it now; none when the queue has
+	// none (it ran and its retention ended, or Redis lost it), and
+	// TaskError when the queue could not be asked.
+	Task      *TaskRow    `json:"task"`
+	TaskError NullText    `json:"task_error"`
+	Discarded *DiscardRow `json:"discarded"` // who gave it up and why; none unless discarded
+	// CanDiscard and CanRerun say whether the actions may do something:
+	// a failed or stuck job.
+	CanDiscard bool `json:"can_discard"`
+	CanRerun   bool `json:"can_rerun"`
+}
+
+// AttemptRow is one run of a job: one claim, with its fence.
+type AttemptRow struct {
+	Fence      int64      `json:"fence"`
+	Worker     string     `json:"worker_id"`
+	Started    time.Time  `json:"started_at"`
+	Finished   *time.Time `json:"finished_at"` // none while it runs (or its worker died)
+	DurationMS *int64     `json:"duration_ms"` // none until it ended
+	Outcome    string     `json:"outcome"`     // succeeded, failed, fenced, lock_lost, discarded; "" while it runs
+	Error      string     `json:"error"`
+}
+
+// DiscardRow says who discarded a job, when and why.
+type DiscardRow struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// DiscardConfirm asks before discarding every failed or stuck job that
+// matches a filter.
+type DiscardConfirm struct {
+	Filter JobFilter
+	Keys   []string
+}

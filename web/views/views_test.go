@@ -157,7 +157,7 @@ func TestFormats(t *testing.T) {
 		{views.Ago(time.Unix(100, 0), time.Unix(220, 0)), "in 2m"},
 		{views.Query("/admin/jobs", "status", "", "key", "a b"), "/admin/jobs?key=a+b"},
 		{views.RefURL("order:ORD-1"), "/admin/orders/ORD-1"},
-		{views.RefURL("job:invoice:generate:ORD-1"), "/admin/jobs?key=invoice%3Agenerate%3AORD-1"},
+		{views.RefURL("job:invoice:generate:ORD-1"), "/admin/jobs/invoice:generate:ORD-1"},
 		{views.RefURL("nothing"), ""},
 	} {
 		if tt.got != tt.want {
