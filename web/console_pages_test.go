@@ -732,3 +732,112 @@ func TestConflictShowsBothBodiesAndWhatDiffered(t *testing.T) {
 		t.Error("with DELIVERY_BODY_RETENTION=0 the page shows a body, or does not say it is not kept")
 	}
 }
+
+// A delivery refused for a business reason (a wrong amount) is kept; its
+// dry run says what it would do without changing a row, before and after
+// the order is fixed; applied again after the fix it pays the order once,
+// and a second try is a duplicate; each try is in the action log with
+// its reason. A delivery refused for its signature is never applied again.
+func TestDryRunAndApplyAgain(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "AGAIN", 50000, 10)
+	o := c.newOrder("AGAIN", 1)
+	body := testenv.SandboxBody(o.ID, "tx-again", models.EventPaid, 40000) // the price was wrong when the order was made
+	if got := c.deliver("evt_again", body); got != http.StatusUnprocessableEntity {
+		t.Fatalf("the mismatched delivery: %d, want 422", got)
+	}
+	var id int64
+	testenv.Eventually(t, "the rejected delivery's row", func() bool {
+		c.db.Raw("SELECT id FROM callback_deliveries WHERE outcome = 'rejected' AND body IS NOT NULL").Scan(&id)
+		return id > 0
+	})
+	deliveryURL := fmt.Sprintf("/admin/deliveries/%d", id)
+	if doc := c.get(deliveryURL).Doc(t); doc.Find(`form[action$="/apply"]`).Length() != 1 || !strings.Contains(doc.Find(".kept pre").First().Text(), "tx-again") {
+		t.Fatalf("the delivery's page offers no apply again, or shows no body")
+	}
+	counts := func() string {
+		var n [6]int64
+		c.db.Raw(`SELECT (SELECT count(*) FROM order_transitions), (SELECT count(*) FROM stock_movements), (SELECT count(*) FROM outbox_messages),
+			(SELECT count(*) FROM payments), (SELECT count(*) FROM payment_callbacks), (SELECT count(*) FROM callback_deliveries)`).Row().
+			Scan(&n[0], &n[1], &n[2], &n[3], &n[4], &n[5])
+		return fmt.Sprint(n)
+	}
+	dryRun := func() (string, []string) {
+		t.Helper()
+		var v struct {
+			Result      string
+			Transitions []struct{ From, To string }
+			Outbox      []string
+		}
+		p := c.api("/api" + deliveryURL + "/dry-run")
+		if err := json.Unmarshal([]byte(p.Body), &v); err != nil || p.StatusCode != 200 {
+			t.Fatalf("dry run: %d %s", p.StatusCode, p.Body)
+		}
+		var moved []string
+		for _, tr := range v.Transitions {
+			moved = append(moved, tr.From+"→"+tr.To)
+		}
+		return v.Result, append(moved, v.Outbox...)
+	}
+	before := counts()
+	if result, wrote := dryRun(); result != "rejected" || len(wrote) != 0 {
+		t.Errorf("dry run before the fix: %s, %v; want rejected, writing nothing", result, wrote)
+	}
+	if err := c.db.Exec("UPDATE orders SET total_amount = 40000 WHERE id = ?", o.ID).Error; err != nil { // the fix
+		t.Fatal(err)
+	}
+	result, wrote := dryRun()
+	if result != "processed" || len(wrote) < 2 || wrote[0] != "pending→paid" {
+		t.Errorf("dry run after the fix: %s, %v; want processed, pending→paid and its tasks", result, wrote)
+	}
+	if after := counts(); after != before {
+		t.Errorf("rows by table %s after two dry runs, %s before: a dry run wrote", after, before)
+	}
+	if doc := c.get(deliveryURL + "/dry-run").Doc(t); !strings.Contains(doc.Text(), "Nothing was written") || doc.Find(".badge").First().Text() != "processed" {
+		t.Error("the dry run's page does not say what it would do, or that nothing was written")
+	}
+
+	apply := func(reason string) page {
+		return c.post(deliveryURL+"/apply", url.Values{"reason": {reason}})
+	}
+	if p := apply(""); p.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("apply again without a reason: %d, want 422", p.StatusCode)
+	}
+	for i, want := range []string{"processed", "duplicate"} {
+		if p := apply("the price was fixed"); p.StatusCode != http.StatusSeeOther {
+			t.Fatalf("apply again %d: %d", i+1, p.StatusCode)
+		}
+		if flash := c.get(deliveryURL).Doc(t).Find("#flash .flash").Text(); !strings.Contains(flash, "applied again: "+want) {
+			t.Errorf("apply again %d: %q, want %s", i+1, flash, want)
+		}
+	}
+	var status string
+	var paid, logged int64
+	c.db.Raw("SELECT status FROM orders WHERE id = ?", o.ID).Scan(&status)
+	c.db.Raw("SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'", o.ID).Scan(&paid)
+	c.db.Raw("SELECT count(*) FROM admin_actions WHERE action = 'apply again' AND detail LIKE 'the price was fixed;%'").Scan(&logged)
+	if status != "paid" || paid != 1 || logged != 2 {
+		t.Errorf("after applying again twice: order %s, %d payments, %d logged tries; want paid, 1, 2", status, paid, logged)
+	}
+
+	// A delivery whose signature failed: kept, never applied again.
+	req, _ := http.NewRequest("POST", c.URL+"/callbacks/sandbox", strings.NewReader(string(body)))
+	req.Header = testenv.SandboxHeaders("evt_forged", body, time.Now())
+	req.Header.Set("webhook-signature", "v1,Zm9yZ2Vk")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the forged delivery: %v %v", res, err)
+	}
+	var forged int64
+	testenv.Eventually(t, "the forged delivery's row", func() bool {
+		c.db.Raw("SELECT id FROM callback_deliveries WHERE outcome = 'invalid_signature'").Scan(&forged)
+		return forged > 0
+	})
+	if p := c.post(fmt.Sprintf("/admin/deliveries/%d/apply", forged), url.Values{"reason": {"try"}}); p.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("apply again of a forged delivery: %d, want 422", p.StatusCode)
+	}
+	if doc := c.get(fmt.Sprintf("/admin/deliveries/%d", forged)).Doc(t); doc.Find(`form[action$="/apply"]`).Length() != 0 {
+		t.Error("the forged delivery's page offers apply again")
+	}
+}

@@ -211,6 +211,10 @@ func (o Outcome) Code() string {
 	return models.EUnavailable // models.ResultError
 }
 
+// StatusBefore is the order's status before the event (its status after
+// is OrderStatus).
+func (o Outcome) StatusBefore() models.OrderStatus { return o.statusBefore }
+
 // Word is the one word for what became of the delivery: its Result, or
 // for a refusal the refusal's code.
 func (o Outcome) Word() string {
@@ -320,6 +324,12 @@ func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 		return Outcome{Result: Refused, Refusal: RefusalUnknownProvider, Detail: fmt.Sprintf("no provider %q", d.Provider)}
 	}
 	out, ev := s.receive(ctx, p, &d)
+	return s.finish(ctx, p, d, out, ev, start)
+}
+
+// finish writes delivery d's row, unless the applying transaction did,
+// and logs and counts its outcome.
+func (s *Service) finish(ctx context.Context, p Provider, d Delivery, out Outcome, ev Event, start time.Time) Outcome {
 	out.Provider = p.Name()
 	switch {
 	case out.recorded: // written inside the applying transaction
@@ -361,6 +371,14 @@ func (s *Service) receive(ctx context.Context, p Provider, d *Delivery) (Outcome
 	if err := p.Verify(d.Header, body, s.now()); err != nil {
 		return refusal(models.EInvalidSignature, err.Error()), Event{}
 	}
+	return s.evaluate(ctx, p, d)
+}
+
+// evaluate is the pipeline after a delivery's signature: parse, find the
+// order of a charge, confirm with the gateway where its notifications
+// need it, apply. ApplyAgain runs it on a kept delivery.
+func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcome, Event) {
+	body := d.body
 	ev, err := s.parsed.parse(p, d.Header, body)
 	if errors.Is(err, ErrIgnored) {
 		return Outcome{Result: models.ResultIgnored, Detail: err.Error()}, ev

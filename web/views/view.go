@@ -262,6 +262,29 @@ type CallbackDetail struct {
 	Conflicts []Conflict `json:"conflicts"`
 }
 
+// DeliveryDetail is one delivery's page.
+type DeliveryDetail struct {
+	Now           time.Time     `json:"-"`
+	Delivery      DeliveryRow   `json:"delivery"`
+	Sent          *KeptDelivery `json:"sent"` // nil when not kept
+	CanApplyAgain bool          `json:"can_apply_again"`
+}
+
+// DryRun is what a kept delivery would do now (a rolled-back run).
+type DryRun struct {
+	DeliveryID   int64           `json:"delivery_id"`
+	Result       string          `json:"result"`
+	Status       int             `json:"response_code"`
+	Detail       string          `json:"detail"`
+	OrderID      string          `json:"order_id"`
+	StatusBefore string          `json:"status_before"`
+	StatusAfter  string          `json:"status_after"`
+	Transitions  []TransitionRow `json:"transitions"`
+	Movements    []MovementRow   `json:"movements"`
+	Outbox       []string        `json:"outbox"` // task ids
+	Payments     int             `json:"payments"`
+}
+
 // KeptDelivery is one delivery's kept body and headers.
 type KeptDelivery struct {
 	DeliveryID int64               `json:"delivery_id"`

@@ -1,0 +1,165 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// An operator may ask what a kept delivery would do now (DryRun), and
+// apply again one refused for a reason that may since have changed
+// (ApplyAgain) — both from its kept body and headers, through the same
+// parse, keys and decisions as a delivery from the gateway, so that a
+// payment applied again is still applied once. Neither checks the
+// signature again: its row says it was valid when it arrived (an outcome
+// after the signature), and its timestamp has since gone stale.
+
+// AgainOutcomes are the outcomes of deliveries that may be applied again:
+// refused for a business reason (422: an unknown order, a wrong amount or
+// currency) or not recorded (503). Never a refusal before the event was
+// known — a bad signature above all — nor one that changed something.
+var AgainOutcomes = []string{models.OutcomeRejected, models.OutcomeError}
+
+// kept reads delivery id with its kept body and headers, as a Delivery
+// under requestID, and its provider.
+func (s *Service) kept(ctx context.Context, id int64, requestID string) (models.CallbackDelivery, Delivery, Provider, error) {
+	var row models.CallbackDelivery
+	err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return row, Delivery{}, nil, models.Errorf(models.ENotFound, "no delivery %d", id)
+	}
+	if err != nil {
+		return row, Delivery{}, nil, fmt.Errorf("payments: delivery %d: %w", id, store.Classify(err))
+	}
+	if row.Body == nil {
+		return row, Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d's body is not kept (DELIVERY_BODY_RETENTION)", id)
+	}
+	p, ok := s.providers[row.Provider]
+	if !ok {
+		return row, Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d is of %s, which this server does not receive", id, row.Provider)
+	}
+	header := http.Header{}
+	var kept map[string][]string
+	if err := json.Unmarshal(row.Headers, &kept); err == nil {
+		for name, values := range kept {
+			header[http.CanonicalHeaderKey(name)] = values
+		}
+	}
+	d := Delivery{Provider: row.Provider, Header: header, ContentType: header.Get("Content-Type"), RemoteAddr: "console",
+		RequestID: requestID, body: row.Body}
+	return row, d, p, nil
+}
+
+// ApplyAgain runs kept delivery id through the pipeline again, after its
+// signature, as a new delivery under requestID (the operator's), with a
+// row of its own: it may apply the event now, or say what it did before.
+// Only a delivery whose outcome is one of AgainOutcomes may be applied
+// again (EInvalid otherwise).
+func (s *Service) ApplyAgain(ctx context.Context, id int64, requestID string) (Outcome, error) {
+	row, d, p, err := s.kept(ctx, id, requestID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !slices.Contains(AgainOutcomes, row.Outcome) {
+		return Outcome{}, models.Errorf(models.EInvalid, "delivery %d was %s: only a delivery refused for a reason that may have changed (%v) is applied again",
+			id, row.Outcome, AgainOutcomes)
+	}
+	start := time.Now()
+	out, ev := s.evaluate(ctx, p, &d)
+	return s.finish(ctx, p, d, out, ev, start), nil
+}
+
+// Rehearsal is what a kept delivery would do now: its outcome, and the
+// rows its transaction would write or change, read inside it before it
+// is rolled back.
+type Rehearsal struct {
+	Outcome     Outcome
+	Event       Event
+	Transitions []models.OrderTransition
+	Movements   []models.StockMovement
+	Outbox      []models.OutboxMessage
+	Payments    []models.Payment
+}
+
+// errRehearsed rolls a rehearsal's transaction back.
+var errRehearsed = errors.New("rehearsed: rolled back")
+
+// DryRun says what kept delivery id would do now, changing nothing: it
+// parses the body, and runs the applying transaction — the key's
+// reservation, the order's lock, the decision and the effect — then
+// rolls it back. It does not ask the gateway's status API: the event is
+// taken as the notification says it (ApplyAgain would confirm it).
+func (s *Service) DryRun(ctx context.Context, id int64) (Rehearsal, error) {
+	_, d, p, err := s.kept(ctx, id, "dry-run")
+	if err != nil {
+		return Rehearsal{}, err
+	}
+	var r Rehearsal
+	ev, err := s.parsed.parse(p, d.Header, d.body)
+	switch {
+	case errors.Is(err, ErrIgnored):
+		r.Outcome = Outcome{Result: models.ResultIgnored, Detail: err.Error()}
+		return r, nil
+	case err != nil:
+		r.Outcome = refusal(models.ErrorCode(err), models.ErrorMessage(err))
+		return r, nil
+	}
+	if ev.OrderID == "" {
+		if err := s.orderOfCharge(ctx, p.Name(), &ev); errors.Is(err, errUnknownCharge) {
+			r.Outcome = Outcome{Result: models.ResultIgnored, Detail: fmt.Sprintf("%s %s %s", ev.Status, ev.TransactionID, err)}
+			return r, nil
+		} else if err != nil {
+			return Rehearsal{}, err
+		}
+	}
+	r.Event = ev
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		out, _, err := s.applyTx(tx, p.Name(), ev, d)
+		if err != nil {
+			return err
+		}
+		r.Outcome = out
+		// What this transaction wrote or changed: rows whose xmin is its
+		// own id, found through the order's indexes (and the pending
+		// outbox rows').
+		const mine = "xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text"
+		for _, q := range []*gorm.DB{
+			tx.Where("order_id = ? AND "+mine, ev.OrderID).Order("id").Find(&r.Transitions),
+			tx.Where("order_id = ? AND "+mine, ev.OrderID).Order("id").Find(&r.Movements),
+			tx.Where("status = ? AND "+mine, models.OutboxPending).Order("id").Find(&r.Outbox),
+			tx.Where("order_id = ? AND "+mine, ev.OrderID).Order("id").Find(&r.Payments),
+		} {
+			if q.Error != nil {
+				return q.Error
+			}
+		}
+		return errRehearsed
+	})
+	if !errors.Is(err, errRehearsed) {
+		return Rehearsal{}, fmt.Errorf("payments.DryRun: %w", store.Classify(err))
+	}
+	return r, nil
+}
+
+// Delivery reads delivery id with what it kept; ENotFound if there is
+// none.
+func (s *Service) Delivery(ctx context.Context, id int64) (models.CallbackDelivery, error) {
+	var d models.CallbackDelivery
+	err := s.db.WithContext(ctx).Take(&d, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return d, models.Errorf(models.ENotFound, "no delivery %d", id)
+	}
+	if err != nil {
+		return d, fmt.Errorf("payments.Delivery: %w", store.Classify(err))
+	}
+	return d, nil
+}

@@ -1,0 +1,100 @@
+package web
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// deliveryID is the :id of a delivery's address.
+func deliveryID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, models.Errorf(models.ENotFound, "no delivery %q", c.Param("id"))
+	}
+	return id, nil
+}
+
+// adminDelivery is GET /admin/deliveries/:id: the delivery's row, what it
+// carried while that is kept, the dry run, and "apply again" when its
+// outcome allows it.
+func (s *Server) adminDelivery(c echo.Context) error {
+	id, err := deliveryID(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.deps.Payments.Delivery(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	v := views.DeliveryDetail{Now: s.deps.Now(), Delivery: deliveryRow(d),
+		CanApplyAgain: d.Body != nil && slices.Contains(payments.AgainOutcomes, d.Outcome)}
+	if d.Body != nil {
+		sent := keptDelivery(d)
+		v.Sent = &sent
+	}
+	return s.show(c, fmt.Sprintf("Delivery %d", id), "deliveries", v, views.DeliveryPage(v))
+}
+
+// adminDryRun is GET /admin/deliveries/:id/dry-run: what the kept
+// delivery would do now, from a transaction rolled back (a read: it
+// changes nothing, so a GET).
+func (s *Server) adminDryRun(c echo.Context) error {
+	id, err := deliveryID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.deps.Payments.DryRun(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	v := views.DryRun{DeliveryID: id, Result: r.Outcome.Word(), Status: r.Outcome.Status(), Detail: r.Outcome.Detail,
+		OrderID: r.Event.OrderID, StatusBefore: string(r.Outcome.StatusBefore()), StatusAfter: string(r.Outcome.OrderStatus),
+		Transitions: rows(r.Transitions, transitionRow), Movements: rows(r.Movements, movementRow), Outbox: []string{},
+		Payments: len(r.Payments)}
+	for _, m := range r.Outbox {
+		v.Outbox = append(v.Outbox, m.TaskID)
+	}
+	return s.show(c, fmt.Sprintf("Dry run of delivery %d", id), "deliveries", v, views.DryRunPage(v))
+}
+
+// maxReason bounds an operator's reason.
+const maxReason = 500
+
+// adminApplyAgain is POST /admin/deliveries/:id/apply with a reason: the
+// kept delivery runs through the pipeline again (payments.ApplyAgain),
+// logged with the admin and the reason.
+func (s *Server) adminApplyAgain(c echo.Context) error {
+	id, err := deliveryID(c)
+	if err != nil {
+		return err
+	}
+	reason := strings.TrimSpace(c.FormValue("reason"))
+	if reason == "" || len(reason) > maxReason || !models.CleanText(reason) {
+		return models.Errorf(models.EInvalid, "reason must be 1 to %d characters of text", maxReason)
+	}
+	target := "delivery " + strconv.FormatInt(id, 10)
+	out, err := s.deps.Payments.ApplyAgain(c.Request().Context(), id, requestID(c))
+	if err != nil {
+		s.record(c, adminOf(c), "apply again", target, resultOf(err), models.Truncate(reason+"; "+err.Error(), 500))
+		return err
+	}
+	said := fmt.Sprintf("%s (HTTP %d)", out.Word(), out.Status())
+	if out.Detail != "" {
+		said += ": " + out.Detail
+	}
+	result, tone := models.ActionOK, "ok"
+	if out.Status() >= 400 || out.Result == models.ResultDuplicate {
+		result, tone = models.ActionNoop, "warn"
+	}
+	s.record(c, adminOf(c), "apply again", target, result, models.Truncate(reason+"; "+said, 500))
+	s.flash(c, tone, "Delivery "+strconv.FormatInt(id, 10)+" applied again: "+said+".")
+	return seeOther(c, "/admin/deliveries/"+strconv.FormatInt(id, 10))
+}
