@@ -711,6 +711,12 @@ func TestBrowserScreenshots(t *testing.T) {
 	if rows := browserEval[[]string](b, "read the deliveries", callbackRowsJS); !slices.Equal(rows, want) {
 		t.Fatalf("deliveries of evt_2Qf81kLm: %q, want %q", rows, want)
 	}
+	// The conflict's two bodies side by side, and the paths that differ.
+	if changes := browserEval[[]string](b, "read the conflict's changes",
+		`[...document.querySelectorAll("table.changes tbody tr td:first-child")].map(e => e.textContent.trim())`); len(changes) == 0 ||
+		browserEval[int](b, "count the bodies side by side", `document.querySelectorAll(".pair .kept").length`) != 2 {
+		t.Fatalf("the conflict's page: changed paths %q, want some, beside the two bodies", changes)
+	}
 	b.screenshot("callback")
 
 	visit("/admin/orders/"+ayu, "Order "+ayu)
