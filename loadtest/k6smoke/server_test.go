@@ -84,6 +84,9 @@ func sekaliBinary(t *testing.T) string {
 	return binPath
 }
 
+// oneServer holds a place while a server of this package runs.
+var oneServer = make(chan struct{}, 1)
+
 // startServer starts `sekali serve` on a fresh database and its own Redis,
 // with every gateway's secret, the sandbox gateway on (it stands in for
 // Midtrans's status API) and no cap on one client's open orders; or, when
@@ -93,6 +96,16 @@ func sekaliBinary(t *testing.T) string {
 // STRIPE_WEBHOOK_SECRET).
 func startServer(t *testing.T) target {
 	t.Helper()
+	// One server of this package at a time: make test runs this package
+	// beside cmd/sekali's end-to-end tests, and the machine's PostgreSQL
+	// has 100 connections for all of them (docs/testing.md). The wait
+	// counts in the test's time, not in its budget's.
+	select {
+	case oneServer <- struct{}{}:
+	case <-t.Context().Done():
+		t.Fatal("waited for another test's server until the test's end")
+	}
+	t.Cleanup(func() { <-oneServer })
 	if u := os.Getenv("K6_SMOKE_TARGET"); u != "" {
 		env := map[string]string{}
 		for _, k := range []string{"ADMIN_API_TOKEN", "SANDBOX_WEBHOOK_SECRET", "MIDTRANS_SERVER_KEY", "XENDIT_CALLBACK_TOKEN", "STRIPE_WEBHOOK_SECRET"} {

@@ -63,26 +63,14 @@ func runScript(t *testing.T, script string, env map[string]string, summaryDir st
 // gateway format it speaks, against a real server on a fresh database (or
 // K6_SMOKE_TARGET): each must pass its own checks and thresholds — its
 // teardown asks the integrity audit — and hand handleSummary's verdict
-// PASS and a JSON report. The audit is green at the end. One server runs
-// the sandbox and Midtrans formats, another Xendit and Stripe, so that
-// the two halves overlap; the scripts of one server run one at a time, as
-// the audit judges the whole database.
+// PASS and a JSON report. The audit is green at the end. The scripts run
+// one at a time, on one server (startServer), as the audit judges the
+// whole database.
 func TestScripts(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("K6_SMOKE_TARGET") != "" {
-		tg := startServer(t)
-		runAll(t, tg, providers(tg))
-		auditOK(t, tg)
-		return
-	}
-	for _, half := range [][]string{{"sandbox", "midtrans"}, {"xendit", "stripe"}} {
-		t.Run(strings.Join(half, "+"), func(t *testing.T) {
-			t.Parallel()
-			tg := startServer(t)
-			runAll(t, tg, half)
-			auditOK(t, tg)
-		})
-	}
+	tg := startServer(t)
+	runAll(t, tg, providers(tg))
+	auditOK(t, tg)
 }
 
 func runAll(t *testing.T, tg target, providers []string) {
