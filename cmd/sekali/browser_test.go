@@ -639,7 +639,9 @@ func TestBrowserScreenshots(t *testing.T) {
 	// A failed payment, an order still waiting, a cancelled one.
 	citra := order("citra@example.com", `{"sku":"DEMO-LIMITED","qty":1}`)
 	deliver("evt_2Qf8Cz77", testenv.SandboxBody(citra, "tx-7733", models.EventFailed, 0), "processed")
-	order("dewi@example.com", `{"sku":"DEMO-TSHIRT","qty":1}`)
+	dewi := order("dewi@example.com", `{"sku":"DEMO-TSHIRT","qty":1}`)
+	// A payment of the wrong amount, refused: kept, for a dry run.
+	deliver("evt_2Qf8Dw05", testenv.SandboxBody(dewi, "tx-7734", models.EventPaid, 100000), "rejected")
 	eko := order("eko@example.com", `{"sku":"DEMO-MUG","qty":3}`)
 	if r := a.do(t, "POST", a.orderAction(eko, "cancel"), nil, nil); r.Status != http.StatusOK {
 		t.Fatalf("cancel %s: %d %s", eko, r.Status, r.Body)
@@ -667,7 +669,7 @@ func TestBrowserScreenshots(t *testing.T) {
 		return a.count(t, "SELECT count(*) FROM job_executions WHERE idempotency_key = ? AND status = 'failed'", emailJob) == 1 &&
 			insp.ArchiveTask(jobs.QueueDefault, emailJob) == nil
 	})
-	const deliveries = 5 + 3 + 1 + 1 + 1
+	const deliveries = 5 + 3 + 1 + 1 + 1 + 1
 	a.eventually(t, deliveries, "SELECT count(*) FROM callback_deliveries")
 
 	b := loggedInBrowser(t, a)
@@ -697,8 +699,8 @@ func TestBrowserScreenshots(t *testing.T) {
 	b.screenshot("dashboard")
 
 	visit("/admin/callbacks", "Callbacks")
-	if n := browserEval[int](b, "count callbacks", `document.querySelectorAll("#list tbody tr").length`); n != 5 {
-		t.Fatalf("callbacks listed: %d, want 5", n)
+	if n := browserEval[int](b, "count callbacks", `document.querySelectorAll("#list tbody tr").length`); n != 6 {
+		t.Fatalf("callbacks listed: %d, want 6", n)
 	}
 	if row := b.text("#list tr.marked"); !strings.Contains(row, "evt_2Qf81kLm") {
 		t.Fatalf("marked callback row: %q, want evt_2Qf81kLm", row)
@@ -732,6 +734,23 @@ func TestBrowserScreenshots(t *testing.T) {
 		t.Fatalf("deliveries page: outcomes %q; want %d, a conflict and an invalid signature among them", outcomes, deliveries)
 	}
 	b.screenshot("deliveries")
+
+	// The rejected delivery: what it carried, and what it would do now.
+	rejected := a.count(t, "SELECT id FROM callback_deliveries WHERE outcome = 'rejected'")
+	visit(fmt.Sprintf("/admin/deliveries/%d", rejected), fmt.Sprintf("Delivery #%d", rejected))
+	if n := browserEval[int](b, "find apply again", `document.querySelectorAll('form[action$="/apply"]').length`); n != 1 {
+		t.Fatalf("the rejected delivery's page: %d apply-again forms, want 1", n)
+	}
+	b.screenshot("delivery")
+	visit(fmt.Sprintf("/admin/deliveries/%d/dry-run", rejected), fmt.Sprintf("What delivery #%d would do now", rejected))
+	if v := b.text(".stat .badge"); v != "rejected" {
+		t.Fatalf("the dry run's result: %q, want rejected (the amount is still wrong)", v)
+	}
+	b.screenshot("dry-run")
+
+	// The email job that failed: its attempts, its task in the queue.
+	visit("/admin/jobs/"+url.PathEscape(emailJob), emailJob)
+	b.screenshot("job")
 }
 
 // TestBrowserQueuesUI: the queue's own UI (asynqmon), behind the console,
