@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -84,15 +85,22 @@ func (s *Server) adminCallback(c echo.Context) error {
 	return s.show(c, "Callback "+st.Callback.IdempotencyKey, "callbacks", v, views.CallbackPage(v))
 }
 
-// adminDeliveries is GET /admin/deliveries: the raw delivery log,
-// refusals included — where a wrong secret or an attacker shows.
-func (s *Server) adminDeliveries(c echo.Context) error {
-	p := newParams(c.QueryParams())
+// deliveryFilter reads the deliveries list's filter, and the params read,
+// for the caller to check.
+func deliveryFilter(q url.Values) (payments.DeliveryFilter, *params) {
+	p := newParams(q)
 	f := payments.DeliveryFilter{
 		Provider: p.text("provider"), Outcome: p.oneOf("outcome", deliveryOutcomes...), CallbackID: p.id("callback"),
 		RemoteAddr: p.text("addr"), RequestID: p.text("request"), Transaction: p.text("transaction"),
 		From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
+	return f, p
+}
+
+// adminDeliveries is GET /admin/deliveries: the raw delivery log,
+// refusals included — where a wrong secret or an attacker shows.
+func (s *Server) adminDeliveries(c echo.Context) error {
+	f, p := deliveryFilter(c.QueryParams())
 	if err := p.check(c); err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package web
 
 import (
 	"fmt"
+	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,4 +99,84 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 	s.record(c, adminOf(c), "apply again", target, result, models.Truncate(reason+"; "+said, 500))
 	s.flash(c, tone, "Delivery "+strconv.FormatInt(id, 10)+" applied again: "+said+".")
 	return seeOther(c, "/admin/deliveries/"+strconv.FormatInt(id, 10))
+}
+
+// againQuery is the filter of a bulk apply again as a query, for its
+// confirm page's form and the action log.
+func againQuery(q url.Values) string {
+	v := url.Values{}
+	for _, k := range []string{"provider", "outcome", "callback", "addr", "request", "transaction", "from", "to"} {
+		if s := strings.TrimSpace(q.Get(k)); s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v.Encode()
+}
+
+// adminApplyMatchingConfirm is GET /admin/deliveries/apply-matching?<filter>:
+// how many kept deliveries refused for a reason that may have changed
+// match (one per callback), and a form to apply them all again.
+func (s *Server) adminApplyMatchingConfirm(c echo.Context) error {
+	f, p := deliveryFilter(c.QueryParams())
+	if err := p.check(c); err != nil {
+		return err
+	}
+	ids, err := s.deps.Payments.AgainCandidates(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	v := views.ApplyMatching{Query: againQuery(c.QueryParams()), IDs: ids, Max: payments.MaxAgainAtOnce}
+	return s.page(c, 200, "Apply deliveries again", "deliveries", views.ApplyMatchingPage(v))
+}
+
+// adminApplyMatching is POST /admin/deliveries/apply-matching: every
+// matching delivery applied again (payments.ApplyAgain, one by one, each
+// logged), with one reason; the flash counts what came of them.
+func (s *Server) adminApplyMatching(c echo.Context) error {
+	form, err := c.FormParams()
+	if err != nil {
+		return models.Errorf(models.EInvalid, "the form could not be read")
+	}
+	reason := strings.TrimSpace(form.Get("reason"))
+	if reason == "" || len(reason) > maxReason || !models.CleanText(reason) {
+		return models.Errorf(models.EInvalid, "reason must be 1 to %d characters of text", maxReason)
+	}
+	f, p := deliveryFilter(form) // the form's reason is the form's
+	if p.err != nil {
+		return p.err
+	}
+	f.Before, f.Limit = 0, 0
+	ctx := c.Request().Context()
+	ids, err := s.deps.Payments.AgainCandidates(ctx, f)
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	for _, id := range ids {
+		target := "delivery " + strconv.FormatInt(id, 10)
+		out, err := s.deps.Payments.ApplyAgain(ctx, id, requestID(c))
+		if err != nil {
+			counts["failed"]++
+			s.record(c, adminOf(c), "apply again", target, resultOf(err), models.Truncate(reason+"; "+err.Error(), 500))
+			continue
+		}
+		counts[out.Word()]++
+		result := models.ActionOK
+		if out.Status() >= 400 || out.Result == models.ResultDuplicate {
+			result = models.ActionNoop
+		}
+		s.record(c, adminOf(c), "apply again", target, result, models.Truncate(reason+"; "+out.Word(), 500))
+	}
+	var parts []string
+	for _, word := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[word], word))
+	}
+	summary := fmt.Sprintf("%d deliveries applied again", len(ids))
+	if len(parts) > 0 {
+		summary += ": " + strings.Join(parts, ", ")
+	}
+	query := againQuery(form)
+	s.record(c, adminOf(c), "bulk apply again", "deliveries?"+query, models.ActionOK, models.Truncate(reason+"; "+summary, 500))
+	s.flash(c, "ok", summary+".")
+	return seeOther(c, "/admin/deliveries?"+query)
 }

@@ -841,3 +841,59 @@ func TestDryRunAndApplyAgain(t *testing.T) {
 		t.Error("the forged delivery's page offers apply again")
 	}
 }
+
+// Bulk apply again: the confirm page counts the matching kept deliveries
+// refused for a business reason, one per callback; the POST applies each
+// again with one reason — the fixed orders are paid once, one delivery
+// each, the rest still rejected — and logs each and the batch.
+func TestApplyMatchingDeliveriesAgain(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "BULK", 50000, 10)
+	var fixed []string
+	for i := range 3 {
+		o := c.newOrder("BULK", 1)
+		body := testenv.SandboxBody(o.ID, fmt.Sprint("tx-bulk-", i), models.EventPaid, 40000)
+		for range 2 { // the gateway tried twice: two rows, one callback
+			if got := c.deliver(fmt.Sprint("evt_bulk_", i), body); got != http.StatusUnprocessableEntity {
+				t.Fatalf("mismatched delivery %d: %d", i, got)
+			}
+		}
+		if i < 2 {
+			fixed = append(fixed, o.ID)
+		}
+	}
+	testenv.Eventually(t, "six rejected rows", func() bool {
+		var n int64
+		c.db.Raw("SELECT count(*) FROM callback_deliveries WHERE outcome = 'rejected' AND body IS NOT NULL").Scan(&n)
+		return n == 6
+	})
+	if err := c.db.Exec("UPDATE orders SET total_amount = 40000 WHERE id IN ?", fixed).Error; err != nil {
+		t.Fatal(err)
+	}
+	confirm := c.get("/admin/deliveries/apply-matching?outcome=rejected&provider=sandbox").Doc(t)
+	if h1 := confirm.Find("h1").Text(); h1 != "Apply 3 deliveries again?" {
+		t.Fatalf("confirm page: %q, want 3 (one per callback)", h1)
+	}
+	if p := c.post("/admin/deliveries/apply-matching", url.Values{"outcome": {"rejected"}, "provider": {"sandbox"}}); p.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("without a reason: %d, want 422", p.StatusCode)
+	}
+	p := c.post("/admin/deliveries/apply-matching", url.Values{"outcome": {"rejected"}, "provider": {"sandbox"}, "reason": {"prices fixed"}})
+	if p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("apply matching: %d %s", p.StatusCode, p.Body)
+	}
+	if flash := c.get("/admin/deliveries").Doc(t).Find("#flash .flash").Text(); flash != "3 deliveries applied again: 2 processed, 1 rejected." {
+		t.Errorf("flash %q", flash)
+	}
+	var paid, logged, batch int64
+	c.db.Raw("SELECT count(*) FROM payments WHERE order_id IN ? AND status = 'succeeded'", fixed).Scan(&paid)
+	c.db.Raw("SELECT count(*) FROM admin_actions WHERE action = 'apply again'").Scan(&logged)
+	c.db.Raw("SELECT count(*) FROM admin_actions WHERE action = 'bulk apply again'").Scan(&batch)
+	if paid != 2 || logged != 3 || batch != 1 {
+		t.Errorf("%d fixed orders paid, %d tries and %d batches logged; want 2, 3, 1", paid, logged, batch)
+	}
+	if h1 := c.get("/admin/deliveries/apply-matching?outcome=conflict").StatusCode; h1 != http.StatusUnprocessableEntity {
+		t.Errorf("a bulk apply again of conflicts: %d, want 422", h1)
+	}
+}

@@ -94,6 +94,8 @@ func (s *Server) routes() {
 	e.GET("/admin/callbacks", s.adminCallbacks, console...)
 	e.GET("/admin/callbacks/:id", s.adminCallback, console...)
 	e.GET("/admin/deliveries", s.adminDeliveries, console...)
+	e.GET("/admin/deliveries/apply-matching", s.adminApplyMatchingConfirm, console...)
+	e.POST("/admin/deliveries/apply-matching", s.adminApplyMatching, console...)
 	e.GET("/admin/deliveries/:id", s.adminDelivery, console...)
 	e.GET("/admin/deliveries/:id/dry-run", s.adminDryRun, console...)
 	e.POST("/admin/deliveries/:id/apply", s.adminApplyAgain, console...)

@@ -163,3 +163,53 @@ func (s *Service) Delivery(ctx context.Context, id int64) (models.CallbackDelive
 	}
 	return d, nil
 }
+
+// MaxAgainAtOnce bounds one bulk apply again.
+const MaxAgainAtOnce = 1000
+
+// AgainCandidates lists, newest first, the deliveries matching f that may
+// be applied again (AgainOutcomes, body kept): one per callback — the
+// newest — since applying one applies its event, and at most
+// MaxAgainAtOnce. f's outcome, when set, must be one of AgainOutcomes.
+func (s *Service) AgainCandidates(ctx context.Context, f DeliveryFilter) ([]int64, error) {
+	outcomes := AgainOutcomes
+	if f.Outcome != "" {
+		if !slices.Contains(AgainOutcomes, f.Outcome) {
+			return nil, models.Errorf(models.EInvalid, "outcome must be one of %v to apply again", AgainOutcomes)
+		}
+		outcomes = []string{f.Outcome}
+	}
+	f.Outcome, f.Before, f.Limit = "", 0, 0
+	q := s.db.WithContext(ctx).Model(&models.CallbackDelivery{}).Where("outcome IN ? AND body IS NOT NULL", outcomes)
+	q = deliveryWhere(q, f)
+	if !f.From.IsZero() {
+		q = q.Where("received_at >= ?", f.From)
+	}
+	if !f.To.IsZero() {
+		q = q.Where("received_at < ?", f.To)
+	}
+	var rows []struct {
+		ID         int64
+		CallbackID *int64
+	}
+	// Deliveries of one callback repeat its event: scan a few times the
+	// bound, keep the newest of each.
+	if err := q.Select("id", "callback_id").Order("id DESC").Limit(4 * MaxAgainAtOnce).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("payments.AgainCandidates: %w", store.Classify(err))
+	}
+	seen := map[int64]bool{}
+	var ids []int64
+	for _, r := range rows {
+		if r.CallbackID != nil {
+			if seen[*r.CallbackID] {
+				continue
+			}
+			seen[*r.CallbackID] = true
+		}
+		ids = append(ids, r.ID)
+		if len(ids) == MaxAgainAtOnce {
+			break
+		}
+	}
+	return ids, nil
+}

@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"fmt"
+	"gorm.io/gorm"
 	"slices"
 	"time"
 
@@ -106,15 +107,27 @@ type DeliveryFilter struct {
 // of the next page (0 on the last).
 func (s *Service) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]models.CallbackDelivery, int64, error) {
 	q := s.db.WithContext(ctx).Model(&models.CallbackDelivery{}).Omit(KeptColumns...) // a page of bodies would be megabytes
-	if f.Provider != "" {
-		q = q.Where("provider = ?", f.Provider)
-	}
 	switch f.Outcome {
 	case "":
 	case FilterRefused:
 		q = q.Where("outcome IN ?", RefusedOutcomes)
 	default:
 		q = q.Where("outcome = ?", f.Outcome)
+	}
+	q = deliveryWhere(q, f)
+	var rows []models.CallbackDelivery
+	next, err := store.WindowKeyset(q, "callback_deliveries", "received_at", f.From, f.To, f.Before, f.Limit, &rows,
+		func(d models.CallbackDelivery) int64 { return d.ID })
+	if err != nil {
+		return nil, 0, fmt.Errorf("payments.ListDeliveries: %w", err)
+	}
+	return rows, next, nil
+}
+
+// deliveryWhere adds f's conditions but its outcome and window to q.
+func deliveryWhere(q *gorm.DB, f DeliveryFilter) *gorm.DB {
+	if f.Provider != "" {
+		q = q.Where("provider = ?", f.Provider)
 	}
 	if f.CallbackID > 0 {
 		q = q.Where("callback_id = ?", f.CallbackID)
@@ -128,13 +141,7 @@ func (s *Service) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]model
 	if f.Transaction != "" {
 		q = q.Where("callback_id IN (SELECT id FROM payment_callbacks WHERE transaction_id = ?)", f.Transaction)
 	}
-	var rows []models.CallbackDelivery
-	next, err := store.WindowKeyset(q, "callback_deliveries", "received_at", f.From, f.To, f.Before, f.Limit, &rows,
-		func(d models.CallbackDelivery) int64 { return d.ID })
-	if err != nil {
-		return nil, 0, fmt.Errorf("payments.ListDeliveries: %w", err)
-	}
-	return rows, next, nil
+	return q
 }
 
 // Providers lists the configured providers' names, sorted.

@@ -3,6 +3,7 @@ package views
 import (
 	"encoding/json"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -268,6 +269,14 @@ type DeliveryDetail struct {
 	Delivery      DeliveryRow   `json:"delivery"`
 	Sent          *KeptDelivery `json:"sent"` // nil when not kept
 	CanApplyAgain bool          `json:"can_apply_again"`
+}
+
+// ApplyMatching asks before applying again every kept delivery a filter
+// matches that was refused for a reason that may have changed.
+type ApplyMatching struct {
+	Query string  // the filter, as a query
+	IDs   []int64 // the deliveries, one per callback, newest first
+	Max   int     // at most this many at once
 }
 
 // DryRun is what a kept delivery would do now (a rolled-back run).
@@ -773,4 +782,15 @@ type DiscardRow struct {
 type DiscardConfirm struct {
 	Filter JobFilter
 	Keys   []string
+}
+
+// QueryPairs are query q's names and values, in name order, for a form
+// that carries a filter on as hidden fields.
+func QueryPairs(q string) [][2]string {
+	v, _ := url.ParseQuery(q)
+	var out [][2]string
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		out = append(out, [2]string{k, v.Get(k)})
+	}
+	return out
 }
