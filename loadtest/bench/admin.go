@@ -217,6 +217,8 @@ var pageNames = []string{
 	"deliveries, one-day window", "orders", "orders, status=pending", "orders, email", "orders, page 20",
 	"orders, one-day window", "order detail", "jobs", "jobs, status=failed", "jobs, key=order id", "outbox",
 	"product detail", "actions",
+	"callbacks, transaction", "callbacks, email", "deliveries, transaction", "deliveries, request id", "orders, transaction",
+	"delivery detail", "delivery dry run", "job detail",
 }
 
 func pageOrder(name string) int {
@@ -240,6 +242,15 @@ ORDER BY c.id DESC LIMIT 1`).Scan(&cbID, &orderID, &key, &email)
 	if err != nil {
 		return nil, fmt.Errorf("pick a callback: %w", err)
 	}
+	var tx, request string
+	var conflict int64
+	err = db.QueryRow(ctx, `
+SELECT c.transaction_id, d.id, d.request_id FROM payment_callbacks c JOIN callback_deliveries d ON d.callback_id = c.id
+WHERE c.id = $1 AND d.outcome = 'conflict' ORDER BY d.id DESC LIMIT 1`, cbID).Scan(&tx, &conflict, &request)
+	if err != nil {
+		return nil, fmt.Errorf("pick a conflicting delivery: %w", err)
+	}
+	picked["transaction"], picked["delivery"], picked["request id"] = tx, strconv.FormatInt(conflict, 10), request
 	prefix := key[:min(len(key), 6)]
 	const sku = "BULK-0001"
 	// A day near the start of the data: the lists are newest first, so an
@@ -270,6 +281,14 @@ ORDER BY c.id DESC LIMIT 1`).Scan(&cbID, &orderID, &key, &email)
 		{"outbox", "/admin/outbox"},
 		{"product detail", "/admin/products/" + sku},
 		{"actions", "/admin/actions"},
+		{"callbacks, transaction", "/admin/callbacks?transaction=" + url.QueryEscape(tx)},
+		{"callbacks, email", "/admin/callbacks?email=" + url.QueryEscape(email)},
+		{"deliveries, transaction", "/admin/deliveries?transaction=" + url.QueryEscape(tx)},
+		{"deliveries, request id", "/admin/deliveries?request=" + url.QueryEscape(request)},
+		{"orders, transaction", "/admin/orders?transaction=" + url.QueryEscape(tx)},
+		{"delivery detail", "/admin/deliveries/" + strconv.FormatInt(conflict, 10)},
+		{"delivery dry run", "/admin/deliveries/" + strconv.FormatInt(conflict, 10) + "/dry-run"},
+		{"job detail", "/admin/jobs/" + url.PathEscape("invoice:generate:"+orderID)},
 	}, nil
 }
 
