@@ -55,7 +55,14 @@ func TestDroppedDeliveryRowsAreReported(t *testing.T) {
 	row := models.CallbackDelivery{CallbackID: &cb.ID, Provider: "sandbox", ReceivedAt: now, Outcome: models.ResultDuplicate,
 		ResponseCode: 200, DurationMS: 1, RemoteAddr: "127.0.0.1", RequestID: "req"}
 	l.Add(row) // the writer takes it and waits for the callback's lock
-	testenv.Eventually(t, "the writer took the first row", func() bool { return l.Queued() == 0 })
+	// Waiting for the queue to be empty is not enough: the writer still
+	// gathers what is queued behind the first row into its batch until
+	// it finds none. It holds no more once it waits on the lock.
+	testenv.Eventually(t, "the writer waiting on the callback's lock", func() bool {
+		var waiting int64
+		db.Raw("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting)
+		return l.Queued() == 0 && waiting == 1
+	})
 	for range room + extra {
 		l.Add(row)
 	}
