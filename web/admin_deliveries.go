@@ -36,8 +36,7 @@ func (s *Server) adminDelivery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.DeliveryDetail{Now: s.deps.Now(), Delivery: deliveryRow(d),
-		CanApplyAgain: d.Body != nil && slices.Contains(payments.AgainOutcomes, d.Outcome)}
+	v := views.DeliveryDetail{Now: s.deps.Now(), Delivery: deliveryRow(d), CanApplyAgain: payments.CanApplyAgain(d)}
 	if d.Body != nil {
 		sent := keptDelivery(d)
 		v.Sent = &sent
@@ -67,6 +66,15 @@ func (s *Server) adminDryRun(c echo.Context) error {
 	return s.show(c, fmt.Sprintf("Dry run of delivery %d", id), "deliveries", v, views.DryRunPage(v))
 }
 
+// againResult is the action-log result of a delivery applied again: a
+// refusal or a duplicate changed nothing.
+func againResult(out payments.Outcome) string {
+	if out.Status() >= 400 || out.Result == models.ResultDuplicate {
+		return models.ActionNoop
+	}
+	return models.ActionOK
+}
+
 // maxReason bounds an operator's reason.
 const maxReason = 500
 
@@ -92,9 +100,9 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 	if out.Detail != "" {
 		said += ": " + out.Detail
 	}
-	result, tone := models.ActionOK, "ok"
-	if out.Status() >= 400 || out.Result == models.ResultDuplicate {
-		result, tone = models.ActionNoop, "warn"
+	result, tone := againResult(out), "ok"
+	if result == models.ActionNoop {
+		tone = "warn"
 	}
 	s.record(c, adminOf(c), "apply again", target, result, models.Truncate(reason+"; "+said, 500))
 	s.flash(c, tone, "Delivery "+strconv.FormatInt(id, 10)+" applied again: "+said+".")
@@ -161,11 +169,7 @@ func (s *Server) adminApplyMatching(c echo.Context) error {
 			continue
 		}
 		counts[out.Word()]++
-		result := models.ActionOK
-		if out.Status() >= 400 || out.Result == models.ResultDuplicate {
-			result = models.ActionNoop
-		}
-		s.record(c, adminOf(c), "apply again", target, result, models.Truncate(reason+"; "+out.Word(), 500))
+		s.record(c, adminOf(c), "apply again", target, againResult(out), models.Truncate(reason+"; "+out.Word(), 500))
 	}
 	var parts []string
 	for _, word := range slices.Sorted(maps.Keys(counts)) {

@@ -29,16 +29,18 @@ import (
 // known — a bad signature above all — nor one that changed something.
 var AgainOutcomes = []string{models.OutcomeRejected, models.OutcomeError}
 
+// CanApplyAgain says whether delivery d may be applied again: its outcome
+// is one of AgainOutcomes and its body is kept.
+func CanApplyAgain(d models.CallbackDelivery) bool {
+	return d.Body != nil && slices.Contains(AgainOutcomes, d.Outcome)
+}
+
 // kept reads delivery id with its kept body and headers, as a Delivery
 // under requestID, and its provider.
 func (s *Service) kept(ctx context.Context, id int64, requestID string) (models.CallbackDelivery, Delivery, Provider, error) {
-	var row models.CallbackDelivery
-	err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return row, Delivery{}, nil, models.Errorf(models.ENotFound, "no delivery %d", id)
-	}
+	row, err := s.Delivery(ctx, id)
 	if err != nil {
-		return row, Delivery{}, nil, fmt.Errorf("payments: delivery %d: %w", id, store.Classify(err))
+		return row, Delivery{}, nil, err
 	}
 	if row.Body == nil {
 		return row, Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d's body is not kept (DELIVERY_BODY_RETENTION)", id)
@@ -69,7 +71,7 @@ func (s *Service) ApplyAgain(ctx context.Context, id int64, requestID string) (O
 	if err != nil {
 		return Outcome{}, err
 	}
-	if !slices.Contains(AgainOutcomes, row.Outcome) {
+	if !CanApplyAgain(row) {
 		return Outcome{}, models.Errorf(models.EInvalid, "delivery %d was %s: only a delivery refused for a reason that may have changed (%v) is applied again",
 			id, row.Outcome, AgainOutcomes)
 	}
@@ -104,22 +106,13 @@ func (s *Service) DryRun(ctx context.Context, id int64) (Rehearsal, error) {
 		return Rehearsal{}, err
 	}
 	var r Rehearsal
-	ev, err := s.parsed.parse(p, d.Header, d.body)
+	ev, done, err := s.event(ctx, p, &d)
 	switch {
-	case errors.Is(err, ErrIgnored):
-		r.Outcome = Outcome{Result: models.ResultIgnored, Detail: err.Error()}
-		return r, nil
 	case err != nil:
-		r.Outcome = refusal(models.ErrorCode(err), models.ErrorMessage(err))
+		return Rehearsal{}, fmt.Errorf("payments.DryRun: %w", store.Classify(err))
+	case done != nil:
+		r.Outcome = *done
 		return r, nil
-	}
-	if ev.OrderID == "" {
-		if err := s.orderOfCharge(ctx, p.Name(), &ev); errors.Is(err, errUnknownCharge) {
-			r.Outcome = Outcome{Result: models.ResultIgnored, Detail: fmt.Sprintf("%s %s %s", ev.Status, ev.TransactionID, err)}
-			return r, nil
-		} else if err != nil {
-			return Rehearsal{}, err
-		}
 	}
 	r.Event = ev
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -374,27 +374,41 @@ func (s *Service) receive(ctx context.Context, p Provider, d *Delivery) (Outcome
 	return s.evaluate(ctx, p, d)
 }
 
-// evaluate is the pipeline after a delivery's signature: parse, find the
-// order of a charge, confirm with the gateway where its notifications
-// need it, apply. ApplyAgain runs it on a kept delivery.
-func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcome, Event) {
-	body := d.body
-	ev, err := s.parsed.parse(p, d.Header, body)
+// event parses d's body and finds the order of an event that names only
+// its charge. done is the delivery's outcome when it ends there (ignored,
+// or refused); err when the order could not be looked up.
+func (s *Service) event(ctx context.Context, p Provider, d *Delivery) (ev Event, done *Outcome, err error) {
+	ev, err = s.parsed.parse(p, d.Header, d.body)
 	if errors.Is(err, ErrIgnored) {
-		return Outcome{Result: models.ResultIgnored, Detail: err.Error()}, ev
+		return ev, &Outcome{Result: models.ResultIgnored, Detail: err.Error()}, nil
 	}
 	if err != nil {
-		return refusal(models.ErrorCode(err), models.ErrorMessage(err)), Event{}
+		out := refusal(models.ErrorCode(err), models.ErrorMessage(err))
+		return Event{}, &out, nil
 	}
 	if ev.OrderID == "" { // an event that names its charge only (a Stripe dispute)
 		switch err := s.orderOfCharge(ctx, p.Name(), &ev); {
 		case errors.Is(err, errUnknownCharge):
-			return Outcome{Result: models.ResultIgnored, Detail: fmt.Sprintf("%s %s %s", ev.Status, ev.TransactionID, err)}, ev
+			return ev, &Outcome{Result: models.ResultIgnored, Detail: fmt.Sprintf("%s %s %s", ev.Status, ev.TransactionID, err)}, nil
 		case err != nil:
-			s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
-				"request_id", d.RequestID, "error", err)
-			return Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}, ev
+			return ev, nil, err
 		}
+	}
+	return ev, nil, nil
+}
+
+// evaluate is the pipeline after a delivery's signature: parse, find the
+// order of a charge, confirm with the gateway where its notifications
+// need it, apply. ApplyAgain runs it on a kept delivery.
+func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcome, Event) {
+	ev, done, err := s.event(ctx, p, d)
+	switch {
+	case err != nil:
+		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
+			"request_id", d.RequestID, "error", err)
+		return Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}, ev
+	case done != nil:
+		return *done, ev
 	}
 	if c, ok := p.(Confirmer); ok && s.needsConfirming(p.Name(), ev) {
 		answer, found, err := c.Confirm(ctx, ev)
