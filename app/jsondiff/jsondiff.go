@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sekali/sekali/models"
 )
 
 // Kinds of change.
@@ -139,7 +141,7 @@ func text(v any) string {
 		return fmt.Sprint(v)
 	}
 	if len(b) > maxValue {
-		return string(b[:maxValue]) + "…"
+		return models.Truncate(string(b), maxValue) + "…"
 	}
 	return string(b)
 }

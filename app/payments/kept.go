@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/sekali/sekali/models"
 )
 
 // A delivery's body and headers are kept on its row for the console
@@ -77,7 +79,7 @@ func redact(name, v string) string {
 	switch {
 	case strings.Contains(lower, "signature"):
 		if len(v) > shownSignature {
-			return v[:shownSignature] + "…"
+			return models.Truncate(v, shownSignature) + "…"
 		}
 		return v
 	case strings.Contains(lower, "authorization"), strings.Contains(lower, "token"), strings.Contains(lower, "secret"),
@@ -85,7 +87,7 @@ func redact(name, v string) string {
 		return "[redacted]"
 	}
 	if len(v) > maxKeptHeaderValue {
-		return v[:maxKeptHeaderValue] + "…"
+		return models.Truncate(v, maxKeptHeaderValue) + "…"
 	}
 	return v
 }
