@@ -38,6 +38,7 @@ var allModels = []any{
 	&models.APIIdempotencyKey{},
 	&models.OutboxMessage{},
 	&models.AdminUser{},
+	&models.AdminInvitation{},
 	&models.Invoice{},
 	&models.InvoiceCounter{},
 	&models.OutboundEmail{},

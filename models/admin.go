@@ -66,4 +66,56 @@ type AdminUser struct {
 	Email        string
 	PasswordHash string
 	CreatedAt    time.Time
+	// Role is what the admin may do; a new row without one is an owner
+	// (the column's default), as the admin made by seed is.
+	Role       AdminRole `gorm:"default:owner"`
+	DisabledAt *time.Time
+	// TOTPSecret is the admin's second factor once confirmed (nil: none);
+	// TOTPLastStep the last time step a code was accepted for.
+	TOTPSecret        *string `gorm:"column:totp_secret"`
+	TOTPLastStep      int64   `gorm:"column:totp_last_step"`
+	PasswordChangedAt *time.Time
+}
+
+// AdminRole is what an admin may do in the console. Each role may do
+// what the one before it may.
+type AdminRole string
+
+const (
+	// RoleViewer reads every page, with customers' emails masked, and
+	// changes nothing but their own password and second factor.
+	RoleViewer AdminRole = "viewer"
+	// RoleOperator also acts: re-runs and discards jobs, cancels and
+	// refunds orders, restocks, dispatches, applies deliveries again.
+	RoleOperator AdminRole = "operator"
+	// RoleOwner also manages admins and approves refunds.
+	RoleOwner AdminRole = "owner"
+)
+
+// AdminRoles are the roles, least first.
+var AdminRoles = []AdminRole{RoleViewer, RoleOperator, RoleOwner}
+
+// Allows says whether an admin of role r may do what role need may.
+func (r AdminRole) Allows(need AdminRole) bool { return r.rank() >= need.rank() }
+
+func (r AdminRole) rank() int {
+	for i, a := range AdminRoles {
+		if a == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// AdminInvitation is a one-time link to become an admin with Role. Only
+// the SHA-256 of its token is kept.
+type AdminInvitation struct {
+	ID        int64
+	Email     string
+	Role      AdminRole
+	TokenHash []byte
+	InvitedBy string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
 }

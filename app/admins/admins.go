@@ -87,7 +87,8 @@ type Service struct {
 func NewService(db *gorm.DB, now func() time.Time) *Service { return &Service{db: db, now: now} }
 
 // Authenticate returns the admin with this email and password, or
-// ErrBadCredentials. It always runs one bcrypt comparison.
+// ErrBadCredentials — for a disabled admin too. It always runs one
+// bcrypt comparison.
 func (s *Service) Authenticate(ctx context.Context, email, password string) (*models.AdminUser, error) {
 	var u models.AdminUser
 	err := s.db.WithContext(ctx).Take(&u, "email = ?", normalize(email)).Error
@@ -98,7 +99,7 @@ func (s *Service) Authenticate(ctx context.Context, email, password string) (*mo
 	if u.ID == 0 {
 		hash = dummyHash
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || u.ID == 0 {
+	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || u.ID == 0 || u.DisabledAt != nil {
 		return nil, ErrBadCredentials
 	}
 	return &u, nil

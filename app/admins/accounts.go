@@ -1,0 +1,271 @@
+package admins
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/mail"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/models"
+)
+
+// InvitationTTL is how long an invitation link may be used.
+const InvitationTTL = 72 * time.Hour
+
+// A new password is at least MinPasswordBytes long (OWASP's minimum
+// without a second factor is 15 characters; 12 with one, which the
+// console offers to every admin) and at most MaxNewPasswordBytes: bcrypt
+// reads no more than 72 bytes, and a longer password would be silently
+// cut.
+const (
+	MinPasswordBytes    = 12
+	MaxNewPasswordBytes = 72
+)
+
+// CheckPassword checks a password an admin chooses.
+func CheckPassword(password string) error {
+	if len(password) < MinPasswordBytes || len(password) > MaxNewPasswordBytes {
+		return models.Errorf(models.EInvalid, "a password has %d to %d characters", MinPasswordBytes, MaxNewPasswordBytes)
+	}
+	return nil
+}
+
+// ParseRole reads a role's name.
+func ParseRole(name string) (models.AdminRole, error) {
+	for _, r := range models.AdminRoles {
+		if string(r) == name {
+			return r, nil
+		}
+	}
+	return "", models.Errorf(models.EInvalid, "role must be viewer, operator or owner, not %q", name)
+}
+
+// Get returns the admin with email, or nil when there is none.
+func (s *Service) Get(ctx context.Context, email string) (*models.AdminUser, error) {
+	var u models.AdminUser
+	err := s.db.WithContext(ctx).Take(&u, "email = ?", normalize(email)).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admins.Get: %w", store.Classify(err))
+	}
+	return &u, nil
+}
+
+// List returns every admin, by email, and the invitations not yet used
+// or expired, newest first. The admins are a few rows: no paging.
+func (s *Service) List(ctx context.Context) ([]models.AdminUser, []models.AdminInvitation, error) {
+	db := s.db.WithContext(ctx)
+	var users []models.AdminUser
+	if err := db.Order("email").Limit(1000).Find(&users).Error; err != nil {
+		return nil, nil, fmt.Errorf("admins.List: %w", store.Classify(err))
+	}
+	var invites []models.AdminInvitation
+	err := db.Where("used_at IS NULL AND expires_at > ?", s.now().UTC()).Order("id DESC").Limit(1000).Find(&invites).Error
+	if err != nil {
+		return nil, nil, fmt.Errorf("admins.List: %w", store.Classify(err))
+	}
+	return users, invites, nil
+}
+
+// Invite makes a one-time link for email to become an admin with role,
+// valid for InvitationTTL, and returns its token: the caller shows it
+// once (only its hash is kept). An email that already has an account is
+// refused (409).
+func (s *Service) Invite(ctx context.Context, email string, role models.AdminRole, by string) (string, error) {
+	email = normalize(email)
+	if len(email) > MaxEmailBytes {
+		return "", ErrTooLong
+	}
+	if a, err := mail.ParseAddress(email); err != nil || a.Address != email {
+		return "", models.Errorf(models.EInvalid, "%q is not an email address", email)
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", err
+	}
+	if u, err := s.Get(ctx, email); err != nil {
+		return "", err
+	} else if u != nil {
+		return "", models.Errorf(models.EConflict, "%s is already an admin", email)
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	token := base64.RawURLEncoding.EncodeToString(b)
+	now := s.now().UTC()
+	inv := models.AdminInvitation{Email: email, Role: role, TokenHash: tokenHash(token), InvitedBy: models.Truncate(by, MaxEmailBytes),
+		CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
+	if err := s.db.WithContext(ctx).Create(&inv).Error; err != nil {
+		return "", fmt.Errorf("admins.Invite: %w", store.Classify(err))
+	}
+	return token, nil
+}
+
+func tokenHash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// ErrNoInvitation is the one answer to a token that was never issued,
+// was used, or has expired.
+var ErrNoInvitation = models.Errorf(models.ENotFound, "this invitation link is not valid: it was used, it has expired, or it never existed; ask an owner for a new one")
+
+// Invitation returns the open invitation of token.
+func (s *Service) Invitation(ctx context.Context, token string) (*models.AdminInvitation, error) {
+	var inv models.AdminInvitation
+	err := s.db.WithContext(ctx).Take(&inv, "token_hash = ? AND used_at IS NULL AND expires_at > ?", tokenHash(token), s.now().UTC()).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrNoInvitation
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admins.Invitation: %w", store.Classify(err))
+	}
+	return &inv, nil
+}
+
+// Accept uses the invitation of token: it is marked used and its admin
+// made with password, in one transaction, so that a link opens one
+// account once, however often it is posted at the same moment.
+func (s *Service) Accept(ctx context.Context, token, password string) (*models.AdminUser, error) {
+	if err := CheckPassword(password); err != nil {
+		return nil, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return nil, fmt.Errorf("admins.Accept: %w", err)
+	}
+	now := s.now().UTC()
+	var u models.AdminUser
+	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		var inv models.AdminInvitation
+		res := tx.Model(&inv).Clauses(clause.Returning{}).
+			Where("token_hash = ? AND used_at IS NULL AND expires_at > ?", tokenHash(token), now).
+			Update("used_at", now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return ErrNoInvitation
+		}
+		u = models.AdminUser{Email: inv.Email, PasswordHash: string(hash), Role: inv.Role, CreatedAt: now, PasswordChangedAt: &now}
+		res = tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&u)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.EConflict, "%s is already an admin", inv.Email)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admins.Accept: %w", store.Classify(err))
+	}
+	return &u, nil
+}
+
+// ChangePassword sets email's password to next when current is right.
+func (s *Service) ChangePassword(ctx context.Context, email, current, next string) error {
+	if err := CheckPassword(next); err != nil {
+		return err
+	}
+	if _, err := s.Authenticate(ctx, email, current); err != nil {
+		if errors.Is(err, ErrBadCredentials) {
+			return models.Errorf(models.EInvalid, "the current password is wrong")
+		}
+		return err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(next), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("admins.ChangePassword: %w", err)
+	}
+	now := s.now().UTC()
+	err = s.db.WithContext(ctx).Model(&models.AdminUser{}).Where("email = ?", normalize(email)).
+		Updates(map[string]any{"password_hash": string(hash), "password_changed_at": now}).Error
+	if err != nil {
+		return fmt.Errorf("admins.ChangePassword: %w", store.Classify(err))
+	}
+	return nil
+}
+
+// Change is what an owner does to another admin's account.
+type Change struct {
+	Role    models.AdminRole // set the role ("": keep it)
+	Disable bool             // disable the account
+	Enable  bool             // enable it again
+	// ResetTOTP removes the admin's second factor (a lost phone): they
+	// enrol again at their next log-in when owners must have one.
+	ResetTOTP bool
+}
+
+// Manage applies c to admin id, on behalf of owner by. An owner cannot
+// change their own account this way, and the last enabled owner cannot be
+// disabled or demoted: the console always keeps someone who can manage
+// it. Changes are one after the other (the admins' table lock), so two
+// owners demoting each other at once cannot leave none.
+func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*models.AdminUser, error) {
+	if c.Role != "" {
+		if _, err := ParseRole(string(c.Role)); err != nil {
+			return nil, err
+		}
+	}
+	var u models.AdminUser
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtextextended('admin accounts', 0))").Error; err != nil {
+			return err
+		}
+		if err := tx.Take(&u, "id = ?", id).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return models.Errorf(models.ENotFound, "no admin %d", id)
+			}
+			return err
+		}
+		if u.Email == normalize(by) {
+			return models.Errorf(models.EInvalidTransition, "you cannot change your own role or account here: ask another owner")
+		}
+		now := s.now().UTC()
+		set := map[string]any{}
+		switch {
+		case c.Disable && u.DisabledAt == nil:
+			set["disabled_at"] = now
+			u.DisabledAt = &now
+		case c.Enable && u.DisabledAt != nil:
+			set["disabled_at"] = nil
+			u.DisabledAt = nil
+		}
+		if c.Role != "" && c.Role != u.Role {
+			set["role"] = c.Role
+			u.Role = c.Role
+		}
+		if c.ResetTOTP && u.TOTPSecret != nil {
+			set["totp_secret"] = nil
+			u.TOTPSecret = nil
+		}
+		if len(set) == 0 {
+			return nil
+		}
+		if err := tx.Model(&models.AdminUser{}).Where("id = ?", id).Updates(set).Error; err != nil {
+			return err
+		}
+		var owners int64
+		if err := tx.Model(&models.AdminUser{}).Where("role = ? AND disabled_at IS NULL", models.RoleOwner).Count(&owners).Error; err != nil {
+			return err
+		}
+		if owners == 0 {
+			return models.Errorf(models.EInvalidTransition, "%s is the last owner: make another admin owner first", u.Email)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admins.Manage: %w", store.Classify(err))
+	}
+	return &u, nil
+}
