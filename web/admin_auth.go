@@ -53,11 +53,30 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 // requireAdmin lets only a logged-in admin through. Anyone else is sent
 // to the log-in page (an htmx request is told to go there), which brings
 // them back afterwards — unless they asked for JSON: a script gets a 401
-// problem, not a page it cannot use.
+// problem, not a page it cannot use. The admin's row is read on every
+// request, so that a disabled admin or a changed role counts at once,
+// not at the session's end. A viewer changes nothing (403 on every
+// request but a read, their own account's and log-out: readOnly) and
+// sees customers' emails masked (maskEmails). With ADMIN_MFA=required an
+// owner without a second factor may only set one up.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		email := s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin)
-		if email == "" {
+		ctx := c.Request().Context()
+		email := s.deps.Sessions.GetString(ctx, sessionAdmin)
+		var u *models.AdminUser
+		if email != "" {
+			var err error
+			if u, err = s.deps.Admins.Get(ctx, email); err != nil {
+				return err
+			}
+			if u == nil || u.DisabledAt != nil {
+				if err := s.deps.Sessions.Destroy(ctx); err != nil {
+					return err
+				}
+				u = nil
+			}
+		}
+		if u == nil {
 			login := "/admin/login"
 			if c.Request().Method == http.MethodGet {
 				login += "?next=" + url.QueryEscape(c.Request().URL.RequestURI())
@@ -71,8 +90,37 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return c.Redirect(http.StatusSeeOther, login)
 		}
-		c.Set(ctxAdmin, email)
+		c.Set(ctxAdmin, u.Email)
+		c.Set(ctxRole, u.Role)
+		path := c.Request().URL.Path
+		own := path == "/admin/logout" || path == "/admin/account" || strings.HasPrefix(path, "/admin/account/")
+		if s.cfg.AdminMFARequired && u.Role == models.RoleOwner && u.TOTPSecret == nil && !own {
+			if c.Request().Method == http.MethodGet && !wantsJSON(c) {
+				s.flash(c, "warn", "Owners must use a second factor (ADMIN_MFA=required): set one up to go on.")
+				return seeOther(c, "/admin/account")
+			}
+			return models.Errorf(models.EForbidden, "owners must use a second factor (ADMIN_MFA=required): set one up at /admin/account first")
+		}
+		if u.Role == models.RoleViewer {
+			if m := c.Request().Method; m != http.MethodGet && m != http.MethodHead && !own {
+				return models.Errorf(models.EForbidden, "a viewer may look, not act: this needs an operator or an owner")
+			}
+			return s.maskEmails(c, next)
+		}
 		return next(c)
+	}
+}
+
+// need lets through only an admin whose role allows what role does; the
+// others get 403. requireAdmin runs before it.
+func need(role models.AdminRole) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if !roleOf(c).Allows(role) {
+				return models.Errorf(models.EForbidden, "this needs the %s role; yours is %s", role, roleOf(c))
+			}
+			return next(c)
+		}
 	}
 }
 
@@ -141,8 +189,8 @@ func (s *Server) loginForm(c echo.Context) error {
 // answer is 429 until the oldest of them has aged out. An email or a
 // password longer than any real one is refused, and counted, without a
 // hash compared. Refused log-ins are logged one row per address and
-// window. On success the attempt is taken back, the session gets a new
-// token (no session fixation) and the admin goes where they were going.
+// window. An admin with a second factor is asked for its code next
+// (loginCode); otherwise the admin is logged in (loggedIn).
 func (s *Server) login(c echo.Context) error {
 	ctx := c.Request().Context()
 	// Text the database cannot store (NUL, invalid UTF-8) is dropped: such
@@ -155,9 +203,7 @@ func (s *Server) login(c echo.Context) error {
 	// IPv6 /64 is one); the access log keeps each request's address.
 	client := s.client(c)
 	refuse := func(status int, why, message string) error {
-		if err := s.deps.Admins.RecordRefusedLogin(ctx, form.Email, client, why); err != nil {
-			s.log.ErrorContext(ctx, "could not record a refused log-in", "request_id", requestID(c), "error", err)
-		}
+		s.recordRefused(c, form.Email, client, why)
 		form.Error = message
 		return s.page(c, status, "Log in", "", views.LoginPage(form))
 	}
@@ -181,15 +227,21 @@ func (s *Server) login(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.deps.Admins.Succeeded(ctx, attempt); err != nil {
+	if u.TOTPSecret == nil {
+		return s.loggedIn(c, attempt, u.Email, form.Next)
+	}
+	// The password is right; the code is the second step. Only this
+	// attempt is taken back: the email's failures stay counted, so that
+	// the password does not buy fresh guesses at the code.
+	if err := s.deps.Admins.TakeBack(ctx, attempt); err != nil {
 		return err
 	}
 	if err := s.deps.Sessions.RenewToken(ctx); err != nil {
 		return err
 	}
-	s.deps.Sessions.Put(ctx, sessionAdmin, u.Email)
-	s.record(c, u.Email, "login", "", models.ActionOK, "")
-	return c.Redirect(http.StatusSeeOther, safeNext(form.Next))
+	s.deps.Sessions.Put(ctx, sessionPending, u.Email)
+	s.deps.Sessions.Put(ctx, sessionPendingAt, time.Now().Unix())
+	return c.Redirect(http.StatusSeeOther, "/admin/login/code?next="+url.QueryEscape(form.Next))
 }
 
 // logout is POST /admin/logout: the session is destroyed in the store, so

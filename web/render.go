@@ -11,12 +11,14 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
 
 // Context keys the console's middleware sets.
 const (
 	ctxAdmin   = "admin"   // the logged-in admin's email
+	ctxRole    = "role"    // the logged-in admin's role (models.AdminRole)
 	ctxSession = "session" // true once the session is loaded
 	ctxToken   = "token"   // true once the admin API token is checked
 	ctxNotice  = "notice"  // a warning for this page alone (params.check)
@@ -27,7 +29,7 @@ const (
 // it needs with hx-select). The page is rendered into a buffer first, so
 // a failure halfway is still answered by the error handler.
 func (s *Server) page(c echo.Context, status int, title, section string, content templ.Component) error {
-	m := views.Meta{Title: title, Section: section, Admin: adminOf(c), Flash: s.popFlash(c)}
+	m := views.Meta{Title: title, Section: section, Admin: adminOf(c), Role: string(roleOf(c)), Flash: s.popFlash(c)}
 	if notice, ok := c.Get(ctxNotice).(string); ok && m.Flash == nil {
 		m.Flash = &views.Flash{Tone: "warn", Text: notice}
 	}
@@ -151,6 +153,12 @@ func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") =
 func adminOf(c echo.Context) string {
 	email, _ := c.Get(ctxAdmin).(string)
 	return email
+}
+
+// roleOf is the logged-in admin's role, "" outside the console.
+func roleOf(c echo.Context) models.AdminRole {
+	role, _ := c.Get(ctxRole).(models.AdminRole)
+	return role
 }
 
 // flash keeps a message for the next page the admin sees (after a

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/static"
 )
 
@@ -87,9 +88,25 @@ func (s *Server) routes() {
 	admin := []echo.MiddlewareFunc{middleware.BodyLimit(maxFormBody), s.adminHeaders, s.sameOrigin, s.loadSession}
 	e.GET("/admin/login", s.loginForm, admin...)
 	e.POST("/admin/login", s.login, admin...)
+	e.GET("/admin/login/code", s.codeForm, admin...)
+	e.POST("/admin/login/code", s.loginCode, admin...)
+	e.GET("/admin/invite/:token", s.inviteForm, admin...)
+	e.POST("/admin/invite/:token", s.acceptInvite, admin...)
 
+	// A viewer's session may only read (requireAdmin); what manages
+	// admins needs an owner.
 	console := append(slices.Clone(admin), s.requireAdmin)
+	owner := append(slices.Clone(console), need(models.RoleOwner))
 	e.POST("/admin/logout", s.logout, console...)
+	e.GET("/admin/account", s.account, console...)
+	e.POST("/admin/account/password", s.changePassword, console...)
+	e.POST("/admin/account/mfa", s.enableMFA, console...)
+	e.POST("/admin/account/mfa/remove", s.removeMFA, console...)
+	e.GET("/admin/admins", s.adminAdmins, owner...)
+	e.POST("/admin/admins/invite", s.adminInvite, owner...)
+	for _, change := range []string{"role", "disable", "enable", "reset-mfa"} {
+		e.POST("/admin/admins/:id/"+change, s.adminManage(change), owner...)
+	}
 	e.GET("/admin", s.adminDashboard, console...)
 	e.GET("/admin/callbacks", s.adminCallbacks, console...)
 	e.GET("/admin/callbacks/:id", s.adminCallback, console...)

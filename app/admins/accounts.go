@@ -269,3 +269,20 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 	}
 	return &u, nil
 }
+
+// Emails are the emails of every admin, and of every open invitation,
+// in lower case: the addresses a viewer's masked console leaves as they
+// are.
+func (s *Service) Emails(ctx context.Context) (map[string]bool, error) {
+	var emails []string
+	err := s.db.WithContext(ctx).Raw(`SELECT email FROM admin_users UNION SELECT email FROM admin_invitations WHERE used_at IS NULL LIMIT 2000`).
+		Scan(&emails).Error
+	if err != nil {
+		return nil, fmt.Errorf("admins.Emails: %w", store.Classify(err))
+	}
+	keep := make(map[string]bool, len(emails))
+	for _, e := range emails {
+		keep[e] = true
+	}
+	return keep, nil
+}

@@ -193,6 +193,15 @@ func (s *Service) Succeeded(ctx context.Context, a Attempt) error {
 	return nil
 }
 
+// TakeBack takes back the one reserved attempt a, and not the email's
+// other failures: a right password whose second factor is still to come.
+func (s *Service) TakeBack(ctx context.Context, a Attempt) error {
+	if err := s.db.WithContext(ctx).Delete(&models.LoginFailure{}, a.ID).Error; err != nil {
+		return fmt.Errorf("admins.TakeBack: %w", store.Classify(err))
+	}
+	return nil
+}
+
 // Record writes one entry of the action log, its fields cut to their
 // bounds (admin_actions_bounds). It uses its own short context: an action
 // that happened is logged even if the request that asked for it has timed

@@ -165,6 +165,9 @@ type Config struct {
 	AdminEmail    string // ADMIN_EMAIL
 	AdminPassword string // ADMIN_PASSWORD; empty: seed makes one up and prints it once
 	AdminAPIToken string // ADMIN_API_TOKEN; empty: the admin API answers 404
+	// AdminMFARequired (ADMIN_MFA=required; default optional): an owner
+	// without a second factor can do nothing in the console but set one up.
+	AdminMFARequired bool
 
 	// The admin console's sessions.
 	SessionIdle     time.Duration // ADMIN_SESSION_IDLE: a session unused this long ends
@@ -215,6 +218,7 @@ func Load(getenv func(string) string) (Config, error) {
 		AdminEmail:            r.str("ADMIN_EMAIL", DefaultAdminEmail),
 		AdminPassword:         r.str("ADMIN_PASSWORD", ""),
 		AdminAPIToken:         r.str("ADMIN_API_TOKEN", ""),
+		AdminMFARequired:      r.choice("ADMIN_MFA", "optional", "optional", "required") == "required",
 		SessionIdle:           r.duration("ADMIN_SESSION_IDLE", DefaultSessionIdle),
 		SessionLifetime:       r.duration("ADMIN_SESSION_LIFETIME", DefaultSessionMax),
 		CookieSecure:          r.boolean("COOKIE_SECURE", true),
@@ -284,6 +288,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("admin_email", c.AdminEmail),
 		IsSet("admin_password", c.AdminPassword),
 		IsSet("admin_api_token", c.AdminAPIToken),
+		slog.Bool("admin_mfa_required", c.AdminMFARequired),
 		slog.String("admin_session_idle", c.SessionIdle.String()),
 		slog.String("admin_session_lifetime", c.SessionLifetime.String()),
 		slog.Bool("cookie_secure", c.CookieSecure),
@@ -441,6 +446,16 @@ func (r *reader) str(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// choice reads one of allowed, def when unset.
+func (r *reader) choice(name, def string, allowed ...string) string {
+	v := r.str(name, def)
+	if !slices.Contains(allowed, v) {
+		r.fail(name, "%q is not one of %s", v, strings.Join(allowed, ", "))
+		return def
+	}
+	return v
 }
 
 func (r *reader) positiveInt(name string, def int) int { return r.intFrom(name, def, 1) }

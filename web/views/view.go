@@ -23,6 +23,7 @@ type Meta struct {
 	Title   string
 	Section string // the navigation entry to mark as current
 	Admin   string // the logged-in admin's email; "" on the log-in page
+	Role    string // the logged-in admin's role: viewer, operator or owner
 	Flash   *Flash
 }
 
@@ -793,4 +794,59 @@ func QueryPairs(q string) [][2]string {
 		out = append(out, [2]string{k, v.Get(k)})
 	}
 	return out
+}
+
+// AdminRow is one admin on the admins page.
+type AdminRow struct {
+	ID       int64     `json:"id"`
+	Email    string    `json:"email"`
+	Role     string    `json:"role"`
+	MFA      bool      `json:"mfa"`
+	Disabled bool      `json:"disabled"`
+	Created  time.Time `json:"created_at"`
+	Self     bool      `json:"self"` // the admin looking
+}
+
+// InvitationRow is an invitation not yet used.
+type InvitationRow struct {
+	Email     string    `json:"email"`
+	Role      string    `json:"role"`
+	InvitedBy string    `json:"invited_by"`
+	Expires   time.Time `json:"expires_at"`
+}
+
+// Admins is the owners' page of admins and open invitations; Link is an
+// invitation link just made, shown once.
+type Admins struct {
+	Admins      []AdminRow      `json:"admins"`
+	Invitations []InvitationRow `json:"invitations"`
+	Roles       []string        `json:"roles"`
+	Link        string          `json:"link,omitempty"`
+	LinkEmail   string          `json:"-"`
+}
+
+// Account is an admin's own page: their role, password and second factor.
+type Account struct {
+	Email       string
+	Role        string
+	MFA         bool
+	MFARequired bool // ADMIN_MFA=required and an owner
+	// The second factor being set up: its secret and QR code.
+	NewSecret string
+	NewQR     string
+	Error     string
+}
+
+// CodeForm asks for the second factor at log-in.
+type CodeForm struct {
+	Next  string
+	Error string
+}
+
+// InviteForm is an invitation's page: choose a password.
+type InviteForm struct {
+	Token string
+	Email string
+	Role  string
+	Error string
 }

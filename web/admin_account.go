@@ -1,0 +1,194 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// Session keys of the second factor: the email whose password was right
+// and whose code is awaited (and since when), and a key being set up.
+const (
+	sessionPending    = "mfa_pending"
+	sessionPendingAt  = "mfa_pending_at"
+	sessionNewSecret  = "totp_new_secret"
+	pendingCodeWithin = 5 * time.Minute
+)
+
+// account is GET /admin/account: the admin's own role, password and
+// second factor. Without a second factor, a new key is made for the page
+// (kept in the session until a code from it is typed).
+func (s *Server) account(c echo.Context) error {
+	v, err := s.accountView(c)
+	if err != nil {
+		return err
+	}
+	return s.page(c, http.StatusOK, "Your account", "", views.AccountPage(v))
+}
+
+func (s *Server) accountView(c echo.Context) (views.Account, error) {
+	ctx := c.Request().Context()
+	u, err := s.deps.Admins.Get(ctx, adminOf(c))
+	if err != nil || u == nil {
+		return views.Account{}, errors.Join(err, models.Errorf(models.ENotFound, "no admin %s", adminOf(c)))
+	}
+	v := views.Account{Email: u.Email, Role: string(u.Role), MFA: u.TOTPSecret != nil,
+		MFARequired: s.cfg.AdminMFARequired && u.Role == models.RoleOwner}
+	if !v.MFA {
+		key, err := admins.NewTOTPKey("Sekali", u.Email)
+		if err != nil {
+			return v, err
+		}
+		s.deps.Sessions.Put(ctx, sessionNewSecret, key.Secret)
+		v.NewSecret, v.NewQR = key.Secret, key.QR
+	}
+	return v, nil
+}
+
+// accountError shows the account page again with what was wrong (422).
+func (s *Server) accountError(c echo.Context, err error) error {
+	if models.ErrorCode(err) != models.EInvalid && models.ErrorCode(err) != models.EUnauthorized &&
+		models.ErrorCode(err) != models.EInvalidTransition {
+		return err
+	}
+	v, verr := s.accountView(c)
+	if verr != nil {
+		return verr
+	}
+	v.Error = models.ErrorMessage(err)
+	return s.page(c, http.StatusUnprocessableEntity, "Your account", "", views.AccountPage(v))
+}
+
+// changePassword is POST /admin/account/password: the current password
+// and a new one. Every other session of the admin stays valid until it
+// ends; this one gets a new token.
+func (s *Server) changePassword(c echo.Context) error {
+	ctx := c.Request().Context()
+	err := s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+	if err != nil {
+		s.record(c, adminOf(c), "change password", adminOf(c), resultOf(err), models.ErrorMessage(err))
+		return s.accountError(c, err)
+	}
+	if err := s.deps.Sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	s.record(c, adminOf(c), "change password", adminOf(c), models.ActionOK, "")
+	s.flash(c, "ok", "Your password is changed.")
+	return seeOther(c, "/admin/account")
+}
+
+// enableMFA is POST /admin/account/mfa with a code from the key the
+// account page showed.
+func (s *Server) enableMFA(c echo.Context) error {
+	ctx := c.Request().Context()
+	secret := s.deps.Sessions.GetString(ctx, sessionNewSecret)
+	if secret == "" {
+		return s.accountError(c, models.Errorf(models.EInvalid, "the key to set up has expired: scan the new one"))
+	}
+	if err := s.deps.Admins.EnableTOTP(ctx, adminOf(c), secret, strings.TrimSpace(c.FormValue("code"))); err != nil {
+		s.record(c, adminOf(c), "set up second factor", adminOf(c), resultOf(err), models.ErrorMessage(err))
+		return s.accountError(c, err)
+	}
+	s.deps.Sessions.Remove(ctx, sessionNewSecret)
+	s.record(c, adminOf(c), "set up second factor", adminOf(c), models.ActionOK, "TOTP")
+	s.flash(c, "ok", "The second factor is set up: log-ins now ask for its code.")
+	return seeOther(c, "/admin/account")
+}
+
+// removeMFA is POST /admin/account/mfa/remove with a current code.
+func (s *Server) removeMFA(c echo.Context) error {
+	if err := s.deps.Admins.RemoveTOTP(c.Request().Context(), adminOf(c), strings.TrimSpace(c.FormValue("code"))); err != nil {
+		s.record(c, adminOf(c), "remove second factor", adminOf(c), resultOf(err), models.ErrorMessage(err))
+		return s.accountError(c, err)
+	}
+	s.record(c, adminOf(c), "remove second factor", adminOf(c), models.ActionOK, "")
+	s.flash(c, "warn", "The second factor is removed: log-ins ask for the password alone.")
+	return seeOther(c, "/admin/account")
+}
+
+// codeForm is GET /admin/login/code: the second step of a log-in.
+func (s *Server) codeForm(c echo.Context) error {
+	if s.pendingAdmin(c) == "" {
+		return c.Redirect(http.StatusSeeOther, "/admin/login")
+	}
+	return s.page(c, http.StatusOK, "Second factor", "", views.CodePage(views.CodeForm{Next: c.QueryParam("next")}))
+}
+
+// pendingAdmin is the email whose password was right within
+// pendingCodeWithin and whose code is awaited, or "".
+func (s *Server) pendingAdmin(c echo.Context) string {
+	ctx := c.Request().Context()
+	at := s.deps.Sessions.GetInt64(ctx, sessionPendingAt)
+	if at == 0 || time.Since(time.Unix(at, 0)) > pendingCodeWithin {
+		return ""
+	}
+	return s.deps.Sessions.GetString(ctx, sessionPending)
+}
+
+// loginCode is POST /admin/login/code: the code of the admin whose
+// password was right. Each code is reserved against the email and the
+// client like a password (admins.Reserve), so the throttle bounds the
+// guesses at six digits as it bounds those at a password; a code is
+// accepted once (admins.CheckTOTP).
+func (s *Server) loginCode(c echo.Context) error {
+	ctx := c.Request().Context()
+	email := s.pendingAdmin(c)
+	if email == "" {
+		s.flash(c, "warn", "Log in again: the code was not typed within "+views.Duration(pendingCodeWithin)+".")
+		return seeOther(c, "/admin/login")
+	}
+	form := views.CodeForm{Next: c.FormValue("next")}
+	client := s.client(c)
+	attempt, wait, err := s.deps.Admins.Reserve(ctx, email, client)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second).Seconds())))
+		s.recordRefused(c, email, client, "too many failed log-ins")
+		form.Error = "Too many failed log-ins. Try again in " + views.Duration(wait.Round(time.Second)) + "."
+		return s.page(c, http.StatusTooManyRequests, "Second factor", "", views.CodePage(form))
+	}
+	if err := s.deps.Admins.CheckTOTP(ctx, email, strings.TrimSpace(c.FormValue("code"))); err != nil {
+		if !errors.Is(err, admins.ErrBadCode) {
+			return err
+		}
+		s.recordRefused(c, email, client, "wrong second-factor code")
+		form.Error = models.ErrorMessage(err)
+		return s.page(c, http.StatusUnauthorized, "Second factor", "", views.CodePage(form))
+	}
+	return s.loggedIn(c, attempt, email, form.Next)
+}
+
+// loggedIn ends a log-in that passed every check: the attempt and the
+// email's failures are taken back, the session gets a new token (no
+// session fixation) and the admin goes where they were going.
+func (s *Server) loggedIn(c echo.Context, attempt admins.Attempt, email, next string) error {
+	ctx := c.Request().Context()
+	if err := s.deps.Admins.Succeeded(ctx, attempt); err != nil {
+		return err
+	}
+	if err := s.deps.Sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	s.deps.Sessions.Remove(ctx, sessionPending)
+	s.deps.Sessions.Remove(ctx, sessionPendingAt)
+	s.deps.Sessions.Put(ctx, sessionAdmin, email)
+	s.record(c, email, "login", "", models.ActionOK, "")
+	return c.Redirect(http.StatusSeeOther, safeNext(next))
+}
+
+// recordRefused logs a refused log-in; a failure to log it is logged.
+func (s *Server) recordRefused(c echo.Context, email, client, why string) {
+	if err := s.deps.Admins.RecordRefusedLogin(c.Request().Context(), email, client, why); err != nil {
+		s.log.ErrorContext(c.Request().Context(), "could not record a refused log-in", "request_id", requestID(c), "error", err)
+	}
+}
