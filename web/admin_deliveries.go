@@ -113,7 +113,7 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 // confirm page's form and the action log.
 func againQuery(q url.Values) string {
 	v := url.Values{}
-	for _, k := range []string{"provider", "outcome", "callback", "addr", "request", "transaction", "from", "to"} {
+	for _, k := range []string{"provider", "outcome", "callback", "addr", "request", "transaction", "body", "from", "to"} {
 		if s := strings.TrimSpace(q.Get(k)); s != "" {
 			v.Set(k, s)
 		}

@@ -129,6 +129,8 @@ type CallbackFilter struct {
 	Key         string
 	Transaction string
 	Email       string
+	Search      string // q: a transaction id, a reference or an email
+	Body        string // a kept body's path = value
 	From        string
 	To          string
 }
@@ -329,6 +331,7 @@ type DeliveryFilter struct {
 	Addr        string
 	Request     string
 	Transaction string
+	Body        string // a kept body's path = value
 	From        string
 	To          string
 }
