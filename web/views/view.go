@@ -288,8 +288,8 @@ type DryRun struct {
 	Status       int             `json:"response_code"`
 	Detail       string          `json:"detail"`
 	OrderID      string          `json:"order_id"`
-	StatusBefore string          `json:"status_before"`
-	StatusAfter  string          `json:"status_after"`
+	StatusBefore string          `json:"order_status_before"`
+	StatusAfter  string          `json:"order_status_after"`
 	Transitions  []TransitionRow `json:"transitions"`
 	Movements    []MovementRow   `json:"movements"`
 	Outbox       []string        `json:"outbox"` // task ids
