@@ -975,8 +975,8 @@ func TestDryRunAndApplyAgainThroughTheAPI(t *testing.T) {
 			t.Errorf("apply answered for order %q, want %s", v.OrderID, o.ID)
 		}
 	}
-	if results["200 processed"] != 1 {
-		t.Errorf("answers %v: want one 200 processed", results)
+	if results["200 processed"] != 1 || results["200 duplicate"] != n-1 {
+		t.Errorf("answers %v: want one 200 processed, the others 200 duplicate", results)
 	}
 	var paid, transitions, logged int64
 	c.db.Raw("SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'", o.ID).Scan(&paid)
