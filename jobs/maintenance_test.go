@@ -476,8 +476,8 @@ func TestMaintenancePollPayments(t *testing.T) {
 	}
 }
 
-// Prune clears the bodies and headers of deliveries older than
-// KeepBodiesFor and keeps the rows (their outcomes are the audit trail);
+// Prune clears the bodies, their searchable copies and headers of
+// deliveries older than KeepBodiesFor and keeps the rows (their outcomes are the audit trail);
 // younger ones keep theirs. With KeepBodiesFor 0 (bodies no longer kept)
 // every body left is cleared.
 func TestMaintenancePruneForgetsOldBodies(t *testing.T) {
@@ -488,14 +488,19 @@ func TestMaintenancePruneForgetsOldBodies(t *testing.T) {
 	now := time.Now().UTC()
 	for i, age := range []time.Duration{48 * time.Hour, 25 * time.Hour, time.Hour} {
 		d := models.CallbackDelivery{Provider: "sandbox", ReceivedAt: now.Add(-age), Outcome: models.OutcomeInvalidSignature,
-			ResponseCode: 401, RequestID: fmt.Sprint("kept-", i), Headers: []byte(`{"Webhook-Id":["evt"]}`), Body: []byte(`{"a":1}`)}
+			ResponseCode: 401, RequestID: fmt.Sprint("kept-", i), Headers: []byte(`{"Webhook-Id":["evt"]}`), Body: []byte(`{"a":1}`),
+			BodyJSON: []byte(`{"a":1}`)}
 		if err := db.Create(&d).Error; err != nil {
 			t.Fatal(err)
 		}
 	}
 	kept := func() (rows, bodies, headers int64) {
 		t.Helper()
-		db.Raw("SELECT count(*), count(body), count(headers) FROM callback_deliveries").Row().Scan(&rows, &bodies, &headers)
+		var searchable int64
+		db.Raw("SELECT count(*), count(body), count(headers), count(body_json) FROM callback_deliveries").Row().Scan(&rows, &bodies, &headers, &searchable)
+		if searchable != bodies {
+			t.Errorf("%d searchable bodies for %d bodies: they go together", searchable, bodies)
+		}
 		return
 	}
 	if err := m.Prune(context.Background(), nil); err != nil {

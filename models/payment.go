@@ -221,6 +221,10 @@ type CallbackDelivery struct {
 	// pruned, or when bodies are not kept.
 	Headers json.RawMessage `gorm:"type:jsonb"`
 	Body    []byte
+	// BodyJSON is Body again as jsonb, when it is a JSON object that
+	// PostgreSQL can hold, for the search by path = value; nil otherwise,
+	// and cleared with Body.
+	BodyJSON json.RawMessage `gorm:"column:body_json;type:jsonb"`
 }
 
 // DeliveryCount is how many deliveries of one provider had one outcome in

@@ -24,14 +24,15 @@ var deliveryOutcomes = append([]string{
 }, payments.RefusedOutcomes...)
 
 // adminCallbacks is GET /admin/callbacks: one row per provider event,
-// newest first, filtered by provider, result, order, key prefix and
+// newest first, filtered by provider, result, order, key prefix, a search
+// (transaction id, reference or email), a kept body's path = value and
 // time window.
 func (s *Server) adminCallbacks(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := payments.CallbackFilter{
 		Provider: p.text("provider"), Result: p.oneOf("result", callbackResults...), OrderID: p.text("order"),
-		KeyPrefix: p.text("key"), Transaction: p.text("transaction"), Email: p.text("email"),
-		From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
+		KeyPrefix: p.text("key"), Transaction: p.text("transaction"), Email: p.text("email"), Search: p.text("q"),
+		Body: p.bodyField("body"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
 	if err := p.check(c); err != nil {
 		return err
@@ -49,7 +50,8 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 		v.Rows[i].OwnRefund = own[v.Rows[i].ID]
 	}
 	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
-		Transaction: f.Transaction, Email: f.Email, From: c.QueryParam("from"), To: c.QueryParam("to")}
+		Transaction: f.Transaction, Email: f.Email, Search: f.Search, Body: f.Body.String(),
+		From: c.QueryParam("from"), To: c.QueryParam("to")}
 	return s.show(c, "Callbacks", "callbacks", v, views.CallbacksPage(v, form, s.deps.Payments.Providers(), callbackResults))
 }
 
@@ -92,7 +94,7 @@ func deliveryFilter(q url.Values) (payments.DeliveryFilter, *params) {
 	f := payments.DeliveryFilter{
 		Provider: p.text("provider"), Outcome: p.oneOf("outcome", deliveryOutcomes...), CallbackID: p.id("callback"),
 		RemoteAddr: p.text("addr"), RequestID: p.text("request"), Transaction: p.text("transaction"),
-		From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
+		Body: p.bodyField("body"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
 	}
 	return f, p
 }
@@ -110,6 +112,6 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 	}
 	v := listPage(s, c, "/admin/deliveries", ds, formatID(next), deliveryRow)
 	form := views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
-		Addr: f.RemoteAddr, Request: f.RequestID, Transaction: f.Transaction, From: c.QueryParam("from"), To: c.QueryParam("to")}
+		Addr: f.RemoteAddr, Request: f.RequestID, Transaction: f.Transaction, Body: f.Body.String(), From: c.QueryParam("from"), To: c.QueryParam("to")}
 	return s.show(c, "Deliveries", "deliveries", v, views.DeliveriesPage(v, form, s.deps.Payments.Providers(), deliveryOutcomes))
 }

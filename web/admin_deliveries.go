@@ -46,7 +46,8 @@ func (s *Server) adminDelivery(c echo.Context) error {
 
 // adminDryRun is GET /admin/deliveries/:id/dry-run: what the kept
 // delivery would do now, from a transaction rolled back (a read: it
-// changes nothing, so a GET).
+// changes nothing, so a GET; the admin API takes a POST too, as the
+// contract names it).
 func (s *Server) adminDryRun(c echo.Context) error {
 	id, err := deliveryID(c)
 	if err != nil {
@@ -78,22 +79,39 @@ func againResult(out payments.Outcome) string {
 // maxReason bounds an operator's reason.
 const maxReason = 500
 
-// adminApplyAgain is POST /admin/deliveries/:id/apply with a reason: the
-// kept delivery runs through the pipeline again (payments.ApplyAgain),
-// logged with the admin and the reason.
+// againReason is the reason of an apply again, trimmed: required, and
+// bounded.
+func againReason(raw string) (string, error) {
+	reason := strings.TrimSpace(raw)
+	if reason == "" || len(reason) > maxReason || !models.CleanText(reason) {
+		return "", models.Errorf(models.EInvalid, "reason must be 1 to %d characters of text", maxReason)
+	}
+	return reason, nil
+}
+
+// adminApplyAgain is POST /admin/deliveries/:id/apply (and
+// /api/admin/deliveries/:id/apply) with a reason: the kept delivery runs
+// through the pipeline again (payments.ApplyAgain), logged with the
+// actor and the reason. The console goes back to the delivery's page;
+// the API answers what the callback endpoint would answer for that body
+// now. A delivery that may not be applied again is a 409.
 func (s *Server) adminApplyAgain(c echo.Context) error {
 	id, err := deliveryID(c)
 	if err != nil {
 		return err
 	}
-	reason := strings.TrimSpace(c.FormValue("reason"))
-	if reason == "" || len(reason) > maxReason || !models.CleanText(reason) {
-		return models.Errorf(models.EInvalid, "reason must be 1 to %d characters of text", maxReason)
+	raw, err := actionReason(c)
+	if err != nil {
+		return err
+	}
+	reason, err := againReason(raw)
+	if err != nil {
+		return err
 	}
 	target := "delivery " + strconv.FormatInt(id, 10)
 	out, err := s.deps.Payments.ApplyAgain(c.Request().Context(), id, requestID(c))
 	if err != nil {
-		s.record(c, adminOf(c), "apply again", target, resultOf(err), models.Truncate(reason+"; "+err.Error(), 500))
+		s.record(c, actor(c), "apply again", target, resultOf(err), models.Truncate(reason+"; "+err.Error(), 500))
 		return err
 	}
 	said := fmt.Sprintf("%s (HTTP %d)", out.Word(), out.Status())
@@ -104,7 +122,10 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 	if result == models.ActionNoop {
 		tone = "warn"
 	}
-	s.record(c, adminOf(c), "apply again", target, result, models.Truncate(reason+"; "+said, 500))
+	s.record(c, actor(c), "apply again", target, result, models.Truncate(reason+"; "+said, 500))
+	if c.Get(ctxToken) == true {
+		return answerCallback(c, out)
+	}
 	s.flash(c, tone, "Delivery "+strconv.FormatInt(id, 10)+" applied again: "+said+".")
 	return seeOther(c, "/admin/deliveries/"+strconv.FormatInt(id, 10))
 }
@@ -113,7 +134,7 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 // confirm page's form and the action log.
 func againQuery(q url.Values) string {
 	v := url.Values{}
-	for _, k := range []string{"provider", "outcome", "callback", "addr", "request", "transaction", "from", "to"} {
+	for _, k := range []string{"provider", "outcome", "callback", "addr", "request", "transaction", "body", "from", "to"} {
 		if s := strings.TrimSpace(q.Get(k)); s != "" {
 			v.Set(k, s)
 		}
@@ -145,9 +166,9 @@ func (s *Server) adminApplyMatching(c echo.Context) error {
 	if err != nil {
 		return models.Errorf(models.EInvalid, "the form could not be read")
 	}
-	reason := strings.TrimSpace(form.Get("reason"))
-	if reason == "" || len(reason) > maxReason || !models.CleanText(reason) {
-		return models.Errorf(models.EInvalid, "reason must be 1 to %d characters of text", maxReason)
+	reason, err := againReason(form.Get("reason"))
+	if err != nil {
+		return err
 	}
 	f, p := deliveryFilter(form) // the form's reason is the form's
 	if p.err != nil {

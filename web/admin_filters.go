@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
 
@@ -72,6 +73,20 @@ func (p *params) id(name string) int64 {
 		return 0
 	}
 	return n
+}
+
+// bodyField is a search of kept bodies by path = value
+// (payments.ParseBodyField), none when absent.
+func (p *params) bodyField(name string) payments.BodyField {
+	v := p.text(name)
+	if v == "" {
+		return payments.BodyField{}
+	}
+	f, err := payments.ParseBodyField(v)
+	if err != nil {
+		p.fail(name, "%s", models.ErrorMessage(err))
+	}
+	return f
 }
 
 // timeLayouts are accepted for times: what <input type="datetime-local">

@@ -111,9 +111,10 @@ func jobTimeline(d jobview.JobDetail, discarded *views.DiscardRow) []views.Event
 	return ev
 }
 
-// discardReason reads the reason of a discard: the form's field, or for
-// the admin API a JSON body {"reason": "…"} when it sends one.
-func discardReason(c echo.Context) (string, error) {
+// actionReason reads the reason of an action (a discard, an apply
+// again): the form's field, or for the admin API a JSON body
+// {"reason": "…"} when it sends one.
+func actionReason(c echo.Context) (string, error) {
 	if strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationJSON) {
 		body, err := readJSONBody(c)
 		if err != nil {
@@ -145,7 +146,7 @@ func (s *Server) adminDiscardJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	reason, err := discardReason(c)
+	reason, err := actionReason(c)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,12 @@ func (s *Server) receiveCallback(c echo.Context) error {
 		Client:      s.client(c),
 		RequestID:   requestID(c),
 	})
+	return answerCallback(c, out)
+}
+
+// answerCallback answers with what the pipeline decided: the callback
+// endpoint's answer, and the admin API's for a delivery applied again.
+func answerCallback(c echo.Context, out payments.Outcome) error {
 	if out.Code() == "" {
 		answer := callbackJSON{
 			Result: out.Word(), Provider: out.Provider, IdempotencyKey: out.Key,

@@ -654,10 +654,46 @@ func TestSearchByTransactionEmailAndRequestID(t *testing.T) {
 	if rs := rowsOf("/api/admin/orders?transaction=tx-none"); len(rs) != 0 {
 		t.Errorf("orders by an unknown transaction: %+v, want none", rs)
 	}
+	// One box (q) finds a callback by its transaction id, its payment's
+	// reference or its customer's email.
+	var reference string
+	c.db.Raw("SELECT provider_reference FROM payments WHERE order_id = ?", mine.ID).Scan(&reference)
+	for _, q := range []string{"tx-search-" + mine.ID, reference, "found@example.com"} {
+		if rs := rowsOf("/api/admin/callbacks?q=" + url.QueryEscape(q)); len(rs) != 1 || rs[0].OrderID != mine.ID {
+			t.Errorf("callbacks by q=%s: %+v, want the one of %s", q, rs, mine.ID)
+		}
+	}
+	if rs := rowsOf("/api/admin/callbacks?q=found"); len(rs) != 0 {
+		t.Errorf("callbacks by q=found: %+v, want none (exact matches only)", rs)
+	}
+	// A kept body's path = value finds its deliveries, and their callback.
+	body := url.QueryEscape("order_id=" + mine.ID)
+	if rs := rowsOf("/api/admin/deliveries?body=" + body); len(rs) != 2 || *rs[0].CallbackID != mineCallback || *rs[1].CallbackID != mineCallback {
+		t.Errorf("deliveries by body: %+v, want the two of callback %d", rs, mineCallback)
+	}
+	if rs := rowsOf("/api/admin/callbacks?body=" + body); len(rs) != 1 || rs[0].OrderID != mine.ID {
+		t.Errorf("callbacks by body: %+v, want the one of %s", rs, mine.ID)
+	}
+	if rs := rowsOf("/api/admin/deliveries?body=" + url.QueryEscape(fmt.Sprint("paid_amount=", mine.TotalAmount))); len(rs) != 4 {
+		t.Errorf("deliveries by a number in the body: %d rows, want all 4", len(rs))
+	}
+	for _, bad := range []string{"order_id", "a.b.c.d.e.f.g.h.i=1", "a..b=1"} {
+		if p := c.api("/api/admin/deliveries?body=" + url.QueryEscape(bad)); p.StatusCode != 422 || !strings.Contains(p.Body, "body must") {
+			t.Errorf("deliveries?body=%s: %d %s; want 422 naming body", bad, p.StatusCode, p.Body)
+		}
+	}
 	// The page's form holds the search, and the list shows what it found.
 	doc := c.get("/admin/callbacks?transaction=" + tx).Doc(t)
 	if v, _ := doc.Find(`input[name=transaction]`).Attr("value"); v != "tx-search-"+mine.ID || doc.Find("#list tbody tr").Length() != 1 {
 		t.Errorf("the callbacks page searched by transaction: field %q, %d rows", v, doc.Find("#list tbody tr").Length())
+	}
+	doc = c.get("/admin/callbacks?q=found%40example.com").Doc(t)
+	if v, _ := doc.Find(`input[name=q]`).Attr("value"); v != "found@example.com" || doc.Find("#list tbody tr").Length() != 1 {
+		t.Errorf("the callbacks page searched by q: field %q, %d rows", v, doc.Find("#list tbody tr").Length())
+	}
+	doc = c.get("/admin/deliveries?body=" + body).Doc(t)
+	if v, _ := doc.Find(`input[name=body]`).Attr("value"); v != "order_id="+mine.ID || doc.Find("#list tbody tr").Length() != 2 {
+		t.Errorf("the deliveries page searched by body: field %q, %d rows", v, doc.Find("#list tbody tr").Length())
 	}
 }
 
@@ -757,13 +793,7 @@ func TestDryRunAndApplyAgain(t *testing.T) {
 	if doc := c.get(deliveryURL).Doc(t); doc.Find(`form[action$="/apply"]`).Length() != 1 || !strings.Contains(doc.Find(".kept pre").First().Text(), "tx-again") {
 		t.Fatalf("the delivery's page offers no apply again, or shows no body")
 	}
-	counts := func() string {
-		var n [6]int64
-		c.db.Raw(`SELECT (SELECT count(*) FROM order_transitions), (SELECT count(*) FROM stock_movements), (SELECT count(*) FROM outbox_messages),
-			(SELECT count(*) FROM payments), (SELECT count(*) FROM payment_callbacks), (SELECT count(*) FROM callback_deliveries)`).Row().
-			Scan(&n[0], &n[1], &n[2], &n[3], &n[4], &n[5])
-		return fmt.Sprint(n)
-	}
+	counts := c.rowCounts
 	dryRun := func() (string, []string) {
 		t.Helper()
 		var v struct {
@@ -834,11 +864,127 @@ func TestDryRunAndApplyAgain(t *testing.T) {
 		c.db.Raw("SELECT id FROM callback_deliveries WHERE outcome = 'invalid_signature'").Scan(&forged)
 		return forged > 0
 	})
-	if p := c.post(fmt.Sprintf("/admin/deliveries/%d/apply", forged), url.Values{"reason": {"try"}}); p.StatusCode != http.StatusUnprocessableEntity {
-		t.Errorf("apply again of a forged delivery: %d, want 422", p.StatusCode)
+	if p := c.post(fmt.Sprintf("/admin/deliveries/%d/apply", forged), url.Values{"reason": {"try"}}); p.StatusCode != http.StatusConflict {
+		t.Errorf("apply again of a forged delivery: %d, want 409", p.StatusCode)
 	}
 	if doc := c.get(fmt.Sprintf("/admin/deliveries/%d", forged)).Doc(t); doc.Find(`form[action$="/apply"]`).Length() != 0 {
 		t.Error("the forged delivery's page offers apply again")
+	}
+}
+
+// rowCounts is the rows of every table a delivery may write to, by
+// table: what a dry run must leave alone.
+func (c *console) rowCounts() string {
+	var n [6]int64
+	c.db.Raw(`SELECT (SELECT count(*) FROM order_transitions), (SELECT count(*) FROM stock_movements), (SELECT count(*) FROM outbox_messages),
+		(SELECT count(*) FROM payments), (SELECT count(*) FROM payment_callbacks), (SELECT count(*) FROM callback_deliveries)`).Row().
+		Scan(&n[0], &n[1], &n[2], &n[3], &n[4], &n[5])
+	return fmt.Sprint(n)
+}
+
+// The admin API's dry run (POST) says what a kept delivery would do and
+// writes nothing; its apply again answers what the callback endpoint
+// would answer now, logged as the API's with the reason — applied four
+// times at once, the order is paid once — and is a 409 for a delivery
+// that may not be applied again.
+func TestDryRunAndApplyAgainThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "AGAINAPI", 50000, 10)
+	o := c.newOrder("AGAINAPI", 1)
+	body := testenv.SandboxBody(o.ID, "tx-again-api", models.EventPaid, 40000)
+	if got := c.deliver("evt_again_api", body); got != http.StatusUnprocessableEntity {
+		t.Fatalf("the mismatched delivery: %d, want 422", got)
+	}
+	if got := c.deliver("evt_paid_api", testenv.SandboxBody(c.newOrder("AGAINAPI", 1).ID, "tx-paid-api", models.EventPaid, 50000)); got != http.StatusOK {
+		t.Fatalf("the paying delivery: %d, want 200", got)
+	}
+	var rejected, processed int64
+	testenv.Eventually(t, "the rejected delivery's row", func() bool {
+		c.db.Raw("SELECT id FROM callback_deliveries WHERE outcome = 'rejected' AND body IS NOT NULL").Scan(&rejected)
+		return rejected > 0
+	})
+	c.db.Raw("SELECT id FROM callback_deliveries WHERE outcome = 'processed'").Scan(&processed)
+	if err := c.db.Exec("UPDATE orders SET total_amount = 40000 WHERE id = ?", o.ID).Error; err != nil { // the fix
+		t.Fatal(err)
+	}
+	counts := c.rowCounts
+	before := counts()
+	p := c.apiPost(fmt.Sprintf("/api/admin/deliveries/%d/dry-run", rejected), "")
+	var dry struct {
+		Result       string
+		StatusBefore string `json:"order_status_before"`
+		StatusAfter  string `json:"order_status_after"`
+		Movements    []struct{ SKU string }
+		Outbox       []string
+	}
+	if err := json.Unmarshal([]byte(p.Body), &dry); err != nil || p.StatusCode != 200 {
+		t.Fatalf("POST dry-run: %d %s", p.StatusCode, p.Body)
+	}
+	if dry.Result != "processed" || dry.StatusBefore != "pending" || dry.StatusAfter != "paid" || len(dry.Outbox) == 0 {
+		t.Errorf("POST dry-run: %s", p.Body)
+	}
+	if after := counts(); after != before {
+		t.Errorf("rows by table %s after a dry run, %s before: it wrote", after, before)
+	}
+
+	apply := func(id int64, body string) page {
+		return c.apiPost(fmt.Sprintf("/api/admin/deliveries/%d/apply", id), body)
+	}
+	for _, tt := range []struct {
+		id   int64
+		body string
+		want int
+	}{
+		{rejected, `{}`, 422},
+		{rejected, `{"reason": "` + strings.Repeat("x", 501) + `"}`, 422},
+		{processed, `{"reason": "try"}`, 409},
+		{rejected + processed + 100, `{"reason": "try"}`, 404},
+	} {
+		if p := apply(tt.id, tt.body); p.StatusCode != tt.want {
+			t.Errorf("apply %d with %.30s: %d %s, want %d", tt.id, tt.body, p.StatusCode, p.Body, tt.want)
+		}
+	}
+	if after := counts(); after != before {
+		t.Errorf("rows by table %s after refused applies, %s before", after, before)
+	}
+
+	const n = 4
+	start := make(chan struct{})
+	answers := make([]page, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			answers[i] = apply(rejected, `{"reason": "the price was fixed"}`)
+		})
+	}
+	close(start)
+	wg.Wait()
+	results := map[string]int{}
+	for _, a := range answers {
+		var v struct {
+			Result  string
+			OrderID string `json:"order_id"`
+		}
+		if err := json.Unmarshal([]byte(a.Body), &v); err != nil {
+			t.Fatalf("apply: %d %s", a.StatusCode, a.Body)
+		}
+		results[fmt.Sprint(a.StatusCode, " ", v.Result)]++
+		if a.StatusCode == 200 && v.OrderID != o.ID {
+			t.Errorf("apply answered for order %q, want %s", v.OrderID, o.ID)
+		}
+	}
+	if results["200 processed"] != 1 || results["200 duplicate"] != n-1 {
+		t.Errorf("answers %v: want one 200 processed, the others 200 duplicate", results)
+	}
+	var paid, transitions, logged int64
+	c.db.Raw("SELECT count(*) FROM payments WHERE order_id = ? AND status = 'succeeded'", o.ID).Scan(&paid)
+	c.db.Raw("SELECT count(*) FROM order_transitions WHERE order_id = ? AND to_status = 'paid'", o.ID).Scan(&transitions)
+	c.db.Raw(`SELECT count(*) FROM admin_actions WHERE action = 'apply again' AND admin_email = 'api'
+		AND target = ? AND detail LIKE 'the price was fixed;%'`, fmt.Sprint("delivery ", rejected)).Scan(&logged)
+	if paid != 1 || transitions != 1 || logged != n {
+		t.Errorf("after %d applies at once: %d payments, %d transitions to paid, %d logged; want 1, 1, %d", n, paid, transitions, logged, n)
 	}
 }
 

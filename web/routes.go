@@ -51,6 +51,8 @@ func (s *Server) routes() {
 	e.GET("/api/admin/deliveries", s.adminDeliveries, adminAPI...)
 	e.GET("/api/admin/deliveries/:id", s.adminDelivery, adminAPI...)
 	e.GET("/api/admin/deliveries/:id/dry-run", s.adminDryRun, adminAPI...)
+	e.POST("/api/admin/deliveries/:id/dry-run", s.adminDryRun, adminAPI...)
+	e.POST("/api/admin/deliveries/:id/apply", s.adminApplyAgain, adminAPI...)
 	e.GET("/api/admin/orders", s.adminOrders, adminAPI...)
 	e.GET("/api/admin/orders/:id", s.adminOrder, adminAPI...)
 	e.POST("/api/admin/orders/:id/refunds", s.createRefund, adminAPI...)

@@ -35,19 +35,15 @@ func CanApplyAgain(d models.CallbackDelivery) bool {
 	return d.Body != nil && slices.Contains(AgainOutcomes, d.Outcome)
 }
 
-// kept reads delivery id with its kept body and headers, as a Delivery
-// under requestID, and its provider.
-func (s *Service) kept(ctx context.Context, id int64, requestID string) (models.CallbackDelivery, Delivery, Provider, error) {
-	row, err := s.Delivery(ctx, id)
-	if err != nil {
-		return row, Delivery{}, nil, err
-	}
+// kept is delivery row, read with its kept body and headers, as a
+// Delivery under requestID, and its provider.
+func (s *Service) kept(row models.CallbackDelivery, requestID string) (Delivery, Provider, error) {
 	if row.Body == nil {
-		return row, Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d's body is not kept (DELIVERY_BODY_RETENTION)", id)
+		return Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d's body is not kept (DELIVERY_BODY_RETENTION)", row.ID)
 	}
 	p, ok := s.providers[row.Provider]
 	if !ok {
-		return row, Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d is of %s, which this server does not receive", id, row.Provider)
+		return Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d is of %s, which this server does not receive", row.ID, row.Provider)
 	}
 	header := http.Header{}
 	var kept map[string][]string
@@ -58,22 +54,30 @@ func (s *Service) kept(ctx context.Context, id int64, requestID string) (models.
 	}
 	d := Delivery{Provider: row.Provider, Header: header, ContentType: header.Get("Content-Type"), RemoteAddr: "console",
 		RequestID: requestID, body: row.Body}
-	return row, d, p, nil
+	return d, p, nil
 }
 
 // ApplyAgain runs kept delivery id through the pipeline again, after its
 // signature, as a new delivery under requestID (the operator's), with a
 // row of its own: it may apply the event now, or say what it did before.
-// Only a delivery whose outcome is one of AgainOutcomes may be applied
-// again (EInvalid otherwise).
+// Only a kept delivery whose outcome is one of AgainOutcomes may be
+// applied again (EInvalidTransition otherwise: the delivery's state does
+// not allow it, whatever is asked).
 func (s *Service) ApplyAgain(ctx context.Context, id int64, requestID string) (Outcome, error) {
-	row, d, p, err := s.kept(ctx, id, requestID)
+	row, err := s.Delivery(ctx, id)
 	if err != nil {
 		return Outcome{}, err
 	}
-	if !CanApplyAgain(row) {
-		return Outcome{}, models.Errorf(models.EInvalid, "delivery %d was %s: only a delivery refused for a reason that may have changed (%v) is applied again",
+	switch {
+	case row.Body == nil:
+		return Outcome{}, models.Errorf(models.EInvalidTransition, "delivery %d's body is not kept (DELIVERY_BODY_RETENTION): it cannot be applied again", id)
+	case !CanApplyAgain(row):
+		return Outcome{}, models.Errorf(models.EInvalidTransition, "delivery %d was %s: only a delivery refused for a reason that may have changed (%v) is applied again",
 			id, row.Outcome, AgainOutcomes)
+	}
+	d, p, err := s.kept(row, requestID)
+	if err != nil {
+		return Outcome{}, err
 	}
 	start := time.Now()
 	out, ev := s.evaluate(ctx, p, &d)
@@ -101,7 +105,11 @@ var errRehearsed = errors.New("rehearsed: rolled back")
 // rolls it back. It does not ask the gateway's status API: the event is
 // taken as the notification says it (ApplyAgain would confirm it).
 func (s *Service) DryRun(ctx context.Context, id int64) (Rehearsal, error) {
-	_, d, p, err := s.kept(ctx, id, "dry-run")
+	row, err := s.Delivery(ctx, id)
+	if err != nil {
+		return Rehearsal{}, err
+	}
+	d, p, err := s.kept(row, "dry-run")
 	if err != nil {
 		return Rehearsal{}, err
 	}

@@ -122,11 +122,11 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		}
 	}
 	out.recorded = true
-	err = complete(tx, cb.ID, result, models.CallbackDelivery{
+	err = complete(tx, cb.ID, result, s.keep(d, models.CallbackDelivery{
 		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Word(),
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
-		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, Headers: s.keptHeaders(d), Body: s.keptBody(d),
-	})
+		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
+	}))
 	if err != nil {
 		return Outcome{}, nil, err
 	}
@@ -148,10 +148,11 @@ WITH done AS (
     UPDATE payment_callbacks SET status = ?, result = ?, response_code = ?, processed_at = ?
     WHERE id = ? RETURNING id
 )
-INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id, headers, body)
-SELECT id, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ? FROM done`,
+INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id, headers, body, body_json)
+SELECT id, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?::jsonb FROM done`,
 		r.status, r.result, d.ResponseCode, r.processedAt, callbackID,
-		d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, nullText(d.Headers), d.Body).Error
+		d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, nullText(d.Headers), d.Body,
+		nullText(d.BodyJSON)).Error
 }
 
 // decision is what an event will do, decided under the order lock.

@@ -1,9 +1,11 @@
 package payments
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sekali/sekali/models"
@@ -25,23 +27,85 @@ const (
 // KeptColumns are the columns of a delivery row that hold its kept body
 // and headers: lists leave them out (Omit), since a page of them could be
 // megabytes, and read them for one row at a time.
-var KeptColumns = []string{"headers", "body"}
+var KeptColumns = []string{"headers", "body", "body_json"}
 
-// keptHeaders are d's headers as its row keeps them: nil unless bodies
-// are kept and d's body was read.
-func (s *Service) keptHeaders(d Delivery) []byte {
-	if !s.KeepBodies || d.body == nil {
-		return nil
+// keep sets what row keeps of d, unless bodies are not kept: its body,
+// the body again as searchable JSON (SearchableBody), and its headers
+// once its body was read.
+func (s *Service) keep(d Delivery, row models.CallbackDelivery) models.CallbackDelivery {
+	if !s.KeepBodies {
+		return row
 	}
-	return keptHeaders(d.Header)
+	row.Body, row.BodyJSON = d.body, SearchableBody(d.body)
+	if d.body != nil {
+		row.Headers = keptHeaders(d.Header)
+	}
+	return row
 }
 
-// keptBody is d's body as its row keeps it: nil unless bodies are kept.
-func (s *Service) keptBody(d Delivery) []byte {
-	if !s.KeepBodies {
+// Bounds of a number that a body searchable as jsonb may hold: PostgreSQL's
+// numeric refuses an exponent far out of range, and a row whose jsonb
+// fails would fail its whole batch.
+const (
+	maxSearchableExponent = 1000
+	maxSearchableFraction = 1000 // digits after the point
+)
+
+// SearchableBody is body as its row's body_json keeps it, for the search
+// by path = value (docs/admin.md#search): a JSON object, decoded and
+// encoded again so that what Go's decoder mends (invalid UTF-8, a lone
+// surrogate) and jsonb would refuse is mended; nil for anything else, and
+// for an object jsonb could not hold (a NUL character, a number beyond
+// numeric's range) — such a body is kept, but not searchable.
+func SearchableBody(body []byte) json.RawMessage {
+	if len(body) == 0 || !json.Valid(body) {
 		return nil
 	}
-	return d.body
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil || v == nil || !holdable(v) {
+		return nil
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+}
+
+// holdable says whether jsonb can hold decoded JSON v.
+func holdable(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return !strings.ContainsRune(v, 0)
+	case json.Number:
+		mantissa, exp, _ := strings.Cut(strings.ToLower(string(v)), "e")
+		_, fraction, _ := strings.Cut(mantissa, ".")
+		if len(fraction) > maxSearchableFraction {
+			return false
+		}
+		if exp == "" {
+			return true
+		}
+		n, err := strconv.Atoi(exp)
+		return err == nil && n >= -maxSearchableExponent && n <= maxSearchableExponent
+	case map[string]any:
+		for k, e := range v {
+			if !holdable(k) || !holdable(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !holdable(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // keptHeaders is h as a JSON object of canonical name → values, with the

@@ -336,7 +336,7 @@ func (s *Service) finish(ctx context.Context, p Provider, d Delivery, out Outcom
 	case out.Result == Refused && !s.refusals.allow(cmp.Or(d.Client, d.RemoteAddr), s.now()):
 		s.metrics.RefusedRowsSkipped.Inc() // over the budget: counted, not written (refusals.go)
 	default:
-		s.deliveries.add(ctx, models.CallbackDelivery{
+		s.deliveries.add(ctx, s.keep(d, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
 			ReceivedAt:   s.now().UTC(),
@@ -346,9 +346,7 @@ func (s *Service) finish(ctx context.Context, p Provider, d Delivery, out Outcom
 			RemoteAddr:   d.RemoteAddr,
 			RequestID:    d.RequestID,
 			Note:         out.note,
-			Headers:      s.keptHeaders(d),
-			Body:         s.keptBody(d),
-		}, out.Result == models.ResultConflict)
+		}), out.Result == models.ResultConflict)
 	}
 	s.observe(ctx, out, ev, d.RequestID, time.Since(start))
 	return out

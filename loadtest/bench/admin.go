@@ -219,6 +219,7 @@ var pageNames = []string{
 	"product detail", "actions",
 	"callbacks, transaction", "callbacks, email", "deliveries, transaction", "deliveries, request id", "orders, transaction",
 	"delivery detail", "delivery dry run", "job detail",
+	"callbacks, search", "callbacks, body path", "deliveries, body path",
 }
 
 func pageOrder(name string) int {
@@ -289,6 +290,9 @@ WHERE c.id = $1 AND d.outcome = 'conflict' ORDER BY d.id DESC LIMIT 1`, cbID).Sc
 		{"delivery detail", "/admin/deliveries/" + strconv.FormatInt(conflict, 10)},
 		{"delivery dry run", "/admin/deliveries/" + strconv.FormatInt(conflict, 10) + "/dry-run"},
 		{"job detail", "/admin/jobs/" + url.PathEscape("invoice:generate:"+orderID)},
+		{"callbacks, search", "/admin/callbacks?q=" + url.QueryEscape(email)},
+		{"callbacks, body path", "/admin/callbacks?body=" + url.QueryEscape("transaction_id="+tx)},
+		{"deliveries, body path", "/admin/deliveries?body=" + url.QueryEscape("transaction_id="+tx)},
 	}, nil
 }
 

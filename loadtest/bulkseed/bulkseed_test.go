@@ -200,6 +200,9 @@ WHERE back`), 0},
 		{"callbacks whose attempts are not their deliveries", count(`SELECT count(*) FROM payment_callbacks c WHERE attempts <> (SELECT count(*) FROM callback_deliveries d WHERE d.callback_id = c.id)`), 0},
 		{"callbacks whose last delivery is not their last_received_at", count(`SELECT count(*) FROM payment_callbacks c WHERE last_received_at <> (SELECT max(received_at) FROM callback_deliveries d WHERE d.callback_id = c.id)`), 0},
 		{"first deliveries not at first_received_at", count(`SELECT count(*) FROM payment_callbacks c WHERE first_received_at <> (SELECT received_at FROM callback_deliveries d WHERE d.callback_id = c.id ORDER BY id LIMIT 1)`), 0},
+		// Each kept body is searchable by path = value, as a server keeps it.
+		{"kept bodies without their searchable copy", count(`SELECT count(*) FROM callback_deliveries WHERE (body IS NULL) <> (body_json IS NULL)`), 0},
+		{"searchable copies that are not their body", count(`SELECT count(*) FROM callback_deliveries WHERE body_json <> convert_from(body, 'UTF8')::jsonb`), 0},
 		{"dispatched tasks not yet due", count(`SELECT count(*) FROM outbox_messages WHERE status = 'dispatched' AND process_at > now()`), 0},
 		{"invoice tasks without the paying delivery's request id", count(`
 SELECT count(*) FROM outbox_messages m JOIN payment_callbacks c ON m.task_id = 'invoice:generate:' || c.order_id

@@ -23,6 +23,7 @@ import (
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/invoices"
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -472,6 +473,7 @@ func (w *writer) delivery(cb *models.PaymentCallback, at time.Time, outcome stri
 	// (its default, 7 days): the console's pages are measured with them.
 	if w.now.Sub(at) < keptFor {
 		d.Headers, d.Body = keptDelivery(cb, d.RequestID, outcome)
+		d.BodyJSON = payments.SearchableBody(d.Body) // as a server writes it, for the search by path = value
 	}
 	return d
 }

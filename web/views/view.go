@@ -130,6 +130,8 @@ type CallbackFilter struct {
 	Key         string
 	Transaction string
 	Email       string
+	Search      string // q: a transaction id, a reference or an email
+	Body        string // a kept body's path = value
 	From        string
 	To          string
 }
@@ -287,8 +289,8 @@ type DryRun struct {
 	Status       int             `json:"response_code"`
 	Detail       string          `json:"detail"`
 	OrderID      string          `json:"order_id"`
-	StatusBefore string          `json:"status_before"`
-	StatusAfter  string          `json:"status_after"`
+	StatusBefore string          `json:"order_status_before"`
+	StatusAfter  string          `json:"order_status_after"`
 	Transitions  []TransitionRow `json:"transitions"`
 	Movements    []MovementRow   `json:"movements"`
 	Outbox       []string        `json:"outbox"` // task ids
@@ -330,6 +332,7 @@ type DeliveryFilter struct {
 	Addr        string
 	Request     string
 	Transaction string
+	Body        string // a kept body's path = value
 	From        string
 	To          string
 }
