@@ -47,7 +47,7 @@ test: test-deps loadtest-typecheck ## every Go test with the race detector (need
 	exit $$status
 
 .PHONY: test-deps
-test-deps: ## install what the tests run besides Go when it is missing: Chromium, PgBouncer, Node.js with npm, redis-server (apt-get, with sudo when not root; TEST_DEPS=check only says what to run)
+test-deps: ## install what the tests run besides Go when it is missing: Chromium, PgBouncer, Node.js with npm, redis-server, promtool (Debian's prometheus) (apt-get, with sudo when not root; TEST_DEPS=check only says what to run)
 	@./tools/testdeps.sh
 
 .PHONY: loadtest-typecheck

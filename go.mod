@@ -27,6 +27,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/tsenart/vegeta/v12 v12.13.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sync v0.25.0
 	gorm.io/driver/postgres v1.6.3

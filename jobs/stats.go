@@ -8,18 +8,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/models"
 )
 
+// Gauges returns the collectors of the gauges every process reports,
+// read at each scrape from PostgreSQL and Redis: serve registers them in
+// its metrics.Set.Registry, and the deploy checks read the names they
+// export from them.
+func Gauges(db *gorm.DB, inspector *asynq.Inspector) []prometheus.Collector {
+	return []prometheus.Collector{NewStats(db), NewQueueStats(inspector)}
+}
+
 // Stats reports, on each scrape, what only the database knows: the
 // outbox backlog (pending rows that are due) and the age of its oldest
-// row, and the processing jobs past their lease.
+// row, the processing jobs past their lease, and the verdict of the
+// latest integrity audit (so that a red audit can page someone instead
+// of waiting for someone to look; nothing before the first run).
 type Stats struct {
-	db         *gorm.DB
-	backlog    *prometheus.Desc
-	oldest     *prometheus.Desc
-	stuck      *prometheus.Desc
-	processing *prometheus.Desc
+	db              *gorm.DB
+	backlog         *prometheus.Desc
+	oldest          *prometheus.Desc
+	stuck           *prometheus.Desc
+	processing      *prometheus.Desc
+	auditOK         *prometheus.Desc
+	auditViolations *prometheus.Desc
+	auditRanAt      *prometheus.Desc
 }
 
 // NewStats returns the collector; register it in the process's metrics.Set.Registry.
@@ -30,6 +44,11 @@ func NewStats(db *gorm.DB) *Stats {
 		oldest:     prometheus.NewDesc("sekali_outbox_oldest_age_seconds", "Age of the oldest due outbox row not yet handed to the queue.", nil, nil),
 		stuck:      prometheus.NewDesc("sekali_jobs_stuck", "Processing jobs past their lease (locked_until).", nil, nil),
 		processing: prometheus.NewDesc("sekali_jobs_processing", "Jobs being processed now.", nil, nil),
+		auditOK:    prometheus.NewDesc("sekali_audit_last_ok", "1 when the latest integrity audit was green, 0 when it was red.", nil, nil),
+		auditViolations: prometheus.NewDesc("sekali_audit_last_violations",
+			"Violations the latest integrity audit found.", nil, nil),
+		auditRanAt: prometheus.NewDesc("sekali_audit_last_run_timestamp_seconds",
+			"When the latest integrity audit ran (Unix time).", nil, nil),
 	}
 }
 
@@ -39,6 +58,9 @@ func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.oldest
 	ch <- s.stuck
 	ch <- s.processing
+	ch <- s.auditOK
+	ch <- s.auditViolations
+	ch <- s.auditRanAt
 }
 
 // Collect implements prometheus.Collector; a failed query reports nothing.
@@ -66,6 +88,15 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	if err == nil {
 		ch <- prometheus.MustNewConstMetric(s.processing, prometheus.GaugeValue, float64(jobs.Processing))
 		ch <- prometheus.MustNewConstMetric(s.stuck, prometheus.GaugeValue, float64(jobs.Stuck))
+	}
+	if last, err := audit.Latest(ctx, s.db); err == nil && last != nil {
+		ok := 0.0
+		if last.OK {
+			ok = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.auditOK, prometheus.GaugeValue, ok)
+		ch <- prometheus.MustNewConstMetric(s.auditViolations, prometheus.GaugeValue, float64(last.Violations))
+		ch <- prometheus.MustNewConstMetric(s.auditRanAt, prometheus.GaugeValue, float64(last.CreatedAt.Unix()))
 	}
 }
 

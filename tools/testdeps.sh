@@ -6,6 +6,10 @@
 #   pgbouncer     the PgBouncer tests (cmd/sekali, app/store)
 #   node, npm     make loadtest-typecheck (the k6 scripts' types)
 #   redis-server  every test that uses Redis starts a private one
+#   prometheus    for its promtool: the alert rules' checks and unit tests
+#                 (deploy); the server it also brings is stopped and
+#                 disabled where systemd started it, since it would take
+#                 :9090, a Sekali process's METRICS_ADDR
 # It installs as root, or through sudo (which may ask for the password when
 # run from a terminal). Otherwise, or without apt-get, or with
 # TEST_DEPS=check, it stops at once and prints the one command to run.
@@ -18,6 +22,7 @@ have pgbouncer || missing+=(pgbouncer)
 have node || missing+=(nodejs)
 have npm || missing+=(npm)
 have redis-server || missing+=(redis-server)
+have promtool || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 install="apt-get install -y ${missing[*]}"
@@ -28,7 +33,7 @@ stop() {
 	exit 1
 }
 command -v apt-get >/dev/null 2>&1 ||
-	stop "this machine lacks, and it has no apt-get" "your package manager's install of Chromium (at /usr/bin/chromium), PgBouncer, Node.js with npm and redis-server"
+	stop "this machine lacks, and it has no apt-get" "your package manager's install of Chromium (at /usr/bin/chromium), PgBouncer, Node.js with npm, redis-server and promtool (Prometheus)"
 if [ "$(id -u)" -eq 0 ]; then
 	sudo=()
 elif ! command -v sudo >/dev/null 2>&1; then
@@ -45,3 +50,8 @@ echo "make test needs ${missing[*]}: installing with apt-get"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update
 "${sudo[@]}" apt-get install -y "${missing[@]}"
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 &&
+	systemctl is-active --quiet prometheus 2>/dev/null; then
+	echo "stopping and disabling the Prometheus server the package started (only its promtool is needed)"
+	"${sudo[@]}" systemctl disable --now prometheus
+fi

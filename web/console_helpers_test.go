@@ -128,7 +128,8 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
+	metricSet := metrics.New() // one per server, as serve builds it
+	paymentService := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys), midtransProvider)
 	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0 // as serve.go sets it
 	t.Cleanup(paymentService.Close)
 	queue := asynq.NewClientFromRedisClient(rdb)
@@ -154,11 +155,11 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Stats:       stats.NewReader(db, time.Now),
 		Jobs:        jobs.NewConsole(db, asynq.NewInspectorFromRedisClient(rdb), queue, time.Hour, metrics.New()),
 		PaymentPage: gateway,
-		Checkout:    gatewaycalls.NewPages(db, pages, log, time.Now),
+		Checkout:    gatewaycalls.NewPages(db, pages, log, time.Now, metricSet),
 		// Refunds of the sandbox's charges. No worker runs here: a refund
 		// stays planned, its refund:send job written to the outbox.
-		Refunds: refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, gateway),
-		Calls:   gatewaycalls.NewLedger(db, time.Now),
+		Refunds: refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, gateway),
+		Calls:   gatewaycalls.NewLedger(db, time.Now, metricSet),
 	})
 	handler = srv
 	hs.Start()

@@ -111,6 +111,18 @@ func (a *Auditor) Run(ctx context.Context, drainTimeout time.Duration) (Report, 
 	return r, nil
 }
 
+// Latest returns the verdict of the latest run, or nil before the first.
+func Latest(ctx context.Context, db *gorm.DB) (*models.AuditRun, error) {
+	var last []models.AuditRun
+	if err := db.WithContext(ctx).Order("id DESC").Limit(1).Find(&last).Error; err != nil {
+		return nil, fmt.Errorf("audit.Latest: %w", store.Classify(err))
+	}
+	if len(last) == 0 {
+		return nil, nil
+	}
+	return &last[0], nil
+}
+
 // summary is one line about a report, for the dashboard.
 func summary(r Report) string {
 	if r.OK {

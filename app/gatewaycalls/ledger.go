@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -15,15 +16,29 @@ import (
 // Ledger is the gateway_requests table as a caller of a gateway uses it:
 // claim a row, call, record the answer — each write only while the
 // caller still holds the row. Pages (hosted payment pages) and refunds
-// call through it, so every kind of call has the same phases.
+// call through it, so every kind of call has the same phases, and each
+// answer it records is counted once, in sekali_gateway_calls_total.
 type Ledger struct {
-	db  *gorm.DB
-	now func() time.Time
+	db      *gorm.DB
+	now     func() time.Time
+	metrics *metrics.Set
 }
 
-// NewLedger returns the ledger of db.
-func NewLedger(db *gorm.DB, now func() time.Time) *Ledger {
-	return &Ledger{db: db, now: now}
+// NewLedger returns the ledger of db, counting the answers it records in m.
+func NewLedger(db *gorm.DB, now func() time.Time, m *metrics.Set) *Ledger {
+	return &Ledger{db: db, now: now, metrics: m}
+}
+
+// Gateway answers, the result label of sekali_gateway_calls_total.
+const (
+	answerDone       = "done"
+	answerRefused    = "refused"
+	answerUnanswered = "unanswered"
+)
+
+// count counts one answer of the gateway to the call of r.
+func (l *Ledger) count(r *models.GatewayRequest, answer string) {
+	l.metrics.GatewayCalls.WithLabelValues(r.Provider, string(r.Kind), answer).Inc()
 }
 
 // Lease is how long a claim holds a row for a call bounded by
@@ -64,6 +79,7 @@ func (l *Ledger) Held(ctx context.Context, r *models.GatewayRequest) *gorm.DB {
 // Done records the gateway's object on r while the caller holds it. It
 // reports false when another caller had taken the row over.
 func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, redirectURL string) (bool, error) {
+	l.count(r, answerDone)
 	now := l.now().UTC()
 	res := l.Held(ctx, r).Updates(map[string]any{"phase": models.GatewayDone, "provider_object_id": objectID,
 		"redirect_url": redirectURL, "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now})
@@ -75,6 +91,7 @@ func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, r
 
 // Failed records the gateway's "no" on r while the caller holds it.
 func (l *Ledger) Failed(ctx context.Context, r *models.GatewayRequest, cause error) error {
+	l.count(r, answerRefused)
 	err := l.Held(ctx, r).Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(cause.Error()),
 		"locked_until": nil, "updated_at": l.now().UTC()}).Error
 	if err != nil {
@@ -87,6 +104,7 @@ func (l *Ledger) Failed(ctx context.Context, r *models.GatewayRequest, cause err
 // acted (a timeout, a 5xx): the row stays sent and keeps its lease, so
 // the call is repeated with the same key once the lease has passed.
 func (l *Ledger) Unknown(ctx context.Context, r *models.GatewayRequest, cause error) error {
+	l.count(r, answerUnanswered)
 	err := l.Held(ctx, r).Updates(map[string]any{"last_error": truncate(cause.Error()), "updated_at": l.now().UTC()}).Error
 	if err != nil {
 		return fmt.Errorf("gatewaycalls: record request %d's error: %w", r.ID, store.Classify(err))

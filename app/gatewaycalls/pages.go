@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -38,9 +39,10 @@ type Pages struct {
 	PollEvery time.Duration
 }
 
-// NewPages returns the payment pages of the gateway opener speaks to.
-func NewPages(db *gorm.DB, opener PageOpener, log *slog.Logger, now func() time.Time) *Pages {
-	return &Pages{db: db, ledger: NewLedger(db, now), opener: opener, log: log, now: now,
+// NewPages returns the payment pages of the gateway opener speaks to,
+// counting the gateway's answers in m.
+func NewPages(db *gorm.DB, opener PageOpener, log *slog.Logger, now func() time.Time, m *metrics.Set) *Pages {
+	return &Pages{db: db, ledger: NewLedger(db, now, m), opener: opener, log: log, now: now,
 		CallTimeout: DefaultCallTimeout, PollEvery: 50 * time.Millisecond}
 }
 

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
@@ -66,11 +68,12 @@ func (g *fakeGateway) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) 
 }
 
 type env struct {
-	t     *testing.T
-	db    *gorm.DB
-	gw    *fakeGateway
-	pages *gatewaycalls.Pages
-	order *models.Order
+	t       *testing.T
+	db      *gorm.DB
+	gw      *fakeGateway
+	pages   *gatewaycalls.Pages
+	metrics *metrics.Set
+	order   *models.Order
 }
 
 func newEnv(t *testing.T) *env {
@@ -83,9 +86,10 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	gw := &fakeGateway{}
-	p := gatewaycalls.NewPages(db, gw, testenv.Logger(t), time.Now)
+	m := metrics.New()
+	p := gatewaycalls.NewPages(db, gw, testenv.Logger(t), time.Now, m)
 	p.PollEvery = time.Millisecond
-	return &env{t: t, db: db, gw: gw, pages: p, order: o}
+	return &env{t: t, db: db, gw: gw, pages: p, metrics: m, order: o}
 }
 
 func (e *env) open() (gatewaycalls.Page, error) {
@@ -192,6 +196,17 @@ func TestLostAnswerIsAskedAgainWithTheSameKey(t *testing.T) {
 	if r := e.row(); r.Phase != models.GatewayDone || r.Attempts != 2 || r.LastError != "" {
 		t.Errorf("row %+v, want done after two attempts", r)
 	}
+	e.assertCalls(map[string]float64{"unanswered": 1, "done": 1, "refused": 0})
+}
+
+// assertCalls checks sekali_gateway_calls_total of the pages, by answer.
+func (e *env) assertCalls(want map[string]float64) {
+	e.t.Helper()
+	for answer, n := range want {
+		if got := testutil.ToFloat64(e.metrics.GatewayCalls.WithLabelValues("fake", string(models.GatewayCreatePayment), answer)); got != n {
+			e.t.Errorf("sekali_gateway_calls_total{kind=create_payment,result=%s} = %v, want %v", answer, got, n)
+		}
+	}
 }
 
 // A press that died while calling (its lease passed) is taken over by
@@ -229,6 +244,7 @@ func TestRefusalFailsTheRow(t *testing.T) {
 	if r := e.row(); e.gw.calls.Load() != 1 || r.Phase != models.GatewayFailed || r.LastError == "" {
 		t.Errorf("calls %d, row %+v; want one call and a failed row", e.gw.calls.Load(), r)
 	}
+	e.assertCalls(map[string]float64{"refused": 1, "done": 0, "unanswered": 0})
 }
 
 // An order that is not pending has nothing to pay: no row, no call.
@@ -262,7 +278,7 @@ func TestListFiltersByPhase(t *testing.T) {
 		}
 	}
 	providers := func(f gatewaycalls.Filter) ([]string, int64) {
-		rows, next, err := gatewaycalls.NewLedger(e.db, time.Now).List(context.Background(), f)
+		rows, next, err := gatewaycalls.NewLedger(e.db, time.Now, e.metrics).List(context.Background(), f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,6 +54,15 @@ type Set struct {
 	// OutboxErrors counts failed attempts to hand an outbox row to the queue.
 	OutboxErrors prometheus.Counter
 
+	// GatewayCalls counts Sekali's calls to a gateway's API (payment
+	// pages, refunds) by provider, kind and what the gateway answered:
+	// done, refused (its "no"), unanswered (a timeout, a 5xx: repeated
+	// later with the same key).
+	GatewayCalls *prometheus.CounterVec
+	// RefundsFailed counts refunds a gateway reported failed or canceled
+	// (its notification, or its answer to Sekali's call), by provider.
+	RefundsFailed *prometheus.CounterVec
+
 	// Registry holds every series above plus the Go runtime and process
 	// ones; register a process's own collectors here too.
 	Registry *prometheus.Registry
@@ -100,15 +109,27 @@ func New() *Set {
 		OutboxErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sekali_outbox_errors_total", Help: "Failed attempts to hand an outbox row to the queue.",
 		}),
+		GatewayCalls: counterVec("sekali_gateway_calls_total",
+			"Calls to a gateway's API by provider, kind and answer: done, refused, unanswered.", "provider", "kind", "result"),
+		RefundsFailed: counterVec("sekali_refunds_failed_total",
+			"Refunds a gateway reported failed or canceled, by provider.", "provider"),
 		Registry: prometheus.NewRegistry(),
 	}
-	s.Registry.MustRegister(
+	s.Registry.MustRegister(s.Collectors()...)
+	return s
+}
+
+// Collectors returns every collector New registers: the Go runtime and
+// process ones, then the Set's own series. The deploy checks read the
+// names the server exports from it.
+func (s *Set) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.Callbacks, s.CallbackDuplicates, s.CallbackConflicts, s.CallbackDuration, s.DeliveryRowsDropped, s.RefusedRowsSkipped, s.UniqueViolationSaves,
 		s.JobRuns, s.JobRetries, s.JobDuration, s.LockFailures, s.StuckJobsSwept, s.OutboxDispatched, s.OutboxReconciled, s.OutboxErrors,
-	)
-	return s
+		s.GatewayCalls, s.RefundsFailed,
+	}
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {

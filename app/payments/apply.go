@@ -109,7 +109,7 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		out.Detail = rejectionDetail(dec.reason, ev, o)
 		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
 	case dec.action.Refunds():
-		if out.OrderStatus, out.queued, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID, d.RequestID); err != nil {
+		if out.OrderStatus, out.queued, out.refundsFailed, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID, d.RequestID); err != nil {
 			return Outcome{}, nil, err
 		}
 	case dec.action == models.ActionDispute:

@@ -178,18 +178,19 @@ type Outcome struct {
 	Result Result
 	// Refusal is the error code of a Refused delivery
 	// (invalid_signature, too_large, …, or RefusalUnknownProvider).
-	Refusal      string
-	Detail       string
-	Reason       string // why a callback was rejected
-	Provider     string
-	Key          string
-	OrderID      string
-	OrderStatus  models.OrderStatus // after the event, when known
-	note         string             // why an unconfirmed delivery changed nothing, for its row
-	recorded     bool               // the delivery row was written in the applying transaction
-	queued       bool               // the applying transaction wrote tasks to the outbox
-	callbackID   *int64
-	statusBefore models.OrderStatus
+	Refusal       string
+	Detail        string
+	Reason        string // why a callback was rejected
+	Provider      string
+	Key           string
+	OrderID       string
+	OrderStatus   models.OrderStatus // after the event, when known
+	note          string             // why an unconfirmed delivery changed nothing, for its row
+	recorded      bool               // the delivery row was written in the applying transaction
+	queued        bool               // the applying transaction wrote tasks to the outbox
+	refundsFailed int                // refunds the event reported failed or canceled, for their metric
+	callbackID    *int64
+	statusBefore  models.OrderStatus
 }
 
 // Code is the error code of the answer: empty for a 200, else the code
@@ -458,6 +459,9 @@ func (s *Service) observe(ctx context.Context, out Outcome, ev Event, requestID 
 		s.metrics.UniqueViolationSaves.WithLabelValues("payment_callbacks").Inc()
 	case models.ResultConflict:
 		s.metrics.CallbackConflicts.WithLabelValues(out.Provider).Inc()
+	}
+	if out.refundsFailed > 0 {
+		s.metrics.RefundsFailed.WithLabelValues(out.Provider).Add(float64(out.refundsFailed))
 	}
 	level := slog.LevelInfo
 	switch {

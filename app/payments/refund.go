@@ -192,8 +192,9 @@ func decideRefund(ev Event, o *models.Order, charge *models.Payment, plan refund
 // payment's refunded total and status, the order's status for its own
 // charge, a Sekali refund the gateway failed after it accepted it, and
 // the email of each refund that succeeded. It returns the order's status
-// afterwards, and whether it wrote tasks to the outbox.
-func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, plan refundPlan, action models.Action, callbackID int64, requestID string) (models.OrderStatus, bool, error) {
+// afterwards, whether it wrote tasks to the outbox, and how many refunds
+// now failed.
+func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, plan refundPlan, action models.Action, callbackID int64, requestID string) (models.OrderStatus, bool, int, error) {
 	now := s.now().UTC()
 	var succeeded []int64 // refunds that now succeeded: their customer hears of it
 	var failed []string   // the keys of refunds that now failed
@@ -206,10 +207,10 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 		}
 		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&plan.rows)
 		if res.Error != nil {
-			return "", false, res.Error
+			return "", false, 0, res.Error
 		}
 		if res.RowsAffected != int64(len(plan.rows)) { // the order lock makes this impossible; the unique key is the last guard
-			return "", false, fmt.Errorf("payments.refund: %d of %d refunds of %s were recorded before", int64(len(plan.rows))-res.RowsAffected, len(plan.rows), charge.ProviderReference)
+			return "", false, 0, fmt.Errorf("payments.refund: %d of %d refunds of %s were recorded before", int64(len(plan.rows))-res.RowsAffected, len(plan.rows), charge.ProviderReference)
 		}
 		for _, r := range plan.rows {
 			switch {
@@ -225,7 +226,7 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 		res := tx.Model(&models.Refund{}).Where("id = ? AND status = ?", m.row.ID, m.row.Status).
 			Updates(map[string]any{"status": m.to, "failure_reason": models.Truncate(m.reason, maxFailureReason), "updated_at": now})
 		if err := changedOne(res, "refund", m.row.RefundKey); err != nil {
-			return "", false, err
+			return "", false, 0, err
 		}
 		switch {
 		case m.to == models.RefundSucceeded:
@@ -241,29 +242,29 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 		}
 		res := tx.Model(&models.Refund{}).Where("id = ? AND status = ? AND amount = ?", sh.row.ID, sh.row.Status, sh.row.Amount).Updates(changes)
 		if err := changedOne(res, "refund", sh.row.RefundKey); err != nil {
-			return "", false, err
+			return "", false, 0, err
 		}
 	}
 	if err := s.refundTotal(tx, charge, plan, action, now); err != nil {
-		return "", false, err
+		return "", false, 0, err
 	}
 	if from, to := action.OrderFrom(), action.OrderStatusAfter(o.Status); from != nil && to != o.Status {
 		cause := orders.Cause{What: models.CauseCallback, CallbackID: &callbackID}
 		if err := orders.Transition(tx, o, to, now, cause, from...); err != nil {
-			return "", false, err
+			return "", false, 0, err
 		}
 	}
 	if err := FailAfterAcceptance(tx, charge.Provider, failed, now); err != nil {
-		return "", false, err
+		return "", false, 0, err
 	}
 	var rows []models.OutboxMessage
 	for _, id := range succeeded {
 		rows = append(rows, s.tasks.RefundSucceeded(o.ID, id, requestID, now))
 	}
 	if err := outbox.Add(tx, rows...); err != nil {
-		return "", false, err
+		return "", false, 0, err
 	}
-	return o.Status, len(rows) > 0, nil
+	return o.Status, len(rows) > 0, len(failed), nil
 }
 
 // maxFailureReason bounds a refund's failure_reason.

@@ -61,7 +61,7 @@ func TestRefundJobLogsTheAdminsRequestAndTheRefund(t *testing.T) {
 	e := newEnv(t)
 	logs := &lines{}
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, testenv.LogWriter(t)), nil))
-	svc := refunds.NewService(e.db, log, time.Now, e.pay, jobs.Tasks{}, e.gw)
+	svc := refunds.NewService(e.db, log, time.Now, e.metrics, e.pay, jobs.Tasks{}, e.gw)
 	guard := jobs.NewGuard(e.db, testenv.NewRedis(t), log, "worker-1", 30*time.Second, metrics.New())
 	run := func(task models.OutboxMessage) {
 		t.Helper()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
@@ -57,9 +58,10 @@ type Service struct {
 	CallTimeout time.Duration
 }
 
-// NewService returns the refunds of the charges of refunders' gateways.
-func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, applier answerApplier, tasks Tasks, refunders ...gatewaycalls.Refunder) *Service {
-	s := &Service{db: db, ledger: gatewaycalls.NewLedger(db, now), payments: applier, refunders: map[string]gatewaycalls.Refunder{},
+// NewService returns the refunds of the charges of refunders' gateways,
+// counting the gateways' answers in m.
+func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, applier answerApplier, tasks Tasks, refunders ...gatewaycalls.Refunder) *Service {
+	s := &Service{db: db, ledger: gatewaycalls.NewLedger(db, now, m), payments: applier, refunders: map[string]gatewaycalls.Refunder{},
 		tasks: tasks, log: log, now: now, CallTimeout: gatewaycalls.DefaultCallTimeout}
 	for _, r := range refunders {
 		s.refunders[r.Provider()] = r

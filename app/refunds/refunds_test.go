@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
@@ -84,6 +85,7 @@ type env struct {
 	gw      *fakeGateway
 	pay     *payments.Service
 	refunds *refunds.Service
+	metrics *metrics.Set
 	orderID string
 }
 
@@ -99,10 +101,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
+	m := metrics.New() // one Set for the payments and the refunds, as serve builds it
+	pay := payments.NewService(db, log, time.Now, m, jobs.Tasks{}, sandbox.NewProvider([][]byte{testenv.SandboxKey}))
 	t.Cleanup(pay.Close)
-	e := &env{t: t, db: db, gw: &fakeGateway{}, pay: pay, orderID: o.ID}
-	e.refunds = refunds.NewService(db, log, time.Now, pay, jobs.Tasks{}, e.gw)
+	e := &env{t: t, db: db, gw: &fakeGateway{}, pay: pay, metrics: m, orderID: o.ID}
+	e.refunds = refunds.NewService(db, log, time.Now, m, pay, jobs.Tasks{}, e.gw)
 	e.refunds.CallTimeout = 200 * time.Millisecond // a lease of 400 ms
 	e.notify("evt_paid_"+o.ID, testenv.SandboxBody(o.ID, e.charge(), models.EventPaid, price))
 	return e
@@ -366,6 +369,17 @@ func TestLostAnswerIsRepeatedWithTheSameKey(t *testing.T) {
 	if status, refunded, n := e.state(); status != models.OrderPartiallyRefunded || refunded != 30000 || n != 1 {
 		t.Fatalf("%s, refunded %d, %d rows", status, refunded, n)
 	}
+	e.assertCalls(map[string]float64{"unanswered": 1, "done": 1, "refused": 0})
+}
+
+// assertCalls checks sekali_gateway_calls_total of the refunds, by answer.
+func (e *env) assertCalls(want map[string]float64) {
+	e.t.Helper()
+	for answer, n := range want {
+		if got := testutil.ToFloat64(e.metrics.GatewayCalls.WithLabelValues(sandbox.Name, string(models.GatewayRefund), answer)); got != n {
+			e.t.Errorf("sekali_gateway_calls_total{kind=refund,result=%s} = %v, want %v", answer, got, n)
+		}
+	}
 }
 
 // The gateway's notification of the refund comes before its answer is
@@ -412,6 +426,7 @@ func TestRefusedRefundFails(t *testing.T) {
 	if left, err := e.refunds.Refundable(context.Background(), e.orderID, ""); err != nil || left.Left != price {
 		t.Fatalf("left after a refusal: %+v, %v; want the whole payment", left, err)
 	}
+	e.assertCalls(map[string]float64{"refused": 1, "done": 0, "unanswered": 0})
 }
 
 // An order that was not paid has nothing to refund.
@@ -589,6 +604,9 @@ func TestRefundFailedAfterAcceptance(t *testing.T) {
 	e.db.Take(&after, r.ID)
 	if status != models.OrderPaid || refunded != 0 || after.Phase != models.GatewayFailed || after.LastError != payments.FailedAfterAcceptance {
 		t.Fatalf("after the failure: order %s, refunded %d, record %s (%q); want paid, 0, failed", status, refunded, after.Phase, after.LastError)
+	}
+	if n := testutil.ToFloat64(e.metrics.RefundsFailed.WithLabelValues(sandbox.Name)); n != 1 {
+		t.Errorf("sekali_refunds_failed_total = %v, want 1: the gateway's notification failed one refund", n)
 	}
 	again := e.mustAsk("")
 	if again.Amount != price || again.IdempotencyKey != e.orderID+"-R2" {

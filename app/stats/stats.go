@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -191,12 +192,8 @@ SELECT (SELECT count(*) FROM job_executions WHERE status = 'processing') AS proc
 	if err != nil {
 		return d, fmt.Errorf("stats.Read: conflicts: %w", store.Classify(err))
 	}
-	var last []models.AuditRun
-	if err := db.Order("id DESC").Limit(1).Find(&last).Error; err != nil {
-		return d, fmt.Errorf("stats.Read: audit: %w", store.Classify(err))
-	}
-	if len(last) == 1 {
-		d.LastAudit = &last[0]
+	if d.LastAudit, err = audit.Latest(ctx, db); err != nil {
+		return d, fmt.Errorf("stats.Read: %w", err)
 	}
 	return d, nil
 }

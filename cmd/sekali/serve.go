@@ -125,7 +125,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// serves them, with what only its database and Redis can answer live.
 	metricSet := metrics.New()
 	inspector := asynq.NewInspectorFromRedisClient(rdb) // the queue gauges and the console read the queue through it
-	metricSet.Registry.MustRegister(jobs.NewStats(db), jobs.NewQueueStats(inspector))
+	metricSet.Registry.MustRegister(jobs.Gauges(db, inspector)...)
 	paymentService := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, gatewaySet.Providers()...)
 	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0
 	defer paymentService.Close() // after the HTTP server has stopped: writes the queued delivery rows
@@ -146,7 +146,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if gateway != nil { // the sandbox's own charges
 		refunders = append([]gatewaycalls.Refunder{gateway}, refunders...)
 	}
-	refundService := refunds.NewService(db, log, time.Now, paymentService, jobs.Tasks{}, refunders...)
+	refundService := refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, refunders...)
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {
@@ -163,7 +163,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Orders:   orderService,
 			Payments: paymentService,
 			Refunds:  refundService,
-			Calls:    gatewaycalls.NewLedger(db, time.Now),
+			Calls:    gatewaycalls.NewLedger(db, time.Now, metricSet),
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
 			Audit:    audit.New(db),
@@ -185,9 +185,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		// PAYMENT_GATEWAY's pages; the sandbox gateway serves the sandbox's.
 		if opener := gatewaySet.PageOpener(); opener != nil {
-			deps.Checkout = gatewaycalls.NewPages(db, opener, log, time.Now)
+			deps.Checkout = gatewaycalls.NewPages(db, opener, log, time.Now, metricSet)
 		} else if gateway != nil {
-			deps.Checkout = gatewaycalls.NewPages(db, gateway, log, time.Now)
+			deps.Checkout = gatewaycalls.NewPages(db, gateway, log, time.Now, metricSet)
 		}
 		srv := web.NewServer(log, cfg, deps)
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))

@@ -11,6 +11,10 @@ type HelpStep struct {
 	Fields []string // structured log fields to search
 }
 
+// OperationsGuide is docs/operations.md, the alerts' runbook, which the
+// help page links to: the console does not serve the docs.
+const OperationsGuide = "https://github.com/sekali/sekali/blob/main/docs/operations.md"
+
 // HelpLink is a console page that answers a step.
 type HelpLink struct {
 	Label, Href string

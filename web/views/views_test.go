@@ -79,6 +79,16 @@ func TestCallbacksPage(t *testing.T) {
 	}
 }
 
+// The help page links to the operations guide, where the alerts'
+// runbook is.
+func TestHelpLinksTheOperationsGuide(t *testing.T) {
+	t.Parallel()
+	doc := render(t, views.HelpPage())
+	if doc.Find("a[href='"+views.OperationsGuide+"']").Length() != 1 {
+		t.Errorf("the help page has no link to %s", views.OperationsGuide)
+	}
+}
+
 // The layout marks the current section, shows who is logged in, offers a
 // log-out POST and loads only hashed assets from /static.
 func TestLayout(t *testing.T) {

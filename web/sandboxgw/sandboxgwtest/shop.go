@@ -121,7 +121,7 @@ func (s *Shop) Notify(sender payments.Sender, f payments.Fact) {
 // the request: done.
 func (s *Shop) RefundHalf(refunder gatewaycalls.Refunder) *models.GatewayRequest {
 	s.t.Helper()
-	done := s.Send(refunds.NewService(s.DB, s.Log, time.Now, s.Pay, jobs.Tasks{}, refunder), "")
+	done := s.Send(refunds.NewService(s.DB, s.Log, time.Now, metrics.New(), s.Pay, jobs.Tasks{}, refunder), "")
 	if done.Phase != models.GatewayDone {
 		s.t.Fatalf("send: %+v", done)
 	}
@@ -191,7 +191,7 @@ func (s *Shop) MustAudit() {
 func (s *Shop) ExpectRefundFailedLater(g *sandboxgw.Sandbox, refunder gatewaycalls.Refunder) {
 	s.t.Helper()
 	t := s.t
-	svc := refunds.NewService(s.DB, s.Log, time.Now, s.Pay, jobs.Tasks{}, refunder)
+	svc := refunds.NewService(s.DB, s.Log, time.Now, metrics.New(), s.Pay, jobs.Tasks{}, refunder)
 	g.Faults().FailRefundsLater(1)
 	first := s.Send(svc, "")
 	testenv.Eventually(t, "the gateway's refund.failed applied", func() bool {
