@@ -43,7 +43,9 @@ func (s *Server) accountView(c echo.Context) (views.Account, error) {
 	v := views.Account{Email: u.Email, Role: string(u.Role), MFA: u.TOTPSecret != nil,
 		MFARequired: s.cfg.AdminMFARequired && u.Role == models.RoleOwner}
 	if !v.MFA {
-		key, err := admins.NewTOTPKey("Sekali", u.Email)
+		// The key being set up stays the same until a code from it is
+		// typed: a mistyped code does not make the scanned key useless.
+		key, err := admins.NewTOTPKey("Sekali", u.Email, s.deps.Sessions.GetString(ctx, sessionNewSecret))
 		if err != nil {
 			return v, err
 		}

@@ -63,6 +63,7 @@ type console struct {
 	payments *payments.Service
 	client   *http.Client
 	pages    *recordingOpener // what Pay asked the gateway for
+	srv      *web.Server
 }
 
 // recordingOpener is the sandbox gateway's page opener, keeping each
@@ -165,7 +166,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	hs.Start()
 	t.Cleanup(hs.Close)
 	ensureAdmin(t, db)
-	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService, pages: pages}
+	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService, pages: pages, srv: srv}
 	c.client = c.newClient()
 	return c
 }

@@ -209,9 +209,13 @@ func TestTOTPCodeIsAcceptedOnce(t *testing.T) {
 	s := admins.NewService(db, c.now)
 	ctx := context.Background()
 	mustEnsure(t, s, "owner@example.com", models.RoleOwner)
-	key, err := admins.NewTOTPKey("Sekali", "owner@example.com")
+	key, err := admins.NewTOTPKey("Sekali", "owner@example.com", "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	again, err := admins.NewTOTPKey("Sekali", "owner@example.com", key.Secret)
+	if err != nil || again.Secret != key.Secret || again.URL != key.URL {
+		t.Fatalf("the key shown again = %+v, %v; want %+v", again, err, key)
 	}
 	code := func(at time.Time) string {
 		t.Helper()

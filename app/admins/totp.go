@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/base32"
 	"encoding/base64"
 	"fmt"
 	"image/png"
@@ -38,9 +39,19 @@ type TOTPKey struct {
 	QR     string // the QR code, a data: URL of a PNG
 }
 
-// NewTOTPKey makes a new secret for email, under issuer's name.
-func NewTOTPKey(issuer, email string) (TOTPKey, error) {
-	key, err := totp.Generate(totp.GenerateOpts{Issuer: issuer, AccountName: email, Period: totpPeriod})
+// NewTOTPKey makes a new secret for email, under issuer's name; or, with
+// secret (base32) given, the key of that secret: the one being set up,
+// shown again.
+func NewTOTPKey(issuer, email, secret string) (TOTPKey, error) {
+	opts := totp.GenerateOpts{Issuer: issuer, AccountName: email, Period: totpPeriod}
+	if secret != "" {
+		raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
+		if err != nil {
+			return TOTPKey{}, fmt.Errorf("admins.NewTOTPKey: %w", err)
+		}
+		opts.Secret = raw
+	}
+	key, err := totp.Generate(opts)
 	if err != nil {
 		return TOTPKey{}, fmt.Errorf("admins.NewTOTPKey: %w", err)
 	}
