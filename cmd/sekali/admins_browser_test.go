@@ -1,0 +1,86 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/pquerna/otp/totp"
+)
+
+// TestBrowserInviteAndSecondFactor: an owner invites an operator on the
+// Admins page; the operator opens the one-time link, chooses a password,
+// logs in, sets up a TOTP second factor on their account page, and the
+// next log-in asks for its code after the password.
+func TestBrowserInviteAndSecondFactor(t *testing.T) {
+	t.Parallel()
+	a := startApp(t, nil)
+	owner := loggedInBrowser(t, a)
+	if st := owner.open("/admin/admins"); st != http.StatusOK {
+		t.Fatalf("GET /admin/admins: %d", st)
+	}
+	owner.do("fill in the invitation",
+		chromedp.SendKeys(chromedp.CSS(`form[action="/admin/admins/invite"] input[name="email"]`), "op@example.com"),
+		chromedp.SetValue(chromedp.CSS(`form[action="/admin/admins/invite"] select[name="role"]`), "operator"))
+	if st := owner.follow("invite", chromedp.Click(chromedp.CSS(`form[action="/admin/admins/invite"] button[type="submit"]`))); st != http.StatusOK {
+		t.Fatalf("invite: %d", st)
+	}
+	link := browserRun(owner, "read the link", chromedp.Value(chromedp.CSS(`input[aria-label="Invitation link"]`)))
+	if !strings.Contains(link, "/admin/invite/") {
+		t.Fatalf("the invitation link: %q", link)
+	}
+	owner.screenshot("admins")
+
+	op := newBrowser(t, a)
+	if st := op.open(link); st != http.StatusOK {
+		t.Fatalf("open the invitation: %d", st)
+	}
+	op.do("choose a password", chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "operator's long password"))
+	if st := op.follow("accept", chromedp.Click(chromedp.CSS(`button[type="submit"]`))); st != http.StatusOK || op.location() != "/admin/login" {
+		t.Fatalf("accept: %d at %s", st, op.location())
+	}
+	if st := op.logIn("op@example.com", "operator's long password"); st != http.StatusOK || op.location() != "/admin" {
+		t.Fatalf("the operator's log-in: %d at %s", st, op.location())
+	}
+	if n := browserEval[int](op, "look for the Admins link", `document.querySelectorAll('nav a[href="/admin/admins"]').length`); n != 0 {
+		t.Error("an operator's navigation shows Admins")
+	}
+	if st := op.follow("open the account", chromedp.Click(chromedp.CSS(`.topbar a.who`))); st != http.StatusOK || op.location() != "/admin/account" {
+		t.Fatalf("the account page: %d at %s", st, op.location())
+	}
+	op.do("see the QR code", chromedp.WaitVisible(chromedp.CSS(`img[alt^="QR code"]`)))
+	if w := browserEval[int](op, "the QR code's width", `document.querySelector('img[alt^="QR code"]').naturalWidth`); w == 0 {
+		t.Fatal("the QR code did not load (a data: URL the CSP refused?)")
+	}
+	op.screenshot("account")
+	secret := op.text("code.mono")
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.do("type the code", chromedp.SendKeys(chromedp.CSS(`form[action="/admin/account/mfa"] input[name="code"]`), code))
+	if st := op.follow("set up", chromedp.Click(chromedp.CSS(`form[action="/admin/account/mfa"] button`))); st != http.StatusOK {
+		t.Fatalf("set up the second factor: %d", st)
+	}
+	if msg := op.text(".flash"); !strings.Contains(msg, "second factor is set up") {
+		t.Fatalf("after the set-up: %q", msg)
+	}
+	op.follow("log out", chromedp.Click(chromedp.CSS(`form[action="/admin/logout"] button`)))
+	if st := op.logIn("op@example.com", "operator's long password"); st != http.StatusOK || !strings.HasPrefix(op.location(), "/admin/login/code") {
+		t.Fatalf("the password step: %d at %s", st, op.location())
+	}
+	// The set-up used this step's code; the next step's is accepted.
+	next, err := totp.GenerateCode(secret, time.Now().Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.do("type the code", chromedp.SendKeys(chromedp.CSS(`input[name="code"]`), next))
+	if st := op.follow("log in", chromedp.Click(chromedp.CSS(`button[type="submit"]`))); st != http.StatusOK || op.location() != "/admin" {
+		t.Fatalf("the code step: %d at %s", st, op.location())
+	}
+	if n := a.count(t, "SELECT count(*) FROM admin_users WHERE email = 'op@example.com' AND role = 'operator' AND totp_secret IS NOT NULL"); n != 1 {
+		t.Fatalf("the operator's row: %d with a second factor, want 1", n)
+	}
+}
