@@ -64,6 +64,12 @@ func TestRefundApprovedByASecondOwner(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.Body), &fromAPI); err != nil || p.StatusCode != http.StatusAccepted || fromAPI.Phase != "awaiting_approval" {
 		t.Fatalf("the API's refund above the threshold: %d %s; want 202 awaiting_approval", p.StatusCode, p.Body)
 	}
+	confirm := func(amount string) string {
+		return c.get("/admin/orders/" + o.ID + "/refund?" + url.Values{"amount": {amount}, "reason": {"x"}}.Encode()).Doc(t).Find(".card .flash.warn").Text()
+	}
+	if at, above := confirm("10"), confirm("10.01"); at != "" || !strings.Contains(above, "until another owner approves it") {
+		t.Errorf("the confirm page's warning: %q at the threshold, %q above it; want none, then one", at, above)
+	}
 	c.askInConsole(o.ID, "10.01", "the box was crushed")
 	if f := c.get("/admin/orders/" + o.ID).Doc(t).Find(".flash").Text(); !strings.Contains(f, "awaits approval") {
 		t.Errorf("the flash after a refund above the threshold: %q", f)

@@ -542,6 +542,9 @@ type RefundConfirm struct {
 	AmountText string
 	Reason     string
 	Key        string
+	// NeedsApproval: the amount is above REFUND_APPROVAL_ABOVE, so the
+	// refund waits for another owner's approval before it is sent.
+	NeedsApproval bool
 }
 
 // JobFilter is the jobs list's filter as the form holds it.
