@@ -43,6 +43,12 @@ func (p GatewayPhase) Held() bool {
 	return p == GatewayAwaitingApproval || p == GatewayPlanned || p == GatewaySent
 }
 
+// WentOut: a call in phase p was made to its gateway at least once (one
+// awaiting approval, planned or declined never was).
+func (p GatewayPhase) WentOut() bool {
+	return p == GatewaySent || p == GatewayDone || p == GatewayFailed
+}
+
 // HeldPhases are the phases for which Held is true, for queries.
 var HeldPhases = []GatewayPhase{GatewayAwaitingApproval, GatewayPlanned, GatewaySent}
 

@@ -65,7 +65,7 @@ func ownRefund(cb models.PaymentCallback, reqs []models.GatewayRequest) bool {
 	}
 	for _, r := range reqs {
 		if r.Kind == models.GatewayRefund && r.OrderID == cb.OrderID && r.Provider == cb.Provider &&
-			r.Amount == cb.Amount && r.Currency == cb.Currency && wentOut(r.Phase) {
+			r.Amount == cb.Amount && r.Currency == cb.Currency && r.Phase.WentOut() {
 			return true
 		}
 	}
@@ -84,12 +84,6 @@ func approvalEvent(r models.GatewayRequest) (Event, bool) {
 		return Event{At: *r.DeclinedAt, Tone: "bad", What: fmt.Sprintf("refund %s declined by %s", r.IdempotencyKey, r.DeclinedBy), Detail: asked + "; never sent"}, true
 	}
 	return Event{}, false
-}
-
-// wentOut: a call in phase p was made to its gateway (a refund awaiting
-// approval, planned or declined never was).
-func wentOut(p models.GatewayPhase) bool {
-	return p == models.GatewaySent || p == models.GatewayDone || p == models.GatewayFailed
 }
 
 // OwnRefunds says, for a page of callbacks of any orders, which tell of
