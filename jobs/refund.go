@@ -120,8 +120,8 @@ func RefundPrepare(refunds RefundSender) Prepare {
 	}
 }
 
-// RefundEffect completes the job once its refund is over: done or
-// failed, as Prepare left it.
+// RefundEffect completes the job once its refund is over: done, failed
+// or declined, as Prepare left it.
 func RefundEffect() Effect {
 	return func(ctx context.Context, tx *gorm.DB, j Job) (string, error) {
 		args, err := decode[RefundArgs](j)
@@ -137,6 +137,8 @@ func RefundEffect() Effect {
 			return "refunded " + r.ProviderObjectID, nil
 		case models.GatewayFailed:
 			return "refused by the gateway", nil
+		case models.GatewayDeclined: // an owner declined it: it is never sent
+			return "declined by " + r.DeclinedBy, nil
 		}
 		return "", fmt.Errorf("refund %d is still %s", r.ID, r.Phase)
 	}

@@ -18,6 +18,10 @@ const GatewayRefund GatewayRequestKind = "refund"
 type GatewayPhase string
 
 const (
+	// GatewayAwaitingApproval: a refund above REFUND_APPROVAL_ABOVE,
+	// written with no job: it is sent only once another owner approves it
+	// (→ planned). Its amount is held back from what is left to refund.
+	GatewayAwaitingApproval GatewayPhase = "awaiting_approval"
 	// GatewayPlanned: written, not sent yet.
 	GatewayPlanned GatewayPhase = "planned"
 	// GatewaySent: sent at least once; whether the gateway acted is not
@@ -28,7 +32,25 @@ const (
 	// GatewayFailed: the gateway answered no; the same request never
 	// succeeds.
 	GatewayFailed GatewayPhase = "failed"
+	// GatewayDeclined: a refund awaiting approval that an owner declined;
+	// it was never sent and holds nothing back.
+	GatewayDeclined GatewayPhase = "declined"
 )
+
+// Held: the phase of a refund that is asked and not over, whose amount
+// is held back from what is left to refund of its charge.
+func (p GatewayPhase) Held() bool {
+	return p == GatewayAwaitingApproval || p == GatewayPlanned || p == GatewaySent
+}
+
+// WentOut: a call in phase p was made to its gateway at least once (one
+// awaiting approval, planned or declined never was).
+func (p GatewayPhase) WentOut() bool {
+	return p == GatewaySent || p == GatewayDone || p == GatewayFailed
+}
+
+// HeldPhases are the phases for which Held is true, for queries.
+var HeldPhases = []GatewayPhase{GatewayAwaitingApproval, GatewayPlanned, GatewaySent}
 
 // GatewayRequest is one call Sekali means to make to a gateway, written
 // before it is made, with the provider idempotency key every repeat of it
@@ -54,4 +76,11 @@ type GatewayRequest struct {
 	PaymentID   *int64
 	Reason      string // why, for a refund
 	RequestedBy string // the admin who asked, for a refund
+	// ApprovedBy and ApprovedAt: the owner who approved a refund that
+	// awaited approval, and when ("" and nil: it did not need one).
+	ApprovedBy string
+	ApprovedAt *time.Time
+	// DeclinedBy and DeclinedAt: the owner who declined it.
+	DeclinedBy string
+	DeclinedAt *time.Time
 }

@@ -76,6 +76,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		GatewayRefunds: rows(st.Refunds, gatewayRefundRow),
 		Timeline:       rows(st.Timeline, eventRow),
 	}
+	mayAnswer(v.Refunds, adminOf(c), roleOf(c))
 	if v.Refund, _, err = s.refundForm(c, &o, ""); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -86,7 +87,20 @@ func refundsOf(rs []models.GatewayRequest) []models.GatewayRequest {
 // refundRow is a refund record as the order page shows it and the admin
 // API answers it.
 func refundRow(r models.GatewayRequest) views.RefundRow {
-	return views.RefundRow{GatewayRequestRow: gatewayRow(r), Reason: r.Reason, By: r.RequestedBy}
+	return views.RefundRow{GatewayRequestRow: gatewayRow(r), Reason: r.Reason, By: r.RequestedBy,
+		ApprovedBy: r.ApprovedBy, ApprovedAt: utc(r.ApprovedAt), DeclinedBy: r.DeclinedBy, DeclinedAt: utc(r.DeclinedAt)}
+}
+
+// mayAnswer marks the refunds awaiting approval that admin, of role,
+// may approve (an owner who did not ask for it) or decline (an owner).
+func mayAnswer(rows []views.RefundRow, admin string, role models.AdminRole) {
+	for i := range rows {
+		if rows[i].Phase != string(models.GatewayAwaitingApproval) || !role.Allows(models.RoleOwner) {
+			continue
+		}
+		rows[i].CanDecline = true
+		rows[i].CanApprove = rows[i].By != admin
+	}
 }
 
 // refundAnswer is the stored answer of a refund asked.
@@ -217,7 +231,7 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 		return s.page(c, http.StatusUnprocessableEntity, "Refund order "+o.ID, "orders", views.RefundAskPage(orderRow(*o), f))
 	}
 	v := views.RefundConfirm{Order: orderRow(*o), Payment: f.Payment, Provider: f.Provider, Amount: amount, Currency: f.Currency, Left: f.Left,
-		AmountText: f.Amount, Reason: f.Reason, Key: newFormKey()}
+		AmountText: f.Amount, Reason: f.Reason, Key: newFormKey(), NeedsApproval: s.deps.Refunds.NeedsApproval(amount, f.Currency)}
 	return s.page(c, http.StatusOK, "Refund order "+o.ID+"?", "orders", views.RefundConfirmPage(v))
 }
 
@@ -253,6 +267,11 @@ func (s *Server) adminRefund(c echo.Context) error {
 	case err == nil:
 		var rec views.RefundRow
 		json.Unmarshal(resp.Body, &rec)
+		if rec.Phase == string(models.GatewayAwaitingApproval) {
+			s.flash(c, "warn", "Refund of "+views.Money(rec.Amount, rec.Currency)+" awaits approval: it is above REFUND_APPROVAL_ABOVE, "+
+				"so nothing is sent until another owner approves it. Its amount is held back meanwhile.")
+			break
+		}
 		s.flash(c, "ok", "Refund of "+views.Money(rec.Amount, rec.Currency)+" asked of "+rec.Provider+
 			". It shows as done when the gateway answers; asking again never refunds twice.")
 	case statusOfError(err) < 500:
@@ -298,4 +317,50 @@ func (s *Server) adminRetryRefund(c echo.Context) error {
 		return err
 	}
 	return seeOther(c, "/admin/gateway-requests?phase=open")
+}
+
+// adminApproveRefund is POST /admin/gateway-requests/:id/approve (owners):
+// a refund awaiting approval is sent — its job written with the
+// approval, once however many owners press at once. The owner who asked
+// for it cannot approve it (403).
+func (s *Server) adminApproveRefund(c echo.Context) error {
+	return s.answerRefund(c, "approved", func(ctx context.Context, d refunds.Decision) (*models.GatewayRequest, error) {
+		return s.deps.Refunds.Approve(ctx, d)
+	})
+}
+
+// adminDeclineRefund is POST /admin/gateway-requests/:id/decline
+// (owners): a refund awaiting approval ends unsent, and what it held
+// back can be refunded again.
+func (s *Server) adminDeclineRefund(c echo.Context) error {
+	return s.answerRefund(c, "declined", func(ctx context.Context, d refunds.Decision) (*models.GatewayRequest, error) {
+		return s.deps.Refunds.Decline(ctx, d)
+	})
+}
+
+// answerRefund approves or declines (answer) the refund named by the
+// path, as the logged-in owner, and goes back to its order's refunds. A
+// refused answer is the error's page (403, 409), logged.
+func (s *Server) answerRefund(c echo.Context, did string, answer func(context.Context, refunds.Decision) (*models.GatewayRequest, error)) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return models.Errorf(models.ENotFound, "no gateway request %q", c.Param("id"))
+	}
+	if s.deps.Refunds == nil {
+		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
+	}
+	r, err := answer(c.Request().Context(), refunds.Decision{ID: id, Admin: adminOf(c), RequestID: requestID(c), RemoteAddr: c.RealIP()})
+	if err != nil {
+		// Done is logged with the change; a refusal is logged here.
+		if statusOfError(err) < 500 {
+			s.record(c, adminOf(c), strings.TrimSuffix(did, "d")+" refund", "refund "+strconv.FormatInt(id, 10), models.ActionRefused, models.ErrorMessage(err))
+		}
+		return err
+	}
+	msg := "Refund of " + views.Money(r.Amount, r.Currency) + " of order " + r.OrderID + " " + did + "."
+	if r.Phase == models.GatewayPlanned {
+		msg += " It is sent to " + r.Provider + " now; it shows as done when the gateway answers."
+	}
+	s.flash(c, "ok", msg)
+	return seeOther(c, "/admin/orders/"+url.PathEscape(r.OrderID)+"#refunds")
 }

@@ -144,6 +144,8 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	gateway.Emulate(midtrans.NewEmulator(midtransKey)) // and the gateway answers as Midtrans's status API
 	t.Cleanup(gateway.Close)
 	pages := &recordingOpener{PageOpener: gateway}
+	refundService := refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, gateway)
+	refundService.ApprovalAbove = cfg.RefundApprovalAbove // as serve.go sets it
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:      orderService,
 		Payments:    paymentService,
@@ -159,7 +161,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Checkout:    gatewaycalls.NewPages(db, pages, log, time.Now, metricSet),
 		// Refunds of the sandbox's charges. No worker runs here: a refund
 		// stays planned, its refund:send job written to the outbox.
-		Refunds: refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, gateway),
+		Refunds: refundService,
 		Calls:   gatewaycalls.NewLedger(db, time.Now, metricSet),
 	})
 	handler = srv

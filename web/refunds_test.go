@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 
@@ -63,6 +64,17 @@ type refundRecord struct {
 	Phase          string `json:"phase"`
 	Reason         string `json:"reason"`
 	RequestedBy    string `json:"requested_by"`
+	// Who approved or declined one above REFUND_APPROVAL_ABOVE.
+	ApprovedBy string     `json:"approved_by"`
+	ApprovedAt *time.Time `json:"approved_at"`
+	DeclinedBy string     `json:"declined_by"`
+}
+
+// hiddenFields are the hidden inputs of a form, as it would post them.
+func hiddenFields(form *goquery.Selection) url.Values {
+	fields := url.Values{}
+	form.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) { fields.Set(s.AttrOr("name", ""), s.AttrOr("value", "")) })
+	return fields
 }
 
 // problemCode is the code of a problem+json answer.
@@ -225,12 +237,7 @@ func TestRefundConsoleForm(t *testing.T) {
 	}
 	form := doc.Find(`form[method="post"]`)
 	key, _ := form.Find(`input[name="idempotency_key"]`).Attr("value")
-	fields := url.Values{}
-	form.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) {
-		name, _ := s.Attr("name")
-		value, _ := s.Attr("value")
-		fields.Set(name, value)
-	})
+	fields := hiddenFields(form)
 	if key == "" || fields.Get("confirm") != "yes" || fields.Get("amount") != "10" || fields.Get("reason") != "the lid was chipped" {
 		t.Fatalf("the confirm page's form sends %v; want a key, confirm=yes, the amount and the reason", fields)
 	}
@@ -389,12 +396,7 @@ func TestRefundASecondCharge(t *testing.T) {
 		}
 		switch via {
 		case "console":
-			fields := url.Values{}
-			card.Find("input[type=hidden]").Each(func(_ int, s *goquery.Selection) {
-				name, _ := s.Attr("name")
-				value, _ := s.Attr("value")
-				fields.Set(name, value)
-			})
+			fields := hiddenFields(card)
 			for range 2 { // a double click
 				if p := c.post("/admin/orders/"+o.ID+"/refund", fields); p.StatusCode != http.StatusSeeOther {
 					t.Fatalf("refund in full: %d", p.StatusCode)

@@ -144,6 +144,10 @@ func (s *Server) routes() {
 	e.GET("/admin/actions", s.adminActions, console...)
 	e.GET("/admin/gateway-requests", s.adminGatewayRequests, console...)
 	e.POST("/admin/gateway-requests/:id/retry", s.adminRetryRefund, console...)
+	// A refund above REFUND_APPROVAL_ABOVE is sent once another owner
+	// approves it. Not in the admin API: its token is no person.
+	e.POST("/admin/gateway-requests/:id/approve", s.adminApproveRefund, owner...)
+	e.POST("/admin/gateway-requests/:id/decline", s.adminDeclineRefund, owner...)
 	e.GET("/admin/help", s.adminHelp, console...)
 	// Any other console address: a 404, inside the console's frame for
 	// an admin (the session is read, not required).

@@ -173,7 +173,7 @@ WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
 		Query: `
 SELECT format('payment %s of %s: the refunds asked of the gateway add up to %s', p.provider_reference, p.amount, g.asked), 'order:' || p.order_id
 FROM payments p JOIN (SELECT payment_id, sum(amount) AS asked FROM gateway_requests
-                      WHERE kind = 'refund' AND phase <> 'failed' GROUP BY payment_id) g ON g.payment_id = p.id
+                      WHERE kind = 'refund' AND phase NOT IN ('failed', 'declined') GROUP BY payment_id) g ON g.payment_id = p.id
 WHERE g.asked > p.amount
 UNION ALL
 SELECT format('payment %s has %s refunded, less than the %s its done refunds took at the gateway', p.provider_reference, p.refunded_amount, g.done), 'order:' || p.order_id

@@ -17,8 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/redisconn"
 	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/models"
 )
 
 // Defaults. DevSandboxSecret is public on purpose: it is for local use only,
@@ -168,6 +170,10 @@ type Config struct {
 	// AdminMFARequired (ADMIN_MFA=required; default optional): an owner
 	// without a second factor can do nothing in the console but set one up.
 	AdminMFARequired bool
+	// RefundApprovalAbove (REFUND_APPROVAL_ABOVE: "IDR:1000000,USD:500",
+	// major units) is, per currency, the amount in minor units above
+	// which a refund waits for another owner's approval. Unset: none does.
+	RefundApprovalAbove map[string]int64
 
 	// The admin console's sessions.
 	SessionIdle     time.Duration // ADMIN_SESSION_IDLE: a session unused this long ends
@@ -219,6 +225,7 @@ func Load(getenv func(string) string) (Config, error) {
 		AdminPassword:         r.str("ADMIN_PASSWORD", ""),
 		AdminAPIToken:         r.str("ADMIN_API_TOKEN", ""),
 		AdminMFARequired:      r.choice("ADMIN_MFA", "optional", "optional", "required") == "required",
+		RefundApprovalAbove:   r.amounts("REFUND_APPROVAL_ABOVE"),
 		SessionIdle:           r.duration("ADMIN_SESSION_IDLE", DefaultSessionIdle),
 		SessionLifetime:       r.duration("ADMIN_SESSION_LIFETIME", DefaultSessionMax),
 		CookieSecure:          r.boolean("COOKIE_SECURE", true),
@@ -507,6 +514,35 @@ func (r *reader) networks(name string) []*net.IPNet {
 			continue
 		}
 		out = append(out, n)
+	}
+	return out
+}
+
+// amounts reads comma-separated CURRENCY:AMOUNT pairs, each amount in
+// its currency's major units, as minor units; one pair per currency.
+func (r *reader) amounts(name string) map[string]int64 {
+	out := map[string]int64{}
+	for _, part := range strings.Split(r.str(name, ""), ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		cur, text, ok := strings.Cut(part, ":")
+		cur, text = strings.TrimSpace(cur), strings.TrimSpace(text)
+		if !ok || !models.ValidCurrency(cur) {
+			r.fail(name, "%q is not CURRENCY:AMOUNT with a three-letter currency code, such as IDR:1000000", part)
+			continue
+		}
+		if _, dup := out[cur]; dup {
+			r.fail(name, "%s is named twice", cur)
+			continue
+		}
+		amount, err := payments.ParseAmount(text, cur)
+		if err != nil {
+			r.fail(name, "%q is not an amount of %s in major units, such as 1000000 or 500.00 (%v)", text, cur, err)
+			continue
+		}
+		out[cur] = amount
 	}
 	return out
 }

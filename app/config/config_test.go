@@ -20,7 +20,7 @@ var allVars = []string{
 	"ORDER_TTL", "REQUEST_TIMEOUT", "ADMIN_EMAIL", "ADMIN_PASSWORD", "ADMIN_API_TOKEN",
 	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
 	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER", "OPEN_ORDERS_PER_CLIENT", "TRUSTED_PROXIES",
-	"PUBLIC_URL", "CLIENT_IPV6_PREFIX", "ORDER_TOKEN_SECRET",
+	"PUBLIC_URL", "CLIENT_IPV6_PREFIX", "ORDER_TOKEN_SECRET", "REFUND_APPROVAL_ABOVE",
 }
 
 func env(m map[string]string) func(string) string {
@@ -115,6 +115,7 @@ func TestLoadOverrides(t *testing.T) {
 		"PUBLIC_URL":             "https://shop.example.com/",
 		"CLIENT_IPV6_PREFIX":     "56",
 		"ORDER_TOKEN_SECRET":     "w2v0bQk1r9Yt3n8ZcXeL4pHsA6uJfD7g",
+		"REFUND_APPROVAL_ABOVE":  "IDR:1000000,USD:500",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -153,6 +154,7 @@ func TestLoadOverrides(t *testing.T) {
 		{"PoolURL", c.PoolURL(), "postgresql://app:pw@db.internal:6432/shop?default_query_exec_mode=exec&sslmode=require"},
 		{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
 		{"len(SandboxKeys)", len(c.SandboxKeys), 1},
+		{"RefundApprovalAbove", fmt.Sprint(c.RefundApprovalAbove), "map[IDR:1000000 USD:50000]"},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -171,6 +173,12 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		secretText  string // must not appear in the error
 	}{
 		{"DB_MAX_CONNS", "0", ""},
+		{"REFUND_APPROVAL_ABOVE", "1000000", ""},
+		{"REFUND_APPROVAL_ABOVE", "idr:1000000", ""},
+		{"REFUND_APPROVAL_ABOVE", "IDR:1000000.5", ""}, // the rupiah has no minor unit
+		{"REFUND_APPROVAL_ABOVE", "USD:-5", ""},
+		{"REFUND_APPROVAL_ABOVE", "USD:500,USD:600", ""},
+		{"REFUND_APPROVAL_ABOVE", "USD:", ""},
 		{"DB_MAX_CONNS", "-3", ""},
 		{"DB_MAX_CONNS", "abc", ""},
 		{"DB_MAX_CONNS", "2.5", ""},
@@ -462,5 +470,20 @@ func TestOrderTokenSecretRequiredByTheWebRole(t *testing.T) {
 func TestDefaultDBMaxConnsFollowsCores(t *testing.T) {
 	if want := max(4, 4*runtime.NumCPU()); config.DefaultDBMaxConns != want {
 		t.Fatalf("DefaultDBMaxConns = %d on %d cores, want %d", config.DefaultDBMaxConns, runtime.NumCPU(), want)
+	}
+}
+
+func TestLoadRefundApprovalAbove(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(map[string]string{"REFUND_APPROVAL_ABOVE": "IDR:1000000, USD:500.50"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"IDR": 1000000, "USD": 50050} // minor units
+	if len(c.RefundApprovalAbove) != len(want) || c.RefundApprovalAbove["IDR"] != want["IDR"] || c.RefundApprovalAbove["USD"] != want["USD"] {
+		t.Errorf("RefundApprovalAbove = %v, want %v", c.RefundApprovalAbove, want)
+	}
+	if c, err := config.Load(env(nil)); err != nil || len(c.RefundApprovalAbove) != 0 {
+		t.Errorf("unset: %v, %v; want no threshold (off)", c.RefundApprovalAbove, err)
 	}
 }

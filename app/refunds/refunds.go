@@ -56,6 +56,10 @@ type Service struct {
 	// CallTimeout bounds one call to a gateway
 	// (gatewaycalls.DefaultCallTimeout); the lease of a claim is twice it.
 	CallTimeout time.Duration
+	// ApprovalAbove (REFUND_APPROVAL_ABOVE) is, per currency, the amount
+	// in minor units above which a refund waits for another owner's
+	// approval before it is sent; a currency not named needs none.
+	ApprovalAbove map[string]int64
 }
 
 // NewService returns the refunds of the charges of refunders' gateways,
@@ -173,11 +177,19 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 		Amount:         amount, Currency: charge.Currency, Phase: models.GatewayPlanned,
 		Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Admin,
 	}
+	if s.NeedsApproval(amount, charge.Currency) {
+		// Written with no job: nothing is sent until another owner
+		// approves it (Approve), and its amount is held back meanwhile.
+		req.Phase = models.GatewayAwaitingApproval
+	}
 	// The record and its job, in a savepoint: when either fails, neither
 	// remains in the caller's transaction (which may store an answer).
 	err = tx.Transaction(func(tx *gorm.DB) error {
 		if err := tx.Create(&req).Error; err != nil {
 			return store.Classify(err)
+		}
+		if req.Phase == models.GatewayAwaitingApproval {
+			return nil
 		}
 		return outbox.Add(tx, s.tasks.Refund(req.ID, o.ID, r.RequestID, s.now()))
 	})
@@ -191,7 +203,7 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 type assessment struct {
 	charge *models.Payment
 	left   int64 // minor units: the charge less what is refunded and what open refunds ask
-	open   int64 // minor units that open (planned, sent) refunds ask
+	open   int64 // minor units that open (awaiting approval, planned, sent) refunds ask
 	asked  int64 // how many refunds were asked of the order before
 }
 
@@ -221,7 +233,7 @@ func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Paym
 	// numbers the keys, is of the whole order.
 	err := tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count
 		FROM gateway_requests WHERE order_id = ? AND kind = ?`,
-		[]models.GatewayPhase{models.GatewayPlanned, models.GatewaySent}, charge.ID, o.ID, models.GatewayRefund).Scan(&asked).Error
+		models.HeldPhases, charge.ID, o.ID, models.GatewayRefund).Scan(&asked).Error
 	if err != nil {
 		return assessment{}, err
 	}

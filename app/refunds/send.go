@@ -41,8 +41,10 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 			return nil, fmt.Errorf("refunds.Send: %w", err)
 		}
 		return s.get(ctx, r.ID)
-	case models.GatewayFailed:
+	case models.GatewayFailed, models.GatewayDeclined:
 		return r, nil
+	case models.GatewayAwaitingApproval: // nothing is sent before an owner approves it
+		return nil, models.Errorf(models.EInvalidTransition, "refund %d of order %s awaits an owner's approval: it is not sent before", r.ID, r.OrderID)
 	}
 	refunder, ok := s.refunders[r.Provider]
 	if !ok {

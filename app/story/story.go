@@ -65,11 +65,25 @@ func ownRefund(cb models.PaymentCallback, reqs []models.GatewayRequest) bool {
 	}
 	for _, r := range reqs {
 		if r.Kind == models.GatewayRefund && r.OrderID == cb.OrderID && r.Provider == cb.Provider &&
-			r.Amount == cb.Amount && r.Currency == cb.Currency && r.Phase != models.GatewayPlanned {
+			r.Amount == cb.Amount && r.Currency == cb.Currency && r.Phase.WentOut() {
 			return true
 		}
 	}
 	return false
+}
+
+// approvalEvent is the line of an owner's answer to refund r, which
+// waited for approval: who asked and who approved or declined it; none
+// (false) when it needed no approval or still waits.
+func approvalEvent(r models.GatewayRequest) (Event, bool) {
+	asked := fmt.Sprintf("%d %s asked by %s: %s", r.Amount, r.Currency, r.RequestedBy, r.Reason)
+	switch {
+	case r.ApprovedAt != nil:
+		return Event{At: *r.ApprovedAt, Tone: "ok", What: fmt.Sprintf("refund %s approved by %s", r.IdempotencyKey, r.ApprovedBy), Detail: asked}, true
+	case r.DeclinedAt != nil:
+		return Event{At: *r.DeclinedAt, Tone: "bad", What: fmt.Sprintf("refund %s declined by %s", r.IdempotencyKey, r.DeclinedBy), Detail: asked + "; never sent"}, true
+	}
+	return Event{}, false
 }
 
 // OwnRefunds says, for a page of callbacks of any orders, which tell of
@@ -402,7 +416,8 @@ func timeline(s *Order) []Event {
 		add(Event{At: at, Tone: tone, Ref: "job:" + j.IdempotencyKey, What: fmt.Sprintf("job %s: %s", j.IdempotencyKey, j.Status), Detail: d})
 	}
 	for _, r := range s.GatewayRequests {
-		tone := map[models.GatewayPhase]string{models.GatewayDone: "ok", models.GatewayFailed: "bad", models.GatewaySent: "warn"}[r.Phase]
+		tone := map[models.GatewayPhase]string{models.GatewayDone: "ok", models.GatewayFailed: "bad", models.GatewaySent: "warn",
+			models.GatewayAwaitingApproval: "warn", models.GatewayDeclined: "bad"}[r.Phase]
 		d := fmt.Sprintf("key %s, %d attempt(s)", r.IdempotencyKey, r.Attempts)
 		if r.ProviderObjectID != "" {
 			d += ", object " + r.ProviderObjectID
@@ -414,6 +429,9 @@ func timeline(s *Order) []Event {
 		if r.Kind == models.GatewayRefund {
 			what = fmt.Sprintf("refund of %d %s asked of %s: %s", r.Amount, r.Currency, r.Provider, r.Phase)
 			d = fmt.Sprintf("by %s: %s; %s", r.RequestedBy, r.Reason, d)
+			if e, ok := approvalEvent(r); ok {
+				add(e)
+			}
 		}
 		add(Event{At: r.UpdatedAt, Tone: tone, What: what, Detail: d})
 	}

@@ -147,6 +147,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		refunders = append([]gatewaycalls.Refunder{gateway}, refunders...)
 	}
 	refundService := refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, refunders...)
+	refundService.ApprovalAbove = cfg.RefundApprovalAbove
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {

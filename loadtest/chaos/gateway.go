@@ -430,7 +430,7 @@ func (w *world) compare(ctx context.Context, waiting []gatewayRow) (comparison, 
 		case models.GatewayRefund:
 			// A failed row may have a refund at the gateway: one the
 			// gateway failed (checked below).
-			asked[r.key] = r.phase != string(models.GatewayPlanned)
+			asked[r.key] = models.GatewayPhase(r.phase).WentOut()
 			got := refunds[r.key]
 			list := ids(len(got), func(i int) string { return got[i].ID })
 			switch {

@@ -384,7 +384,7 @@ type GatewayRequestRow struct {
 	Key         string     `json:"idempotency_key"`
 	Amount      int64      `json:"amount"` // minor units
 	Currency    string     `json:"currency"`
-	Phase       string     `json:"phase"` // planned, sent, done or failed (PhaseText shows it)
+	Phase       string     `json:"phase"` // awaiting_approval, planned, sent, done, failed or declined (PhaseText shows it)
 	Attempts    int        `json:"attempts"`
 	Object      string     `json:"provider_object_id"`
 	RedirectURL string     `json:"redirect_url"`
@@ -403,8 +403,11 @@ const PhaseSentUnknown = "sent, answer unknown"
 
 // PhaseText is a gateway request's phase as the page shows it.
 func PhaseText(phase string) string {
-	if phase == "sent" {
+	switch phase {
+	case "sent":
 		return PhaseSentUnknown
+	case "awaiting_approval":
+		return "awaiting approval"
 	}
 	return phase
 }
@@ -469,6 +472,18 @@ type RefundRow struct {
 	GatewayRequestRow
 	Reason string `json:"reason"`
 	By     string `json:"requested_by"`
+	// A refund above REFUND_APPROVAL_ABOVE waits (phase
+	// awaiting_approval) until another owner approves it (then it is
+	// sent) or an owner declines it (phase declined: never sent).
+	ApprovedBy string     `json:"approved_by"`
+	ApprovedAt *time.Time `json:"approved_at"`
+	DeclinedBy string     `json:"declined_by"`
+	DeclinedAt *time.Time `json:"declined_at"`
+	// CanApprove and CanDecline: the admin looking is an owner who may
+	// answer this refund awaiting approval (not the one who asked, to
+	// approve it).
+	CanApprove bool `json:"-"`
+	CanDecline bool `json:"-"`
 	// AtGateway is the state of the gateway's refund (pending, succeeded,
 	// failed, canceled), once it is known; GatewaySays is the gateway's
 	// reason for a refund that failed.
@@ -530,6 +545,9 @@ type RefundConfirm struct {
 	AmountText string
 	Reason     string
 	Key        string
+	// NeedsApproval: the amount is above REFUND_APPROVAL_ABOVE, so the
+	// refund waits for another owner's approval before it is sent.
+	NeedsApproval bool
 }
 
 // JobFilter is the jobs list's filter as the form holds it.
