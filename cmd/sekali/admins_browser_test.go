@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -8,6 +9,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/pquerna/otp/totp"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/models"
 )
 
 // TestBrowserInviteAndSecondFactor: an owner invites an operator on the
@@ -83,4 +88,72 @@ func TestBrowserInviteAndSecondFactor(t *testing.T) {
 	if n := a.count(t, "SELECT count(*) FROM admin_users WHERE email = 'op@example.com' AND role = 'operator' AND totp_secret IS NOT NULL"); n != 1 {
 		t.Fatalf("the operator's row: %d with a second factor, want 1", n)
 	}
+}
+
+// TestBrowserRefundApprovedByASecondOwner: above REFUND_APPROVAL_ABOVE a
+// refund one owner asks for waits, its money held back and nothing sent;
+// the owner who asked sees no Approve button; a second owner approves it
+// from the order's page and the refund is sent once.
+func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
+	t.Parallel()
+	_, env := gatewayEnv(t, "sandbox")
+	env["REFUND_APPROVAL_ABOVE"] = "IDR:50000"
+	a := startApp(t, env)
+	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+		t.Fatal(err)
+	}
+	first := newBrowser(t, a)
+	id := first.buyAndPayOnGatewaysPage("sandbox", "") // one mug: Rp 75.000
+	ensureAdmin(t, a)
+	if st := first.logIn(testAdminEmail, testAdminPassword); st != http.StatusOK {
+		t.Fatalf("log in: %d", st)
+	}
+	orderPage := "/admin/orders/" + id
+	first.open(orderPage)
+	first.do("fill in the refund form",
+		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="amount"]`), "75000"),
+		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="reason"]`), "the whole order came back"))
+	first.follow("press Refund…", chromedp.Click(chromedp.CSS(`#refund-form button[type="submit"]`)))
+	if warn := first.text("main .flash.warn"); !strings.Contains(warn, "REFUND_APPROVAL_ABOVE") {
+		t.Fatalf("the page that asks first does not say the refund will wait: %q", warn)
+	}
+	first.follow("press Refund", chromedp.Click(chromedp.CSS(`form[method="post"][action$="/refund"] button.danger`)))
+	if f := first.text(".flash"); !strings.Contains(f, "awaits approval") {
+		t.Fatalf("flash after the refund: %q", f)
+	}
+	if n := browserEval[int](first, "look for Approve", `document.querySelectorAll('form[action$="/approve"]').length`); n != 0 {
+		t.Fatal("the owner who asked is offered Approve")
+	}
+	a.expectCounts(t, []countCheck{
+		{"refunds waiting", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund' AND phase = 'awaiting_approval'", 1},
+		{"refund jobs written", "SELECT count(*) FROM outbox_messages WHERE task_type = 'refund:send' AND convert_from(payload, 'UTF8') LIKE '%' || ? || '%'", 0},
+		{"refunds at the gateway", "SELECT count(*) FROM refunds WHERE order_id = ?", 0},
+	}, id)
+
+	hash, err := bcrypt.GenerateFromPassword([]byte(testAdminPassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DB.Create(&models.AdminUser{Email: "second@example.com", PasswordHash: string(hash), Role: models.RoleOwner}).Error; err != nil {
+		t.Fatal(err)
+	}
+	second := newBrowser(t, a)
+	if st := second.logIn("second@example.com", testAdminPassword); st != http.StatusOK {
+		t.Fatalf("the second owner's log-in: %d", st)
+	}
+	second.open(orderPage + "#refunds")
+	if by := second.text("#refund-list"); !strings.Contains(by, "awaiting approval — asked by "+testAdminEmail) {
+		t.Fatalf("the refunds say %q", by)
+	}
+	second.screenshot("refund-awaiting-approval")
+	second.follow("approve", chromedp.Click(chromedp.CSS(`form[action$="/approve"] button`)))
+	// The order's page refreshes itself until the gateway has answered.
+	second.waitFor("the refund done, approved by the second owner",
+		`(() => { const t = document.querySelector("#refund-list").innerText; return t.includes("approved by second@example.com") && t.includes("sbx-rf-"); })()`,
+		`document.querySelector("#refund-list").innerText`)
+	a.expectCounts(t, []countCheck{
+		{"refunds sent once, approved by the second owner", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund' AND phase = 'done' AND attempts = 1 AND approved_by = 'second@example.com' AND requested_by = '" + testAdminEmail + "'", 1},
+		{"refunds at the gateway", "SELECT count(*) FROM refunds WHERE order_id = ?", 1},
+	}, id)
+	a.verify(t)
 }
