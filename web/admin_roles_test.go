@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pquerna/otp/totp"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/testenv"
@@ -20,19 +19,7 @@ import (
 // addAdmin makes an admin with role and returns a client logged in as them.
 func (c *console) addAdmin(email string, role models.AdminRole) *http.Client {
 	c.t.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte(adminPassword), bcrypt.MinCost)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := c.db.Create(&models.AdminUser{Email: email, PasswordHash: string(hash), Role: role}).Error; err != nil {
-		c.t.Fatal(err)
-	}
-	client := c.newClient()
-	p := c.postWith(client, "/admin/login", url.Values{"email": {email}, "password": {adminPassword}})
-	if p.StatusCode != http.StatusSeeOther {
-		c.t.Fatalf("log-in of %s: %d\n%s", email, p.StatusCode, p.Body)
-	}
-	return client
+	return c.loginAs(email, role).client
 }
 
 // postWith is post from another browser.

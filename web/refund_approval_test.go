@@ -8,30 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/models"
 )
-
-// loginAs is the console seen by a new admin of role: its own client,
-// logged in.
-func (c *console) loginAs(email string, role models.AdminRole) *console {
-	c.t.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte(adminPassword), bcrypt.MinCost)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := c.db.Create(&models.AdminUser{Email: email, PasswordHash: string(hash), Role: role}).Error; err != nil {
-		c.t.Fatal(err)
-	}
-	other := *c
-	other.client = c.newClient()
-	if p := other.post("/admin/login", url.Values{"email": {email}, "password": {adminPassword}}); p.StatusCode != http.StatusSeeOther {
-		c.t.Fatalf("log-in of %s: %d\n%s", email, p.StatusCode, p.Body)
-	}
-	return &other
-}
 
 // askInConsole asks for a refund of amount through the order page's
 // form and its confirmation page.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,9 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/pquerna/otp/totp"
-	"golang.org/x/crypto/bcrypt"
 
-	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/models"
 )
 
@@ -96,14 +93,7 @@ func TestBrowserInviteAndSecondFactor(t *testing.T) {
 // from the order's page and the refund is sent once.
 func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
 	t.Parallel()
-	_, env := gatewayEnv(t, "sandbox")
-	env["REFUND_APPROVAL_ABOVE"] = "IDR:50000"
-	a := startApp(t, env)
-	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
-		t.Fatal(err)
-	}
-	first := newBrowser(t, a)
-	id := first.buyAndPayOnGatewaysPage("sandbox", "") // one mug: Rp 75.000
+	a, first, id := paidSandboxMug(t, map[string]string{"REFUND_APPROVAL_ABOVE": "IDR:50000"})
 	ensureAdmin(t, a)
 	if st := first.logIn(testAdminEmail, testAdminPassword); st != http.StatusOK {
 		t.Fatalf("log in: %d", st)
@@ -130,13 +120,7 @@ func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
 		{"refunds at the gateway", "SELECT count(*) FROM refunds WHERE order_id = ?", 0},
 	}, id)
 
-	hash, err := bcrypt.GenerateFromPassword([]byte(testAdminPassword), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.DB.Create(&models.AdminUser{Email: "second@example.com", PasswordHash: string(hash), Role: models.RoleOwner}).Error; err != nil {
-		t.Fatal(err)
-	}
+	addAdmin(t, a, "second@example.com", models.RoleOwner)
 	second := newBrowser(t, a)
 	if st := second.logIn("second@example.com", testAdminPassword); st != http.StatusOK {
 		t.Fatalf("the second owner's log-in: %d", st)
@@ -156,4 +140,33 @@ func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
 		{"refunds at the gateway", "SELECT count(*) FROM refunds WHERE order_id = ?", 1},
 	}, id)
 	a.verify(t)
+}
+
+// TestBrowserViewerLooksWithoutActing: a viewer sees an order with the
+// customer's email masked, and the refund they try is refused (403),
+// nothing written.
+func TestBrowserViewerLooksWithoutActing(t *testing.T) {
+	t.Parallel()
+	a, b, id := paidSandboxMug(t, nil)
+	addAdmin(t, a, "viewer@example.com", models.RoleViewer)
+	if st := b.logIn("viewer@example.com", testAdminPassword); st != http.StatusOK {
+		t.Fatalf("the viewer's log-in: %d", st)
+	}
+	b.open("/admin/orders/" + id)
+	page := browserEval[string](b, "read the page", `document.body.innerText`)
+	if strings.Contains(page, "ayu@example.com") || !strings.Contains(page, "a***@example.com") {
+		t.Fatal("the viewer's order page does not mask the customer's email")
+	}
+	b.do("fill in the refund form",
+		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="amount"]`), "75000"),
+		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="reason"]`), "a viewer tries"))
+	b.follow("press Refund…", chromedp.Click(chromedp.CSS(`#refund-form button[type="submit"]`)))
+	b.expectNetworkError(http.StatusForbidden)
+	if st := b.follow("press Refund", chromedp.Click(chromedp.CSS(`form[method="post"][action$="/refund"] button.danger`))); st != http.StatusForbidden {
+		t.Fatalf("a viewer's refund: %d, want 403", st)
+	}
+	if msg := b.text("main"); !strings.Contains(msg, "a viewer may look, not act") {
+		t.Fatalf("the refusal says %q", msg)
+	}
+	a.expectCounts(t, []countCheck{{"refunds asked", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund'", 0}}, id)
 }

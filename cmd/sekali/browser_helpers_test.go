@@ -372,13 +372,20 @@ func (b *browser) writeScreenshots() {
 // `sekali seed` use that).
 func ensureAdmin(t *testing.T, a *testApp) {
 	t.Helper()
+	addAdmin(t, a, testAdminEmail, models.RoleOwner)
+}
+
+// addAdmin creates an admin with role and the test password (at bcrypt's
+// lowest cost, as ensureAdmin says why), unless the email has one.
+func addAdmin(t *testing.T, a *testApp, email string, role models.AdminRole) {
+	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(testAdminPassword), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = a.DB.Clauses(clause.OnConflict{DoNothing: true}).Create(&models.AdminUser{Email: testAdminEmail, PasswordHash: string(hash)}).Error
+	err = a.DB.Clauses(clause.OnConflict{DoNothing: true}).Create(&models.AdminUser{Email: email, PasswordHash: string(hash), Role: role}).Error
 	if err != nil {
-		t.Fatalf("create the admin: %v", err)
+		t.Fatalf("create the admin %s: %v", email, err)
 	}
 }
 

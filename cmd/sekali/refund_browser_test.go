@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -119,6 +120,22 @@ func TestBrowserRefundHalfThenTheRest(t *testing.T) {
 			a.verify(t)
 		})
 	}
+}
+
+// paidSandboxMug starts an app on the sandbox gateway, with env added to
+// its settings and the demo products, and buys and pays one mug (Rp
+// 75.000, by ayu@example.com) in a browser: the app, the browser, the
+// order's id.
+func paidSandboxMug(t *testing.T, env map[string]string) (*testApp, *browser, string) {
+	t.Helper()
+	_, appEnv := gatewayEnv(t, "sandbox")
+	maps.Copy(appEnv, env)
+	a := startApp(t, appEnv)
+	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, a)
+	return a, b, b.buyAndPayOnGatewaysPage("sandbox", "")
 }
 
 // refund asks for a refund of amount (major units) of order id, paid
@@ -276,13 +293,7 @@ func (b *browser) onAPhone(what, css string) {
 // charge keeps all that can be refunded of it.
 func TestBrowserRefundASecondCharge(t *testing.T) {
 	t.Parallel()
-	_, env := gatewayEnv(t, "sandbox")
-	a := startApp(t, env)
-	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
-		t.Fatal(err)
-	}
-	b := newBrowser(t, a)
-	id := b.buyAndPayOnGatewaysPage("sandbox", "") // one mug: Rp 75.000
+	a, b, id := paidSandboxMug(t, nil)
 	second := "tx-again-" + id
 	if r := a.callback(t, "evt_paid_again_"+id, testenv.SandboxBody(id, second, models.EventPaid, 75000)); r.Status != http.StatusOK {
 		t.Fatalf("the second charge: %d %s", r.Status, r.Body)
@@ -330,13 +341,7 @@ func TestBrowserRefundASecondCharge(t *testing.T) {
 // amount and reason — pressing it asks a new refund, under a new key.
 func TestBrowserRefundFailedAtTheGateway(t *testing.T) {
 	t.Parallel()
-	_, env := gatewayEnv(t, "sandbox")
-	a := startApp(t, env)
-	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
-		t.Fatal(err)
-	}
-	b := newBrowser(t, a)
-	id := b.buyAndPayOnGatewaysPage("sandbox", "") // one mug: Rp 75.000
+	a, b, id := paidSandboxMug(t, nil)
 	ensureAdmin(t, a)
 	if st := b.logIn(testAdminEmail, testAdminPassword); st != http.StatusOK {
 		t.Fatalf("log in: status %d", st)
