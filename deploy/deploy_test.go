@@ -89,8 +89,9 @@ func exported() map[string]bool {
 // place a Desc shows it.
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// seriesName is a Sekali series named in a rule, a test or a panel.
-var seriesName = regexp.MustCompile(`\bsekali_[a-zA-Z0-9_]+`)
+// seriesName is a Sekali series named in a rule, a test or a panel. The
+// group keeps the prefix a word of its own, so tools/rename renames it.
+var seriesName = regexp.MustCompile(`\b(?:sekali_[a-zA-Z0-9_]+)`)
 
 // unknownSeries returns the sekali_ series text names that are not in
 // exported, each once, in order of appearance.
