@@ -88,6 +88,8 @@
 //     is about the project the fork came from. Lower-case mentions in that
 //     section (paths, commands) are still renamed: they name files of the
 //     fork.
+//     A heading's anchor goes with it: #sekalidown, GitHub's anchor of
+//     the heading SekaliDown, becomes #myshopdown.
 //  9. other mentions: whatever is left: sekali becomes myshop
 //     (sekaliBinary, window.__sekaliMarker, the session cookie sekali_admin,
 //     the realm sekali-admin, the sekali.local Message-ID domain, the k6
@@ -350,6 +352,13 @@ func newRewriter(oldModule, newModule, oldName, newName, newTitle string) *rewri
 		}, to(newName)},
 		rule{"shop's brand " + r.oldTitle + " shop", []*regexp.Regexp{re(`(` + T + ` shop)\b`)}, to(brand(newTitle))},
 		rule{"product name " + r.oldTitle, []*regexp.Regexp{re(`(` + T + `)`)}, to(newTitle)},
+		// GitHub's anchor of a heading is the heading in lower case, so the
+		// heading SekaliDown is linked as #sekalidown: not a word of its
+		// own, yet renamed with the heading.
+		rule{"heading anchors #" + oldName + "…", []*regexp.Regexp{re(`#(` + o + `[a-z0-9]+)`)},
+			func(old string, _ []string) (string, bool) {
+				return strings.ToLower(newTitle) + old[len(oldName):], true
+			}},
 		rule{"other mentions", []*regexp.Regexp{re(`(` + o + `|` + U + `)`)}, func(old string, _ []string) (string, bool) {
 			if old == strings.ToUpper(old) {
 				return newUpper, true

@@ -522,6 +522,7 @@ func TestRewriteRules(t *testing.T) {
 		{"v.templ", `<a class="brand">Sekali admin</a> <code>sekali seed</code>`, `<a class="brand">MyShop admin</a> <code>myshop seed</code>`},
 		{"x_test.go", `func checkSekaliEnv() {}; sekaliBinary(t); window.__sekaliMarker; "sekali_admin"`, `func checkMyShopEnv() {}; myshopBinary(t); window.__myshopMarker; "myshop_admin"`},
 		{"k.js", `} from './lib/sekali.js';`, `} from './lib/myshop.js';`},
+		{"alerts.yml", "runbook_url: https://github.com/sekali/sekali/blob/main/docs/operations.md#sekalidown", "runbook_url: https://example.com/myshop/blob/main/docs/operations.md#myshopdown"},
 		// Markdown: the original's name stays where it names the original.
 		{"README.md", "# Sekali\n\nSekali (\"once\") is a Go reference application. Sekali's promises.\n\n## Forking Sekali\n\nSekali is meant to be forked: see `cmd/sekali/serve.go`.\n\n### Keep\n\nSekali's outbox.\n\n## Other\n\nSekali again.\n",
 			"# MyShop\n\nSekali (\"once\") is a Go reference application. MyShop's promises.\n\n## Forking Sekali\n\nSekali is meant to be forked: see `cmd/myshop/serve.go`.\n\n### Keep\n\nSekali's outbox.\n\n## Other\n\nMyShop again.\n"},
