@@ -71,6 +71,11 @@ func newTestApp(t *testing.T, env map[string]string) *testApp {
 		// the cap on one client's unpaid orders is off but where a test
 		// sets it (TestOneClientCannotHoardStock).
 		"OPEN_ORDERS_PER_CLIENT": "0",
+		// A request has the test's time, not the default 10 s: on a busy
+		// machine with the race detector, one bcrypt hash (accepting an
+		// invitation) has taken longer than that. Tests of a request's
+		// deadline set their own.
+		"REQUEST_TIMEOUT": testenv.Budget(t).String(),
 	}}
 	for k, v := range env {
 		a.env[k] = v
