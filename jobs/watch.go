@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -77,11 +78,15 @@ func (w *Watch) Once(ctx context.Context) (int, error) {
 func (w *Watch) archived(now time.Time) ([]alerts.Event, error) {
 	byWindow := map[time.Time][]string{}
 	since := now.Truncate(alerts.Window).Add(-alerts.Window)
+	existing, err := w.insp.Queues()
+	if err != nil {
+		return nil, fmt.Errorf("archived tasks: %w", err)
+	}
 	for _, q := range queueNames() {
-		info, err := w.insp.GetQueueInfo(q)
-		if errors.Is(err, asynq.ErrQueueNotFound) {
-			continue
+		if !slices.Contains(existing, q) {
+			continue // nothing was ever enqueued into it; GetQueueInfo would fail
 		}
+		info, err := w.insp.GetQueueInfo(q)
 		if err != nil {
 			return nil, fmt.Errorf("archived tasks of %s: %w", q, err)
 		}
