@@ -31,8 +31,9 @@ func (Tasks) Alert(eventID string, now time.Time) models.OutboxMessage {
 	return Row(AlertArgs{EventID: eventID}, now)
 }
 
-// alertRetries: with RetryDelay's backoff (capped at ten minutes) the
-// tries span about two and a half hours before the alert is marked failed.
+// alertRetries: with RetryDelay's backoff (1 s doubling, capped at ten
+// minutes) the tries span about two hours before the alert is marked
+// failed.
 const alertRetries = 20
 
 // alertJob sends an alert until the receiver answers 2xx. It needs no
