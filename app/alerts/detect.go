@@ -82,9 +82,9 @@ func windowEvents(tx *gorm.DB, start, now time.Time) ([]Event, error) {
 	var unanswered []struct {
 		Provider string
 		Calls    int64
-		Last     string
+		Example  string // one of their errors
 	}
-	err = tx.Raw(`SELECT provider, count(*) AS calls, max(last_error) AS last FROM gateway_requests
+	err = tx.Raw(`SELECT provider, count(*) AS calls, max(last_error) AS example FROM gateway_requests
 WHERE phase = ? AND last_error <> '' AND updated_at >= ? AND updated_at < ? GROUP BY provider ORDER BY provider`,
 		models.GatewaySent, start, end).Scan(&unanswered).Error
 	if err != nil {
@@ -92,7 +92,7 @@ WHERE phase = ? AND last_error <> '' AND updated_at >= ? AND updated_at < ? GROU
 	}
 	for _, u := range unanswered {
 		events = append(events, Event{Type: GatewayDown, Key: u.Provider + ":" + key, At: now,
-			Data: with(span, "provider", u.Provider, "calls", u.Calls, "error", u.Last)})
+			Data: with(span, "provider", u.Provider, "calls", u.Calls, "error", u.Example)})
 	}
 	return events, nil
 }
