@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
@@ -252,6 +253,7 @@ func (e *env) normalWorker(name string, opts ...workerOption) *worker {
 		Orders:      e.orders,
 		Mailer:      e.mailer,
 		MailFrom:    "shop@example.com",
+		Alerts:      alerts.NewSender(e.db, "", nil, time.Now), // no ALERT_WEBHOOK_URL
 	})
 	return e.startWorker(name, mux, opts...)
 }

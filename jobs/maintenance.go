@@ -172,6 +172,8 @@ func (m *Maintenance) Prune(ctx context.Context, _ *asynq.Task) error {
 		{"failed log-ins", db.Where("failed_at < ?", m.now().UTC().Add(-admins.FailureWindow)), &models.LoginFailure{}},
 		{"admin actions", db.Where("created_at < ?", cutoff), &models.AdminAction{}},
 		{"delivery counts", db.Where("minute < ?", m.now().UTC().Add(-stats.CountsKeptFor)), &models.DeliveryCount{}},
+		// A pending alert is still to be sent: it stays.
+		{"alerts", db.Where("created_at < ? AND status <> ?", cutoff, models.AlertPending), &models.Alert{}},
 	}
 	for _, s := range steps {
 		res := s.where.Delete(s.model)

@@ -282,7 +282,20 @@ func TestMaintenancePrune(t *testing.T) {
 		{Scope: "orders.create", Key: "old-locked", RequestHash: "h", LockedAt: ptr(old), CreatedAt: old},
 		{Scope: "orders.create", Key: "recent-answered", RequestHash: "h", ResponseCode: &code, ResponseBody: &body, CreatedAt: recent},
 	}
-	for _, rows := range []any{&deliveries, &jobRows, &outboxRows, &keys} {
+	alertRow := func(id string, status models.AlertStatus, created time.Time) models.Alert {
+		a := models.Alert{EventID: id, Type: "refund.failed", Payload: []byte(`{}`), Status: status, CreatedAt: created}
+		if status == models.AlertSent {
+			a.SentAt = &created
+		}
+		return a
+	}
+	alertRows := []models.Alert{
+		alertRow("old-sent", models.AlertSent, old),
+		alertRow("old-failed", models.AlertFailed, old),
+		alertRow("old-pending", models.AlertPending, old), // still to be sent
+		alertRow("recent-sent", models.AlertSent, recent),
+	}
+	for _, rows := range []any{&deliveries, &jobRows, &outboxRows, &keys, &alertRows} {
 		if err := db.Create(rows).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -302,6 +315,7 @@ func TestMaintenancePrune(t *testing.T) {
 		"SELECT idempotency_key FROM job_executions": {"old-failed", "old-processing", "recent-succeeded", "started-old-finished-recent"},
 		"SELECT task_id FROM outbox_messages":        {"created-old-dispatched-recent", "old-pending", "recent-dispatched"},
 		"SELECT key FROM api_idempotency_keys":       {"old-locked", "recent-answered"},
+		"SELECT event_id FROM alerts":                {"old-pending", "recent-sent"},
 	}
 	for round := 1; round <= 2; round++ {
 		if err := m.Prune(context.Background(), nil); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -82,7 +83,7 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	recovered := 0
 	var errs []error
 	for _, m := range candidates {
-		lost, err := r.redispatch(ctx, m)
+		lost, err := r.redispatch(ctx, m, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.TaskID, err))
 			continue
@@ -98,10 +99,22 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	return recovered, errors.Join(errs...)
 }
 
+// resentEvent is the reconciler.resent alert of m, handed over again by
+// a pass that began at now: one per window, however many tasks a loss of
+// Redis data makes it hand over again, naming the first.
+func resentEvent(m models.OutboxMessage, now time.Time) alerts.Event {
+	start := now.Truncate(alerts.Window)
+	return alerts.Event{Type: alerts.ReconcilerSent, Key: alerts.WindowKey(start), At: now, Data: map[string]any{
+		"window_start": start, "window_end": start.Add(alerts.Window),
+		"first_task_id": m.TaskID, "first_task_type": m.TaskType, "dispatched_at": m.DispatchedAt,
+	}}
+}
+
 // redispatch hands m to the queue again, with the row locked (a relay or
 // an admin may act on it too). lost reports whether the queue took it —
-// it had lost it —, and then the row's clock restarts.
-func (r *Reconciler) redispatch(ctx context.Context, m models.OutboxMessage) (lost bool, err error) {
+// it had lost it —, and then the row's clock restarts and the pass's
+// alert (pass is when it began) is raised.
+func (r *Reconciler) redispatch(ctx context.Context, m models.OutboxMessage, pass time.Time) (lost bool, err error) {
 	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Exec("SELECT 1 FROM outbox_messages WHERE id = ? AND status = ? FOR UPDATE", m.ID, models.OutboxDispatched)
 		if res.Error != nil || res.RowsAffected == 0 {
@@ -112,8 +125,14 @@ func (r *Reconciler) redispatch(ctx context.Context, m models.OutboxMessage) (lo
 			return err
 		}
 		lost = true
-		return tx.Model(&models.OutboxMessage{}).Where("id = ?", m.ID).
-			Updates(map[string]any{"dispatched_at": r.now().UTC(), "attempts": gorm.Expr("attempts + 1")}).Error
+		now := r.now().UTC()
+		err = tx.Model(&models.OutboxMessage{}).Where("id = ?", m.ID).
+			Updates(map[string]any{"dispatched_at": now, "attempts": gorm.Expr("attempts + 1")}).Error
+		if err != nil {
+			return err
+		}
+		_, err = alerts.Raise(tx, Tasks{}, resentEvent(m, pass))
+		return err
 	})
 	return lost, store.Classify(err)
 }

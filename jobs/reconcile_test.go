@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
@@ -47,6 +48,13 @@ func TestReconcilerRecoversTasksRedisLost(t *testing.T) {
 	// A second pass finds the tasks in the queue again: nothing to do.
 	if again, err := r.Once(context.Background()); again != 0 || err != nil {
 		t.Errorf("second pass: %d re-dispatched, %v; want 0", again, err)
+	}
+	// Forty tasks handed over again make one alert, not forty.
+	if got := e.count("SELECT count(*) FROM alerts WHERE type = ?", alerts.ReconcilerSent); got != 1 {
+		t.Errorf("%d reconciler.resent alerts, want 1", got)
+	}
+	if _, err := relay.RelayOnce(context.Background()); err != nil { // the alert's send task
+		t.Fatal(err)
 	}
 	e.normalWorker("default")
 	e.normalWorker("critical")

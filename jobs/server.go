@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -39,6 +40,11 @@ type WorkerConfig struct {
 	// Refunds sends the refunds admins ask for (refund:send); nil in a
 	// worker that cannot.
 	Refunds RefundSender
+	// AlertWebhookURL is where alerts are POSTed, signed with
+	// AlertWebhookKey (ALERT_WEBHOOK_URL, ALERT_WEBHOOK_SECRET); empty:
+	// alerts are recorded and shown, not sent.
+	AlertWebhookURL string
+	AlertWebhookKey []byte
 	// ShutdownTimeout is how long running jobs get to finish on stop;
 	// unfinished ones are handed back to the queue.
 	ShutdownTimeout time.Duration
@@ -74,6 +80,8 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		Refunds:     cfg.Refunds,
 		Mailer:      mailer,
 		MailFrom:    cfg.MailFrom,
+		Alerts:      alerts.NewSender(db, cfg.AlertWebhookURL, cfg.AlertWebhookKey, time.Now),
+		Watch:       NewWatch(db, asynq.NewInspectorFromRedisClient(rdb), log, time.Now),
 	})
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.Concurrency,

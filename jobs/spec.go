@@ -7,6 +7,7 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -50,6 +51,8 @@ func specs() []Spec {
 		rollupJob(),
 		reconcileJob(),
 		pollPaymentsJob(),
+		alertJob(),
+		watchJob(),
 	}
 }
 
@@ -65,6 +68,8 @@ type Deps struct {
 	Refunds     RefundSender // nil in a worker that sends no refunds
 	Mailer      mail.Mailer
 	MailFrom    string
+	Alerts      *alerts.Sender // delivers alert:send; its address may be empty (alerts are then recorded, not sent)
+	Watch       *Watch
 }
 
 // QueueMaintenance is the queue of the periodic tasks (the business

@@ -77,8 +77,12 @@ func TestTasksWriteTheBusinessTasks(t *testing.T) {
 		string(m.Payload) != `{"refund_request_id":7,"order_id":"ORD-1","request_id":"req-9"}` || !m.ProcessAt.Equal(now) {
 		t.Errorf("refund: %s on %s, %s, due %v; want refund:send:7 on the critical queue, due now", m.TaskID, m.Queue, m.Payload, m.ProcessAt)
 	}
+	if m := (jobs.Tasks{}).Alert("audit.red:after-run-3", now); m.TaskID != "alert:send:audit.red:after-run-3" || m.Queue != jobs.QueueDefault ||
+		string(m.Payload) != `{"event_id":"audit.red:after-run-3"}` || !m.ProcessAt.Equal(now) {
+		t.Errorf("alert: %s on %s, %s, due %v; want alert:send:audit.red:after-run-3 on the default queue, due now", m.TaskID, m.Queue, m.Payload, m.ProcessAt)
+	}
 	types := (&jobs.Console{}).TaskTypes()
-	if want := []string{"invoice:generate", "email:send", "order:expire", "refund:send"}; !slices.Equal(types, want) {
+	if want := []string{"invoice:generate", "email:send", "order:expire", "refund:send", "alert:send"}; !slices.Equal(types, want) {
 		t.Errorf("task types %q, want %q", types, want)
 	}
 }
@@ -91,6 +95,7 @@ func TestPeriodicTasksPinned(t *testing.T) {
 	every := map[string]time.Duration{
 		"sweep:stuck": time.Minute, "sweep:expired": time.Minute, "prune": time.Hour,
 		"stats:rollup": time.Minute, "outbox:reconcile": time.Minute, "payments:poll": time.Minute,
+		"alerts:watch": time.Minute,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

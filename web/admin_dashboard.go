@@ -43,6 +43,11 @@ func (s *Server) adminDashboard(c echo.Context) error {
 	} else {
 		s.log.WarnContext(ctx, "archived task count unavailable", "request_id", requestID(c), "error", err)
 	}
+	v.Alerts = make([]views.AlertRow, 0, len(d.Alerts))
+	for _, a := range d.Alerts {
+		v.Alerts = append(v.Alerts, views.AlertRow{Event: a.Type, WebhookID: a.EventID, At: a.CreatedAt.UTC(),
+			Status: string(a.Status), Attempts: a.Attempts, SentAt: a.SentAt, LastError: a.LastError})
+	}
 	if a := d.LastAudit; a != nil {
 		v.LastAudit = &views.AuditVerdict{OK: a.OK, Violations: a.Violations, Summary: a.Summary, At: a.CreatedAt.UTC()}
 	}

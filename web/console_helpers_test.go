@@ -151,7 +151,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Payments:    paymentService,
 		Keys:        idempotency.New(db, time.Now, cfg.RequestTimeout),
 		Products:    catalog.NewService(db),
-		Audit:       audit.New(db),
+		Audit:       audit.New(db).RaisingAlerts(jobs.Tasks{}),
 		Admins:      admins.NewService(db, time.Now),
 		Sessions:    web.NewSessions(postgresstore.NewWithCleanupInterval(sqlDB, 0), cfg),
 		Stories:     story.New(db, jobs.Tasks{}),

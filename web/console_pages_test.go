@@ -1043,3 +1043,43 @@ func TestApplyMatchingDeliveriesAgain(t *testing.T) {
 		t.Errorf("a bulk apply again of conflicts: %d, want 422", h1)
 	}
 }
+
+// A red audit run from the console raises audit.red, and the dashboard
+// lists it, page and JSON, with where its delivery stands.
+func TestDashboardListsRecentAlerts(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	if got := c.get("/admin").Doc(t).Find("h2:contains('Alerts') + p").Text(); !strings.Contains(got, "No alert raised yet") {
+		t.Errorf("dashboard before any alert: %q", got)
+	}
+	testenv.MustCreateProduct(t, c.db, "ALERTED", 1000, 10)
+	c.db.Exec("UPDATE products SET stock = 9 WHERE sku = 'ALERTED'")
+	c.post("/admin/audit", url.Values{"drain_timeout": {"0s"}})
+	c.post("/admin/audit", url.Values{"drain_timeout": {"0s"}}) // the same red spell: no second alert
+
+	var rows []string
+	c.get("/admin").Doc(t).Find("h2:contains('Alerts') + .table-wrap tbody tr").Each(func(_ int, tr *goquery.Selection) {
+		rows = append(rows, tr.Find("td").First().Text()+" "+tr.Find(".badge").Text())
+	})
+	if want := []string{"audit.red pending"}; !slices.Equal(rows, want) {
+		t.Errorf("the dashboard's alerts: %q, want %q", rows, want)
+	}
+
+	c.db.Exec("UPDATE alerts SET status = 'sent', sent_at = now(), attempts = 1")
+	var got struct {
+		Alerts []struct {
+			Event     string     `json:"event"`
+			WebhookID string     `json:"webhook_id"`
+			Status    string     `json:"status"`
+			SentAt    *time.Time `json:"sent_at"`
+		} `json:"alerts"`
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin").Body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Alerts) != 1 || got.Alerts[0].Event != "audit.red" || got.Alerts[0].Status != "sent" ||
+		!strings.HasPrefix(got.Alerts[0].WebhookID, "audit.red:") || got.Alerts[0].SentAt == nil {
+		t.Errorf("the dashboard's JSON alerts: %+v; want audit.red, sent", got.Alerts)
+	}
+}

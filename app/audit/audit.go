@@ -9,11 +9,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -63,6 +65,7 @@ type Auditor struct {
 	db     *gorm.DB
 	checks []Check
 	drain  bool
+	alerts alerts.Tasks // nil: a red run raises no alert
 }
 
 // New returns an auditor of every invariant: baseChecks and jobChecks. Its
@@ -75,6 +78,15 @@ func New(db *gorm.DB) *Auditor {
 // jobs (baseChecks: 1 to 5), which does not drain: for tests and set-ups that
 // run no worker.
 func WithoutJobs(db *gorm.DB) *Auditor { return &Auditor{db: db, checks: baseChecks} }
+
+// RaisingAlerts makes a run that turns the audit red raise audit.red
+// (docs/operations.md#operational-webhooks), with tasks making its send
+// task.
+func (a *Auditor) RaisingAlerts(tasks alerts.Tasks) *Auditor {
+	b := *a
+	b.alerts = tasks
+	return &b
+}
 
 // Checks returns the invariants this auditor checks, in the order they
 // run and are printed, which is the order of their IDs.
@@ -101,14 +113,41 @@ func (a *Auditor) Run(ctx context.Context, drainTimeout time.Duration) (Report, 
 	if err != nil {
 		return r, err
 	}
-	err = a.db.WithContext(ctx).Create(&models.AuditRun{
-		OK: r.OK, Violations: len(r.Violations), Checks: len(r.Checked), Drained: r.Drained,
-		Settling: r.Settling, Summary: summary(r), TookMS: int(r.took.Milliseconds()),
-	}).Error
+	err = a.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		run := models.AuditRun{
+			OK: r.OK, Violations: len(r.Violations), Checks: len(r.Checked), Drained: r.Drained,
+			Settling: r.Settling, Summary: summary(r), TookMS: int(r.took.Milliseconds()),
+		}
+		if err := tx.Create(&run).Error; err != nil {
+			return err
+		}
+		if r.OK || a.alerts == nil {
+			return nil
+		}
+		e, err := redEvent(tx, run, r)
+		if err == nil {
+			_, err = alerts.Raise(tx, a.alerts, e)
+		}
+		return err
+	})
 	if err != nil {
 		return r, fmt.Errorf("audit: record the verdict: %w", store.Classify(err))
 	}
 	return r, nil
+}
+
+// redEvent is the audit.red alert of run, red. Its key is the last green
+// run before it: every red run until the next green one is the same
+// occurrence — a run repeated, or two at once, raise it once — and a red
+// after a green is a new one.
+func redEvent(tx *gorm.DB, run models.AuditRun, r Report) (alerts.Event, error) {
+	var green int64
+	if err := tx.Raw("SELECT coalesce(max(id), 0) FROM audit_runs WHERE ok AND id < ?", run.ID).Scan(&green).Error; err != nil {
+		return alerts.Event{}, err
+	}
+	first := r.Violations[:min(len(r.Violations), 10)]
+	return alerts.Event{Type: alerts.AuditRed, Key: "after-run-" + strconv.FormatInt(green, 10), At: run.CreatedAt,
+		Data: map[string]any{"audit_run_id": run.ID, "violations": len(r.Violations), "summary": run.Summary, "first": first}}, nil
 }
 
 // Latest returns the verdict of the latest run, or nil before the first.

@@ -194,6 +194,10 @@ type Config struct {
 	ReconcileAfter        time.Duration // RECONCILE_AFTER: a dispatched task missing from the queue this long is dispatched again
 	WorkerID              string        // WORKER_ID: this worker's name in job_executions (default host:pid)
 
+	// Operational webhooks (docs/operations.md#operational-webhooks).
+	AlertWebhookURL string // ALERT_WEBHOOK_URL: where alerts are POSTed; empty: they are recorded, not sent
+	AlertWebhookKey []byte // ALERT_WEBHOOK_SECRET ("whsec_<base64>"): the key alerts are signed with
+
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
 }
 
@@ -241,6 +245,7 @@ func Load(getenv func(string) string) (Config, error) {
 		LogLevel:              r.level("LOG_LEVEL", slog.LevelInfo),
 	}
 	c.DatabaseListenURL = r.url("DATABASE_LISTEN_URL", c.DatabaseURL, "postgres", "postgresql")
+	c.AlertWebhookURL, c.AlertWebhookKey = r.alertWebhook("ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET")
 	if c.DBPgBouncer {
 		r.checkPgBouncer(c)
 	}
@@ -307,6 +312,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("prune_after", c.PruneAfter.String()),
 		slog.String("delivery_body_retention", c.DeliveryBodyRetention.String()),
 		slog.String("reconcile_after", c.ReconcileAfter.String()),
+		slog.Bool("alert_webhook", c.AlertWebhookURL != ""),
 		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),
 	)
@@ -639,6 +645,28 @@ func (r *reader) level(name string, def slog.Level) slog.Level {
 
 // secrets reads a comma-separated list of whsec_ secrets. The secret text
 // never appears in an error.
+// alertWebhook reads the alerts' address and the secret they are signed
+// with: both or neither, since an unsigned alert cannot be trusted.
+func (r *reader) alertWebhook(urlName, secretName string) (string, []byte) {
+	u, secret := r.optionalURL(urlName, "https", "http"), r.str(secretName, "")
+	switch {
+	case u == "" && secret == "":
+		return "", nil
+	case u == "":
+		r.fail(urlName, "is needed with %s", secretName)
+		return "", nil
+	case secret == "":
+		r.fail(secretName, `is needed with %s: "whsec_" followed by base64`, urlName)
+		return "", nil
+	}
+	key, err := stdwebhooks.DecodeSecret(secret)
+	if err != nil {
+		r.fail(secretName, "%v", err)
+		return "", nil
+	}
+	return u, key
+}
+
 func (r *reader) secrets(name, def string) (keys [][]byte, isDefault bool) {
 	v := r.str(name, "")
 	if v == "" {

@@ -307,8 +307,10 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		smtpPassword  = "smtpPw-e28f6"
 		sandboxKey    = "sandbox-key-5d1b8"
 		orderTokens   = "order-token-secret-9f8e7d6c5b4a39281"
+		alertKey      = "alert-key-3c9d0"
+		alertToken    = "alertUrlTok-6b2e1"
 	)
-	sandboxSecret := secret(sandboxKey)
+	sandboxSecret, alertSecret := secret(sandboxKey), secret(alertKey)
 	vars := map[string]string{
 		"DATABASE_URL":           "postgres://app:" + dbPassword + "@db.internal:5432/shop",
 		"REDIS_URL":              "redis://:" + redisPassword + "@cache.internal:6379/1",
@@ -317,6 +319,8 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		"ADMIN_API_TOKEN":        apiToken,
 		"SANDBOX_WEBHOOK_SECRET": sandboxSecret,
 		"ORDER_TOKEN_SECRET":     orderTokens,
+		"ALERT_WEBHOOK_URL":      "https://hooks.example.com/in/" + alertToken,
+		"ALERT_WEBHOOK_SECRET":   alertSecret,
 	}
 	c, err := config.Load(env(vars))
 	if err != nil {
@@ -324,7 +328,7 @@ func TestLogValueHidesSecrets(t *testing.T) {
 	}
 	secrets := []string{
 		adminPassword, apiToken, dbPassword, redisPassword, smtpPassword, sandboxKey, sandboxSecret,
-		orderTokens,
+		orderTokens, alertKey, alertSecret, alertToken, strings.TrimPrefix(alertSecret, "whsec_"),
 		base64.StdEncoding.EncodeToString([]byte(orderTokens)), // a []byte in JSON
 		strings.TrimPrefix(sandboxSecret, "whsec_"),            // also how a []byte key is written in JSON
 	}
@@ -343,6 +347,30 @@ func TestLogValueHidesSecrets(t *testing.T) {
 			if strings.Contains(out, s) {
 				t.Errorf("%s: log line contains secret %q: %s", name, s, out)
 			}
+		}
+	}
+}
+
+// TestLoadAlertWebhook: ALERT_WEBHOOK_URL and ALERT_WEBHOOK_SECRET come
+// together or not at all, the secret in the Standard Webhooks form.
+func TestLoadAlertWebhook(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(env(nil))
+	if err != nil || c.AlertWebhookURL != "" || c.AlertWebhookKey != nil {
+		t.Fatalf("unset: %q %q %v; want alerts not sent", c.AlertWebhookURL, c.AlertWebhookKey, err)
+	}
+	c, err = config.Load(env(map[string]string{"ALERT_WEBHOOK_URL": "https://ops.example.com/hooks", "ALERT_WEBHOOK_SECRET": secret("k1")}))
+	if err != nil || c.AlertWebhookURL != "https://ops.example.com/hooks" || string(c.AlertWebhookKey) != "k1" {
+		t.Fatalf("both set: %q %q %v", c.AlertWebhookURL, c.AlertWebhookKey, err)
+	}
+	for _, vars := range []map[string]string{
+		{"ALERT_WEBHOOK_URL": "https://ops.example.com/hooks"},
+		{"ALERT_WEBHOOK_SECRET": secret("k1")},
+		{"ALERT_WEBHOOK_URL": "https://ops.example.com/hooks", "ALERT_WEBHOOK_SECRET": "plain-secret"},
+		{"ALERT_WEBHOOK_URL": "ftp://ops.example.com/hooks", "ALERT_WEBHOOK_SECRET": secret("k1")},
+	} {
+		if _, err := config.Load(env(vars)); err == nil || !strings.Contains(err.Error(), "ALERT_WEBHOOK_") {
+			t.Errorf("Load(%v): %v; want an error naming the variable", vars, err)
 		}
 	}
 }

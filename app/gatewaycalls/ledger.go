@@ -72,7 +72,11 @@ func (l *Ledger) Claim(ctx context.Context, r *models.GatewayRequest, lease time
 // it claimed. An update through it that changes no row means another
 // caller took the row over.
 func (l *Ledger) Held(ctx context.Context, r *models.GatewayRequest) *gorm.DB {
-	return l.db.WithContext(ctx).Model(&models.GatewayRequest{}).
+	return held(l.db.WithContext(ctx), r)
+}
+
+func held(db *gorm.DB, r *models.GatewayRequest) *gorm.DB {
+	return db.Model(&models.GatewayRequest{}).
 		Where("id = ? AND phase = ? AND attempts = ?", r.ID, models.GatewaySent, r.Attempts)
 }
 
@@ -91,8 +95,13 @@ func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, r
 
 // Failed records the gateway's "no" on r while the caller holds it.
 func (l *Ledger) Failed(ctx context.Context, r *models.GatewayRequest, cause error) error {
+	return l.FailedIn(l.db.WithContext(ctx), r, cause)
+}
+
+// FailedIn is Failed in tx, for a caller that records more with it.
+func (l *Ledger) FailedIn(tx *gorm.DB, r *models.GatewayRequest, cause error) error {
 	l.count(r, answerRefused)
-	err := l.Held(ctx, r).Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(cause.Error()),
+	err := held(tx, r).Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(cause.Error()),
 		"locked_until": nil, "updated_at": l.now().UTC()}).Error
 	if err != nil {
 		return fmt.Errorf("gatewaycalls: record request %d failed: %w", r.ID, store.Classify(err))

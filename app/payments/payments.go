@@ -20,6 +20,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
@@ -286,6 +287,7 @@ type Service struct {
 type Tasks interface {
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
 	RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
+	alerts.Tasks // refund.failed, when a refund fails after the gateway accepted it
 }
 
 // NewService returns the callback pipeline for the given providers,

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/models"
@@ -254,7 +255,7 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 			return "", false, 0, err
 		}
 	}
-	if err := FailAfterAcceptance(tx, charge.Provider, failed, now); err != nil {
+	if err := FailAfterAcceptance(tx, s.tasks, charge.Provider, failed, now); err != nil {
 		return "", false, 0, err
 	}
 	var rows []models.OutboxMessage
@@ -310,15 +311,26 @@ func changedOne(res *gorm.DB, what, key string) error {
 // so), failed after the gateway had accepted them: their record says
 // why, and what they asked no longer counts as asked. The news of the
 // failure calls it; so does refunds.Service for a refund whose answer it
-// records after that news was applied.
-func FailAfterAcceptance(tx *gorm.DB, provider string, keys []string, now time.Time) error {
+// records after that news was applied. Each request it fails raises
+// refund.failed in tx, with tasks making its send task.
+func FailAfterAcceptance(tx *gorm.DB, tasks alerts.Tasks, provider string, keys []string, now time.Time) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	return tx.Model(&models.GatewayRequest{}).
+	var failed []models.GatewayRequest
+	err := tx.Model(&failed).Clauses(clause.Returning{}).
 		Where("kind = ? AND provider = ? AND (provider_object_id IN ? OR idempotency_key IN ?) AND phase = ?",
 			models.GatewayRefund, provider, keys, keys, models.GatewayDone).
 		Updates(map[string]any{"phase": models.GatewayFailed, "last_error": FailedAfterAcceptance, "updated_at": now}).Error
+	if err != nil {
+		return err
+	}
+	for _, r := range failed {
+		if _, err := alerts.Raise(tx, tasks, alerts.RefundFailedEvent(r, now)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // FailedAfterAcceptance is the last_error of a refund Sekali asked for

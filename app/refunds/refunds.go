@@ -17,6 +17,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/idempotency"
 	"github.com/sekali/sekali/app/metrics"
@@ -35,6 +36,7 @@ const MaxReason = 500
 // asked for by the admin's HTTP request requestID.
 type Tasks interface {
 	Refund(refundRequestID int64, orderID, requestID string, now time.Time) models.OutboxMessage
+	alerts.Tasks // refund.failed, when the gateway refuses a refund
 }
 
 // answerApplier applies a gateway's answer as its notification would be

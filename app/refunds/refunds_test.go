@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/metrics"
@@ -427,6 +429,20 @@ func TestRefusedRefundFails(t *testing.T) {
 		t.Fatalf("left after a refusal: %+v, %v; want the whole payment", left, err)
 	}
 	e.assertCalls(map[string]float64{"refused": 1, "done": 0, "unanswered": 0})
+	e.assertAlerted(r.ID)
+}
+
+// assertAlerted checks that refund.failed was raised once, for refund
+// record id, with its send task.
+func (e *env) assertAlerted(id int64) {
+	e.t.Helper()
+	var ids, tasks []string
+	e.db.Model(&models.Alert{}).Where("type = ?", alerts.RefundFailed).Pluck("event_id", &ids)
+	e.db.Model(&models.OutboxMessage{}).Where("task_type = ?", jobs.TaskAlertSend).Pluck("task_id", &tasks)
+	want := alerts.RefundFailed + ":" + strconv.FormatInt(id, 10)
+	if len(ids) != 1 || ids[0] != want || len(tasks) != 1 || tasks[0] != jobs.TaskAlertSend+":"+want {
+		e.t.Errorf("alerts %v, send tasks %v; want %s once, with its task", ids, tasks, want)
+	}
 }
 
 // An order that was not paid has nothing to refund.
@@ -621,4 +637,5 @@ func TestRefundFailedAfterAcceptance(t *testing.T) {
 	if calls := e.gw.calls.Load(); calls != 1 {
 		t.Errorf("%d calls to the gateway, want 1: a done refund is never asked again", calls)
 	}
+	e.assertAlerted(r.ID) // failed twice, raised once
 }

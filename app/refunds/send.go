@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"gorm.io/gorm"
+
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
@@ -75,7 +78,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 	case err == nil:
 		err = errors.New("the gateway's answer names no refund")
 	case gatewaycalls.IsRefused(err):
-		if uerr := s.ledger.Failed(wctx, r, err); uerr != nil {
+		if uerr := s.refused(wctx, r, err); uerr != nil {
 			return nil, fmt.Errorf("refunds.Send: %w", uerr)
 		}
 		log.WarnContext(ctx, "refund refused by the gateway", "error", err)
@@ -139,6 +142,24 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 	return s.get(ctx, r.ID)
 }
 
+// refused records the gateway's "no" to r, which the caller holds, and
+// raises refund.failed in the same transaction.
+func (s *Service) refused(ctx context.Context, r *models.GatewayRequest, cause error) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := s.ledger.FailedIn(tx, r, cause); err != nil {
+			return err
+		}
+		var failed int64
+		if err := tx.Model(r).Where("id = ? AND phase = ?", r.ID, models.GatewayFailed).Count(&failed).Error; err != nil || failed == 0 {
+			return err // another caller had taken the row over: its outcome stands
+		}
+		e := alerts.RefundFailedEvent(*r, s.now())
+		e.Data["error"] = cause.Error()
+		_, err := alerts.Raise(tx, s.tasks, e)
+		return err
+	})
+}
+
 // failIfFailed marks refund request r, done, failed when its refund at
 // the gateway — named by the gateway's id of it or by Sekali's key, as
 // payments.FailAfterAcceptance finds it — is recorded failed or
@@ -155,7 +176,9 @@ func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest) er
 	if err != nil || failed == 0 {
 		return store.Classify(err)
 	}
-	return payments.FailAfterAcceptance(s.db.WithContext(ctx), r.Provider, keys, s.now().UTC())
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return payments.FailAfterAcceptance(tx, s.tasks, r.Provider, keys, s.now().UTC())
+	})
 }
 
 // get reads refund request id.

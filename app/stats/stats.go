@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -144,7 +145,12 @@ type Dashboard struct {
 	Conflicts    []models.PaymentCallback
 	// The last audit verdict, nil if the audit never ran.
 	LastAudit *models.AuditRun
+	// The newest operational webhooks, newest first.
+	Alerts []models.Alert
 }
+
+// RecentAlerts is how many alerts the dashboard lists.
+const RecentAlerts = 10
 
 // Read reads the dashboard's figures as of now.
 func Read(ctx context.Context, db *gorm.DB, now time.Time) (Dashboard, error) {
@@ -193,6 +199,9 @@ SELECT (SELECT count(*) FROM job_executions WHERE status = 'processing') AS proc
 		return d, fmt.Errorf("stats.Read: conflicts: %w", store.Classify(err))
 	}
 	if d.LastAudit, err = audit.Latest(ctx, db); err != nil {
+		return d, fmt.Errorf("stats.Read: %w", err)
+	}
+	if d.Alerts, err = alerts.Recent(ctx, db, RecentAlerts); err != nil {
 		return d, fmt.Errorf("stats.Read: %w", err)
 	}
 	return d, nil

@@ -167,7 +167,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Calls:    gatewaycalls.NewLedger(db, time.Now, metricSet),
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
-			Audit:    audit.New(db),
+			Audit:    audit.New(db).RaisingAlerts(jobs.Tasks{}),
 			Metrics:  metricSet.Registry,
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -223,7 +223,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, KeepBodiesFor: cfg.DeliveryBodyRetention, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
-				Refunds: refundService,
+				Refunds:         refundService,
+				AlertWebhookURL: cfg.AlertWebhookURL, AlertWebhookKey: cfg.AlertWebhookKey,
 				PollPayments: func(ctx context.Context) (int, error) {
 					return paymentService.Poll(ctx, statusClients, cfg.PollWithin)
 				},

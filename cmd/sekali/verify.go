@@ -7,6 +7,7 @@ import (
 
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/jobs"
 )
 
 // verify is `sekali verify`: the integrity audit, one line per invariant
@@ -26,7 +27,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	defer store.Close(db)
 
-	a := audit.New(db)
+	a := audit.New(db).RaisingAlerts(jobs.Tasks{})
 	report, err := a.Run(ctx, *drainTimeout)
 	if err != nil {
 		return err

@@ -112,6 +112,19 @@ type Dashboard struct {
 	OutboxPending     int64         `json:"outbox_pending"`
 	OutboxOldest      time.Duration `json:"outbox_oldest_age_ns"`
 	LastAudit         *AuditVerdict `json:"last_audit"` // nil: the audit never ran
+	Alerts            []AlertRow    `json:"alerts"`     // the newest operational webhooks, newest first
+}
+
+// AlertRow is one operational webhook: its event, when it was raised and
+// where its delivery stands (pending, sent, failed, unsent).
+type AlertRow struct {
+	Event     string     `json:"event"`
+	WebhookID string     `json:"webhook_id"`
+	At        time.Time  `json:"at"`
+	Status    string     `json:"status"`
+	Attempts  int        `json:"attempts"`
+	SentAt    *time.Time `json:"sent_at"`
+	LastError string     `json:"last_error,omitempty"`
 }
 
 // AuditVerdict is one past audit run.
