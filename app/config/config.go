@@ -20,6 +20,7 @@ import (
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/redisconn"
 	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
@@ -195,6 +196,8 @@ type Config struct {
 	WorkerID              string        // WORKER_ID: this worker's name in job_executions (default host:pid)
 
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
+	// Tracing is what the OTEL_* variables ask for; off when unset.
+	Tracing tracing.Config
 }
 
 // Load reads the configuration through getenv (os.Getenv in main, a map in
@@ -239,6 +242,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ReconcileAfter:        r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
 		WorkerID:              r.str("WORKER_ID", defaultWorkerID()),
 		LogLevel:              r.level("LOG_LEVEL", slog.LevelInfo),
+		Tracing:               r.tracing(),
 	}
 	c.DatabaseListenURL = r.url("DATABASE_LISTEN_URL", c.DatabaseURL, "postgres", "postgresql")
 	if c.DBPgBouncer {
@@ -309,6 +313,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("reconcile_after", c.ReconcileAfter.String()),
 		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),
+		tracingLog(c.Tracing),
 	)
 }
 
