@@ -31,16 +31,15 @@ func (s *Server) traceRequests(tp trace.TracerProvider) echo.MiddlewareFunc {
 					attribute.String("sekali.request_id", requestID(c))))
 			defer span.End()
 			c.SetRequest(r.WithContext(ctx))
-			err := next(c)
-			status := c.Response().Status
-			if he, ok := err.(*echo.HTTPError); ok {
-				status = he.Code
+			if err := next(c); err != nil {
+				c.Error(err) // answer now, inside the span, so its status is known (as accessLog does)
 			}
+			status := c.Response().Status
 			span.SetAttributes(attribute.Int("http.response.status_code", status))
-			if err != nil || status >= http.StatusInternalServerError {
+			if status >= http.StatusInternalServerError {
 				span.SetStatus(codes.Error, http.StatusText(status))
 			}
-			return err
+			return nil
 		}
 	}
 }

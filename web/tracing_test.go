@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -77,6 +79,19 @@ func TestCallbackTraceReachesItsOutboxRows(t *testing.T) {
 		t.Errorf("delivery trace_id %q; want %s", stored, traceID)
 	}
 
+	// The span records the answer's status, also when a handler's error
+	// decides it (the one error handler answers inside the span).
+	if got := statusOf(request); got != http.StatusOK {
+		t.Errorf("request span status code %d; want 200", got)
+	}
+	spans.Reset()
+	req := httptest.NewRequest("POST", "/callbacks/sandbox", bytesReader(sandboxPaid(id)))
+	req.Header = testenv.SandboxHeaders("evt_forged", []byte("another body"), time.Now())
+	srv.ServeHTTP(httptest.NewRecorder(), req)
+	if ss := spans.GetSpans(); len(ss) != 1 || statusOf(ss[0]) != http.StatusUnauthorized || ss[0].Status.Code == codes.Error {
+		t.Errorf("a forged delivery's spans %v; want the request's alone, 401, not an error of ours", names(ss))
+	}
+
 	t.Run("off", func(t *testing.T) {
 		t.Parallel()
 		srv, svc, db := callbackServer(t, nil)
@@ -102,6 +117,15 @@ func count(t *testing.T, db *gorm.DB, query string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func statusOf(s tracetest.SpanStub) int64 {
+	for _, a := range s.Attributes {
+		if a.Key == "http.response.status_code" {
+			return a.Value.AsInt64()
+		}
+	}
+	return 0
 }
 
 func names(ss tracetest.SpanStubs) []string {
