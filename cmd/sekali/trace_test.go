@@ -114,13 +114,15 @@ func startRole(t *testing.T, a *testApp, role string) (stop func()) {
 // relay's hand-over of each task, and the worker's task runs (the
 // guard's claim, effect and fence check, the SMTP send) are one trace,
 // each span the child of the one that caused it; the callback's
-// delivery row keeps the trace id.
+// delivery row keeps the trace id, and the order's story names it.
 func TestOnePaidOrderIsOneTrace(t *testing.T) {
 	t.Parallel()
 	collector := startCollector(t)
 	smtp := testenv.StartSMTP(t)
+	const adminToken = "trace-admin-token"
 	a := newTestApp(t, map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "SMTP_URL": smtp.URL(), "METRICS_ADDR": "127.0.0.1:0",
+		"ADMIN_API_TOKEN": adminToken,
 	})
 	stopWeb := startRole(t, a, "web")
 	stopRelay := startRole(t, a, "relay")
@@ -133,14 +135,18 @@ func TestOnePaidOrderIsOneTrace(t *testing.T) {
 		return a.count(t, "SELECT count(*) FROM invoices WHERE order_id = ?", id) == 1 &&
 			a.count(t, "SELECT count(*) FROM outbound_emails WHERE key = ? AND status = 'sent'", mail.Key(mail.OrderPaid, id)) == 1
 	})
-	for _, stop := range []func(){stopWeb, stopRelay, stopWorker} {
-		stop() // each sends its buffered spans as it stops
-	}
-
 	var traceID string
 	if err := a.DB.Raw(`SELECT d.trace_id FROM callback_deliveries d JOIN payment_callbacks c ON c.id = d.callback_id
 		WHERE c.order_id = ? AND d.outcome = 'processed'`, id).Scan(&traceID).Error; err != nil || len(traceID) != 32 {
 		t.Fatalf("the paid delivery's trace_id = %q (%v); want 32 hex digits", traceID, err)
+	}
+	// The order's story names it.
+	r := a.do(t, "GET", "/api/admin/orders/"+id, http.Header{"Authorization": {"Bearer " + adminToken}}, nil)
+	if traces, _ := r.JSON["traces"].([]any); r.Status != 200 || len(traces) != 1 || traces[0] != traceID {
+		t.Errorf("GET /api/admin/orders/%s: %d, traces %v; want [%s]", id, r.Status, r.JSON["traces"], traceID)
+	}
+	for _, stop := range []func(){stopWeb, stopRelay, stopWorker} {
+		stop() // each sends its buffered spans as it stops
 	}
 	byID := map[string]collectedSpan{}
 	var trace []collectedSpan
