@@ -232,7 +232,9 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	g.db.WithContext(ctx).Raw("SELECT status FROM job_executions WHERE idempotency_key = ?", j.Key).Scan(before)
 	claimCtx, span := tracing.Start(ctx, "guard.claim", attribute.String("sekali.idempotency_key", j.Key))
 	fence, state, err := g.claim(claimCtx, j)
-	span.SetAttributes(attribute.Int64("sekali.fence", fence), attribute.Int("sekali.claim", int(state)))
+	if err == nil {
+		span.SetAttributes(attribute.Int64("sekali.fence", fence), attribute.String("sekali.claim", state.String()))
+	}
 	tracing.End(span, err)
 	switch {
 	case err != nil:
@@ -318,6 +320,11 @@ const (
 	claimLeased                      // another run holds its lease
 	claimDiscarded                   // an operator discarded it
 )
+
+// String names what a claim found, for its span.
+func (s claimState) String() string {
+	return [...]string{claimed: "claimed", claimDone: "done", claimLeased: "leased", claimDiscarded: "discarded"}[s]
+}
 
 // claim creates or takes over the job's row in its own short statement
 // and returns the new fence. A row that succeeded is left alone (done);

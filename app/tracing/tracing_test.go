@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -32,13 +33,18 @@ func TestOffIsFree(t *testing.T) {
 	}
 }
 
+// orderID is a run-time string, as the callback path's attributes are.
+var orderID = "ORD-01JTRACE"
+
 // offPath is what one callback's path calls of this package when
 // tracing is off: TraceID (its delivery row), the pipeline's and the
-// outbox's spans, and Traceparent (its outbox rows).
+// outbox's spans with their attributes, and Traceparent (its outbox
+// rows).
 func offPath(ctx context.Context) {
 	_ = tracing.TraceID(ctx)
-	ctx, apply := tracing.Start(ctx, "payments.apply")
-	ctx, add := tracing.Start(ctx, "outbox.add")
+	ctx, apply := tracing.Start(ctx, "payments.apply", attribute.String("sekali.provider", "sandbox"),
+		attribute.String("sekali.order_id", orderID))
+	ctx, add := tracing.Start(ctx, "outbox.add", attribute.Int("sekali.outbox.rows", 2))
 	_ = tracing.Traceparent(ctx)
 	tracing.End(add, nil)
 	tracing.End(apply, nil)
