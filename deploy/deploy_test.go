@@ -238,8 +238,8 @@ func TestDashboardPanelsQuery(t *testing.T) {
 	}
 }
 
-// The compose observability profile runs Prometheus, Alertmanager and
-// Grafana at exact versions, and every file it mounts from the
+// The compose observability profile runs Prometheus, Alertmanager,
+// Grafana and Jaeger at exact versions, and every file it mounts from the
 // repository exists.
 func TestComposeObservabilityProfile(t *testing.T) {
 	t.Parallel()
@@ -252,7 +252,7 @@ func TestComposeObservabilityProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	exact := regexp.MustCompile(`:v?\d+\.\d+\.\d+$`)
-	for _, name := range []string{"prometheus", "alertmanager", "grafana"} {
+	for _, name := range []string{"prometheus", "alertmanager", "grafana", "jaeger"} {
 		s, err := p.GetService(name)
 		if err != nil {
 			t.Errorf("%s: %v", composeFile, err)

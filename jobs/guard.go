@@ -13,12 +13,14 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/sekali/sekali/app/lock"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
@@ -228,7 +230,12 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	// What the row was when this run found it, for the log line: one
 	// read, outside the claim, so it may be a moment old.
 	g.db.WithContext(ctx).Raw("SELECT status FROM job_executions WHERE idempotency_key = ?", j.Key).Scan(before)
-	fence, state, err := g.claim(ctx, j)
+	claimCtx, span := tracing.Start(ctx, "guard.claim", attribute.String("sekali.idempotency_key", j.Key))
+	fence, state, err := g.claim(claimCtx, j)
+	if err == nil {
+		span.SetAttributes(attribute.Int64("sekali.fence", fence), attribute.String("sekali.claim", state.String()))
+	}
+	tracing.End(span, err)
 	switch {
 	case err != nil:
 		return RunFailed, err
@@ -248,29 +255,20 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	defer cancel(nil)
 	stop := g.keepAlive(jobCtx, cancel, l, j.Key, fence)
 	if prepare != nil {
-		err = prepare(jobCtx, j)
+		prepCtx, span := tracing.Start(jobCtx, "guard.prepare")
+		err = prepare(prepCtx, j)
+		tracing.End(span, err)
 	}
 	if err == nil {
-		err = store.Transaction(jobCtx, g.db, func(tx *gorm.DB) error {
-			result, err := fn(jobCtx, tx, j)
+		effectCtx, span := tracing.Start(jobCtx, "guard.effect")
+		err = store.Transaction(effectCtx, g.db, func(tx *gorm.DB) error {
+			result, err := fn(effectCtx, tx, j)
 			if err != nil {
 				return err
 			}
-			now := g.now().UTC()
-			res := tx.Model(&models.JobExecution{}).
-				Where("idempotency_key = ? AND fence = ? AND status <> ?", j.Key, fence, models.JobDiscarded).
-				Updates(map[string]any{
-					"status": models.JobSucceeded, "finished_at": now, "locked_until": nil,
-					"last_error": "", "result_hash": hash(result),
-				})
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				return ErrFenced
-			}
-			return endAttempt(tx, j.Key, fence, now, RunSucceeded, "")
+			return g.succeed(tx, j.Key, fence, result)
 		})
+		tracing.End(span, err)
 	}
 	stop()
 	if err == nil {
@@ -290,6 +288,29 @@ func (g *Guard) run(ctx context.Context, log *slog.Logger, j Job, prepare Prepar
 	return outcome, err
 }
 
+// succeed is the fence check that ends the effect's transaction: the job
+// row becomes succeeded only if this run's fence still holds it; else
+// ErrFenced, and the effect rolls back.
+func (g *Guard) succeed(tx *gorm.DB, key string, fence int64, result string) (err error) {
+	ctx, span := tracing.Start(tx.Statement.Context, "guard.fence", attribute.Int64("sekali.fence", fence))
+	defer func() { tracing.End(span, err) }()
+	tx = tx.WithContext(ctx)
+	now := g.now().UTC()
+	res := tx.Model(&models.JobExecution{}).
+		Where("idempotency_key = ? AND fence = ? AND status <> ?", key, fence, models.JobDiscarded).
+		Updates(map[string]any{
+			"status": models.JobSucceeded, "finished_at": now, "locked_until": nil,
+			"last_error": "", "result_hash": hash(result),
+		})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return ErrFenced
+	}
+	return endAttempt(tx, key, fence, now, RunSucceeded, "")
+}
+
 // What a claim found.
 type claimState int
 
@@ -299,6 +320,11 @@ const (
 	claimLeased                      // another run holds its lease
 	claimDiscarded                   // an operator discarded it
 )
+
+// String names what a claim found, for its span.
+func (s claimState) String() string {
+	return [...]string{claimed: "claimed", claimDone: "done", claimLeased: "leased", claimDiscarded: "discarded"}[s]
+}
 
 // claim creates or takes over the job's row in its own short statement
 // and returns the new fence. A row that succeeded is left alone (done);
@@ -429,7 +455,9 @@ func endAttempt(db *gorm.DB, key string, fence int64, now time.Time, outcome Run
 // holdsFence returns ErrFenced unless run j still holds its job's fence
 // and the job is still processing: a Prepare step checks it before an
 // effect outside the transaction (an email) that a newer run now owns.
-func holdsFence(ctx context.Context, db *gorm.DB, j Job) error {
+func holdsFence(ctx context.Context, db *gorm.DB, j Job) (err error) {
+	ctx, span := tracing.Start(ctx, "guard.fence_check", attribute.Int64("sekali.fence", j.Fence))
+	defer func() { tracing.End(span, err) }()
 	var n int64
 	if err := db.WithContext(ctx).Model(&models.JobExecution{}).
 		Where("idempotency_key = ? AND fence = ? AND status = ?", j.Key, j.Fence, models.JobProcessing).Count(&n).Error; err != nil {

@@ -10,10 +10,13 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
@@ -43,6 +46,9 @@ type Relay struct {
 	Poll time.Duration
 	// MaxBackoff bounds the pause after a failure.
 	MaxBackoff time.Duration
+	// Tracer traces each hand-over of a row that carries a trace
+	// context; nil: none is traced.
+	Tracer trace.TracerProvider
 }
 
 // NewRelay returns a relay. listenURL is the database URL for LISTEN
@@ -109,7 +115,7 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, m := range msgs {
-			if _, err := enqueue(ctx, r.queue, m, r.retention, r.metrics.OutboxErrors); err != nil {
+			if _, err := r.dispatch(ctx, m); err != nil {
 				queueErr = err
 				if err := outbox.MarkFailed(tx, m.ID, queueErr.Error()); err != nil {
 					return err
@@ -132,6 +138,24 @@ func (r *Relay) RelayOnce(ctx context.Context) (int, error) {
 		r.metrics.OutboxDispatched.WithLabelValues(m.TaskType).Inc()
 	}
 	return dispatched, queueErr
+}
+
+// dispatch is enqueue in a span of the trace row m carries, when it
+// carries one and the relay traces: the task's headers then name the
+// span, so the worker's spans are its children.
+func (r *Relay) dispatch(ctx context.Context, m models.OutboxMessage) (alreadyQueued bool, err error) {
+	if r.Tracer == nil || m.Traceparent == nil {
+		return enqueue(ctx, r.queue, m, r.retention, r.metrics.OutboxErrors)
+	}
+	ctx, span := r.Tracer.Tracer(tracing.Scope).Start(tracing.Join(ctx, *m.Traceparent), "outbox.dispatch "+m.TaskType,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("sekali.task_id", m.TaskID), attribute.Int64("sekali.outbox_id", m.ID)))
+	tp := tracing.Traceparent(ctx)
+	m.Traceparent = &tp
+	alreadyQueued, err = enqueue(ctx, r.queue, m, r.retention, r.metrics.OutboxErrors)
+	span.SetAttributes(attribute.Bool("sekali.already_queued", alreadyQueued))
+	tracing.End(span, err)
+	return alreadyQueued, err
 }
 
 // enqueue hands the task of outbox row m to the queue. A task id the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/alerts"
@@ -48,6 +49,9 @@ type WorkerConfig struct {
 	// ShutdownTimeout is how long running jobs get to finish on stop;
 	// unfinished ones are handed back to the queue.
 	ShutdownTimeout time.Duration
+	// Tracer traces each task, joining the trace its row carried; nil:
+	// none is traced.
+	Tracer trace.TracerProvider
 }
 
 // NewMux routes every task type to the handler its spec builds from d.
@@ -83,6 +87,9 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		Alerts:      alerts.NewSender(db, cfg.AlertWebhookURL, cfg.AlertWebhookKey, time.Now),
 		Watch:       NewWatch(db, asynq.NewInspectorFromRedisClient(rdb), log, time.Now),
 	})
+	if cfg.Tracer != nil {
+		mux.Use(traceTasks(cfg.Tracer))
+	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   QueueWeights(),

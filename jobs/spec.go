@@ -139,9 +139,10 @@ func EnqueueOptions(m models.OutboxMessage, retention time.Duration) []asynq.Opt
 	}
 }
 
-// NewTask turns an outbox row into the Asynq task it stands for.
+// NewTask turns an outbox row into the Asynq task it stands for. The
+// row's trace context rides in the task's headers (tracing.go).
 func NewTask(m models.OutboxMessage, retention time.Duration) *asynq.Task {
-	return asynq.NewTask(m.TaskType, m.Payload, EnqueueOptions(m, retention)...)
+	return asynq.NewTaskWithHeaders(m.TaskType, m.Payload, taskHeaders(m), EnqueueOptions(m, retention)...)
 }
 
 // skipIfGone makes "the order does not exist" a permanent failure.

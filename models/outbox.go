@@ -28,4 +28,7 @@ type OutboxMessage struct {
 	LastError    string
 	CreatedAt    time.Time
 	DispatchedAt *time.Time
+	// Traceparent is the W3C trace context of the transaction that wrote
+	// the row, handed on to its task; nil when tracing is off.
+	Traceparent *string
 }

@@ -212,6 +212,9 @@ type CallbackDelivery struct {
 	DurationMS   int `gorm:"column:duration_ms"`
 	RemoteAddr   string
 	RequestID    string
+	// TraceID is the delivery's trace (32 hex digits), "" when tracing
+	// is off.
+	TraceID string
 	// Note says why an unconfirmed delivery changed nothing: what it
 	// said, and what the gateway's status API said.
 	Note string

@@ -75,6 +75,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Refunds:        refundRows(o, st.GatewayRequests, st.Refunds),
 		GatewayRefunds: rows(st.Refunds, gatewayRefundRow),
 		Timeline:       rows(st.Timeline, eventRow),
+		Traces:         st.Traces(),
 	}
 	mayAnswer(v.Refunds, adminOf(c), roleOf(c))
 	if v.Refund, _, err = s.refundForm(c, &o, ""); err != nil {

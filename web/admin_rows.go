@@ -26,7 +26,7 @@ func callbackRow(c models.PaymentCallback) views.CallbackRow {
 func deliveryRow(d models.CallbackDelivery) views.DeliveryRow {
 	return views.DeliveryRow{
 		ID: d.ID, CallbackID: nullID(d.CallbackID), Provider: d.Provider, ReceivedAt: d.ReceivedAt.UTC(), Outcome: d.Outcome,
-		ResponseCode: d.ResponseCode, DurationMS: d.DurationMS, RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, Note: d.Note,
+		ResponseCode: d.ResponseCode, DurationMS: d.DurationMS, RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, TraceID: d.TraceID, Note: d.Note,
 	}
 }
 

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"gorm.io/gorm"
+
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/idempotency"
@@ -24,6 +27,13 @@ import (
 // benchServer is the real handler on a fresh database, without a network
 // in between, so the figures are the handler's and the database's.
 func benchServer(b *testing.B) (*web.Server, *orders.Service) {
+	srv, svc, _ := callbackServer(b, nil)
+	return srv, svc
+}
+
+// callbackServer is benchServer tracing its requests with tp (nil: off),
+// and its database.
+func callbackServer(b testing.TB, tp trace.TracerProvider) (*web.Server, *orders.Service, *gorm.DB) {
 	db := testenv.NewDB(b)
 	log := slog.New(slog.DiscardHandler)
 	cfg, err := config.Load(func(string) string { return "" })
@@ -38,12 +48,13 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 		Orders:   orderService,
 		Payments: paymentService,
 		Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
+		Tracer:   tp,
 	})
 	testenv.MustCreateProduct(b, db, "BENCH", 1000, 1_000_000_000)
-	return srv, orderService
+	return srv, orderService, db
 }
 
-func newOrders(b *testing.B, svc *orders.Service, n int) []string {
+func newOrders(b testing.TB, svc *orders.Service, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		o, err := svc.Create(context.Background(), orders.CreateRequest{
@@ -57,9 +68,17 @@ func newOrders(b *testing.B, svc *orders.Service, n int) []string {
 	return ids
 }
 
-func deliver(b *testing.B, srv http.Handler, eventID string, body []byte, want string) {
+func deliver(b testing.TB, srv http.Handler, eventID string, body []byte, want string) {
+	deliverWith(b, srv, eventID, body, want, nil)
+}
+
+// deliverWith is deliver with header's fields added (a traceparent).
+func deliverWith(b testing.TB, srv http.Handler, eventID string, body []byte, want string, header http.Header) {
 	req := httptest.NewRequest("POST", "/callbacks/sandbox", bytesReader(body))
 	req.Header = testenv.SandboxHeaders(eventID, body, time.Now())
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	if rec.Code != 200 || !contains(rec.Body.String(), `"result":"`+want+`"`) {

@@ -21,6 +21,9 @@ const maxFormBody = "64K"
 func (s *Server) routes() {
 	e := s.echo
 	e.Use(s.assignRequestID, s.baseHeaders, s.recoverPanics, s.accessLog, s.deadline)
+	if s.deps.Tracer != nil {
+		e.Use(s.traceRequests(s.deps.Tracer))
+	}
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

@@ -17,6 +17,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
@@ -102,6 +103,8 @@ type Deps struct {
 	PaymentPage PaymentPage
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Tracer traces every request (tracing.Setup); nil: none is.
+	Tracer trace.TracerProvider
 }
 
 // Server is the HTTP handler of one Sekali process.

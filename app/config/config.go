@@ -20,6 +20,7 @@ import (
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/redisconn"
 	"github.com/sekali/sekali/app/stdwebhooks"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
@@ -199,6 +200,8 @@ type Config struct {
 	AlertWebhookKey []byte // ALERT_WEBHOOK_SECRET ("whsec_<base64>"): the key alerts are signed with
 
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
+	// Tracing is what the OTEL_* variables ask for; off when unset.
+	Tracing tracing.Config
 }
 
 // Load reads the configuration through getenv (os.Getenv in main, a map in
@@ -243,6 +246,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ReconcileAfter:        r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
 		WorkerID:              r.str("WORKER_ID", defaultWorkerID()),
 		LogLevel:              r.level("LOG_LEVEL", slog.LevelInfo),
+		Tracing:               r.tracing(),
 	}
 	c.DatabaseListenURL = r.url("DATABASE_LISTEN_URL", c.DatabaseURL, "postgres", "postgresql")
 	c.AlertWebhookURL, c.AlertWebhookKey = r.alertWebhook("ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET")
@@ -315,6 +319,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("alert_webhook", c.AlertWebhookURL != ""),
 		slog.String("worker_id", c.WorkerID),
 		slog.String("log_level", c.LogLevel.String()),
+		tracingLog(c.Tracing),
 	)
 }
 

@@ -11,6 +11,10 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/sekali/sekali/app/tracing"
 )
 
 // SMTP sends through an SMTP server given as smtp://user:pass@host:port
@@ -52,8 +56,14 @@ func NewSMTP(rawURL string) (*SMTP, error) {
 }
 
 // Send implements Mailer: one SMTP session per message, bounded by ctx
-// (or 30 seconds).
-func (s *SMTP) Send(ctx context.Context, m Message) error {
+// (or 30 seconds), in a span of the trace in ctx.
+func (s *SMTP) Send(ctx context.Context, m Message) (err error) {
+	ctx, span := tracing.Start(ctx, "mail.send", attribute.String("server.address", s.host))
+	defer func() { tracing.End(span, err) }()
+	return s.send(ctx, m)
+}
+
+func (s *SMTP) send(ctx context.Context, m Message) error {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(30 * time.Second)

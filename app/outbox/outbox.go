@@ -7,20 +7,33 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
 // Add writes msgs in tx. A message whose task_id is already in the outbox
-// is skipped: the task it names exists already.
-func Add(tx *gorm.DB, msgs ...models.OutboxMessage) error {
+// is skipped: the task it names exists already. Each row carries the
+// trace context of tx's context (nil with tracing off), so the relay and
+// the worker continue the trace of what caused the task.
+func Add(tx *gorm.DB, msgs ...models.OutboxMessage) (err error) {
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&msgs).Error; err != nil {
+	ctx, span := tracing.Start(tx.Statement.Context, "outbox.add", attribute.Int("sekali.outbox.rows", len(msgs)))
+	defer func() { tracing.End(span, err) }()
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		for i := range msgs {
+			if msgs[i].Traceparent == nil {
+				msgs[i].Traceparent = &tp
+			}
+		}
+	}
+	if err := tx.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&msgs).Error; err != nil {
 		return fmt.Errorf("outbox.Add: %w", err)
 	}
 	return nil

@@ -8,12 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
@@ -44,11 +46,17 @@ func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d De
 	}
 	var out Outcome
 	var seen *models.PaymentCallback
-	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+	txCtx, span := tracing.Start(ctx, "payments.apply", attribute.String("sekali.provider", provider),
+		attribute.String("sekali.order_id", ev.OrderID))
+	err := store.Transaction(txCtx, s.db, func(tx *gorm.DB) error {
 		var err error
 		out, seen, err = s.applyTx(tx, provider, ev, d)
 		return err
 	})
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("sekali.result", out.Word()))
+	}
+	tracing.End(span, err)
 	switch {
 	case err != nil:
 	case seen != nil && seen.Status == models.CallbackProcessed: // recorded before, by another delivery
@@ -125,7 +133,7 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 	err = complete(tx, cb.ID, result, s.keep(d, models.CallbackDelivery{
 		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Word(),
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
-		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID,
+		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, TraceID: d.TraceID,
 	}))
 	if err != nil {
 		return Outcome{}, nil, err
@@ -148,10 +156,10 @@ WITH done AS (
     UPDATE payment_callbacks SET status = ?, result = ?, response_code = ?, processed_at = ?
     WHERE id = ? RETURNING id
 )
-INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id, headers, body, body_json)
-SELECT id, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?::jsonb FROM done`,
+INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id, trace_id, headers, body, body_json)
+SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?::jsonb FROM done`,
 		r.status, r.result, d.ResponseCode, r.processedAt, callbackID,
-		d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, nullText(d.Headers), d.Body,
+		d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID, nullText(d.Headers), d.Body,
 		nullText(d.BodyJSON)).Error
 }
 

@@ -146,7 +146,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 	bumps := map[int64]*bump{}
 	for i, q := range batch {
 		d := q.row
-		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.Note,
+		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID, d.Note,
 			nullText(d.Headers), d.Body, nullText(d.BodyJSON)}
 		if d.CallbackID == nil {
 			continue
@@ -198,7 +198,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 }
 
 // deliveryColumns are the columns write copies, in the order of its rows.
-var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id", "note",
+var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id", "trace_id", "note",
 	"headers", "body", "body_json"}
 
 // nullText is JSON b as a jsonb parameter: its text, or NULL when there

@@ -24,6 +24,7 @@ import (
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
 )
 
@@ -154,6 +155,9 @@ type Delivery struct {
 	// IPv6 /64 is one client, see web.ClientIdentity); RemoteAddr when "".
 	Client    string
 	RequestID string
+	// TraceID is the trace the delivery was received in, kept on its row;
+	// Receive reads it from its context.
+	TraceID string
 
 	body []byte // Body as read, for a row that keeps it (kept.go)
 }
@@ -322,6 +326,7 @@ func (s *Service) Close() {
 // refused ones over their address's budget (refusals.go).
 func (s *Service) Receive(ctx context.Context, d Delivery) Outcome {
 	start := time.Now()
+	d.TraceID = tracing.TraceID(ctx)
 	p, ok := s.providers[d.Provider]
 	if !ok {
 		return Outcome{Result: Refused, Refusal: RefusalUnknownProvider, Detail: fmt.Sprintf("no provider %q", d.Provider)}
@@ -348,6 +353,7 @@ func (s *Service) finish(ctx context.Context, p Provider, d Delivery, out Outcom
 			DurationMS:   int(time.Since(start).Milliseconds()),
 			RemoteAddr:   d.RemoteAddr,
 			RequestID:    d.RequestID,
+			TraceID:      d.TraceID,
 			Note:         out.note,
 		}), out.Result == models.ResultConflict)
 	}

@@ -58,6 +58,23 @@ type Order struct {
 // fault.
 func (s *Order) OwnRefund(cb models.PaymentCallback) bool { return ownRefund(cb, s.GatewayRequests) }
 
+// Traces are the trace ids of the deliveries that applied the order's
+// callbacks (processed or stale), oldest first: the trace of the paid
+// callback runs on through its invoice and email jobs. None when tracing
+// was off.
+func (s *Order) Traces() []string {
+	var ids []string
+	for _, cb := range s.Callbacks {
+		for _, d := range s.Deliveries[cb.ID] {
+			applied := d.Outcome == models.OutcomeProcessed || d.Outcome == models.OutcomeStale
+			if applied && d.TraceID != "" && !slices.Contains(ids, d.TraceID) {
+				ids = append(ids, d.TraceID)
+			}
+		}
+	}
+	return ids
+}
+
 // ownRefund is OwnRefund against the calls reqs (those of cb's order).
 func ownRefund(cb models.PaymentCallback, reqs []models.GatewayRequest) bool {
 	if cb.EventStatus != models.EventRefunded || cb.Result != models.ResultStale {

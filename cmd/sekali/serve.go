@@ -35,6 +35,7 @@ import (
 	"github.com/sekali/sekali/app/stats"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/app/story"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/web"
 	"github.com/sekali/sekali/web/sandboxgw"
@@ -79,6 +80,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		log.Warn("ORDER_TOKEN_SECRET is unset: order access tokens are derived from the public development secret; never use it in production")
 	}
 
+	// Tracing is off (a nil provider) unless the OTEL_* settings ask for
+	// it; its shutdown, last, sends the spans still buffered.
+	tracer, stopTracing, err := tracing.Setup(ctx, cfg.Tracing, strings.Join(roles, ","))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if err := stopTracing(ctx); err != nil {
+			log.Warn("tracing: could not send the last spans", "error", err)
+		}
+	}()
 	db, err := store.Open(ctx, cfg.PoolURL(), cfg.DBMaxConns, log)
 	if err != nil {
 		return err
@@ -190,6 +204,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		} else if gateway != nil {
 			deps.Checkout = gatewaycalls.NewPages(db, gateway, log, time.Now, metricSet)
 		}
+		deps.Tracer = tracer
 		srv := web.NewServer(log, cfg, deps)
 		fmt.Fprintf(stdout, "Sekali is serving on %s\n", displayURL(ln.Addr()))
 		g.Go(func() error { return serveHTTP(ctx, srv, ln, log) })
@@ -223,7 +238,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, KeepBodiesFor: cfg.DeliveryBodyRetention, ShutdownTimeout: shutdownTimeout,
 				ReconcileAfter: cfg.ReconcileAfter, TaskRetention: cfg.TaskRetention,
-				Refunds:         refundService,
+				Refunds: refundService, Tracer: tracer,
 				AlertWebhookURL: cfg.AlertWebhookURL, AlertWebhookKey: cfg.AlertWebhookKey,
 				PollPayments: func(ctx context.Context) (int, error) {
 					return paymentService.Poll(ctx, statusClients, cfg.PollWithin)
@@ -234,6 +249,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if slices.Contains(roles, "relay") {
 		// LISTEN needs a session of its own: the direct URL, never PgBouncer's.
 		relay := jobs.NewRelay(db, queue, log, cfg.TaskRetention, cfg.DatabaseListenURL, metricSet)
+		relay.Tracer = tracer
 		g.Go(func() error { return relay.Run(ctx) })
 	}
 	if slices.Contains(roles, "scheduler") {

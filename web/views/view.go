@@ -189,7 +189,8 @@ type DeliveryRow struct {
 	DurationMS   int       `json:"duration_ms"`
 	RemoteAddr   string    `json:"remote_addr"`
 	RequestID    string    `json:"request_id"`
-	Note         string    `json:"note"` // why an unconfirmed delivery changed nothing
+	TraceID      string    `json:"trace_id,omitempty"` // none with tracing off
+	Note         string    `json:"note"`               // why an unconfirmed delivery changed nothing
 }
 
 // TransitionRow is one change of an order's status.
@@ -473,9 +474,12 @@ type OrderDetail struct {
 	GatewayRefunds []GatewayRefundRow `json:"gateway_refunds"`
 	RefundLeft     int64              `json:"refund_left"` // minor units that can still be refunded: Refund.Left
 	Timeline       []Event            `json:"timeline"`
-	CanCancel      bool               `json:"can_cancel"` // the order is pending
-	Refund         RefundForm         `json:"-"`
-	Owed           []RefundForm       `json:"-"` // the order's other charges that must go back (a second charge)
+	// Traces are the ids of the traces of its applied callbacks (none
+	// with tracing off): the paid one's runs on into its jobs.
+	Traces    []string     `json:"traces,omitempty"`
+	CanCancel bool         `json:"can_cancel"` // the order is pending
+	Refund    RefundForm   `json:"-"`
+	Owed      []RefundForm `json:"-"` // the order's other charges that must go back (a second charge)
 }
 
 // RefundRow is one refund asked of an order's gateway: the call to the

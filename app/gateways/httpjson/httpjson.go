@@ -8,14 +8,21 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
 // MaxBody bounds an answer read.
 const MaxBody = 1 << 20
 
 // NewClient is the HTTP client of a gateway's API: every request ends
-// within timeout.
-func NewClient(timeout time.Duration) *http.Client { return &http.Client{Timeout: timeout} }
+// within timeout, in a span of the trace in its context (none without
+// one), named by method and host (a path holds ids). The trace context
+// is not sent to the gateway.
+func NewClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: otelhttp.NewTransport(http.DefaultTransport,
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "gateway " + r.Method + " " + r.URL.Host }))}
+}
 
 // DefaultTimeout bounds one request to a gateway's API.
 const DefaultTimeout = 10 * time.Second
