@@ -50,6 +50,7 @@ var allModels = []any{
 	&models.DeliveryCount{},
 	&models.RollupMark{},
 	&models.GatewayRequest{},
+	&models.CatchUpRun{},
 }
 
 type column struct {

@@ -103,7 +103,7 @@ func Configure(env config.Env) (Set, error) {
 		if e.Name == env.PaymentGateway {
 			set.pages = g.Pages
 		}
-		if g.Provider != nil || g.Status != nil || g.Pages != nil || g.Refunder != nil || g.Emulator != nil {
+		if g.Provider != nil || g.Status != nil || g.Pages != nil || g.Refunder != nil || g.Emulator != nil || g.Missed != nil {
 			g.Name = e.Name
 			set.gateways = append(set.gateways, g)
 		}
@@ -135,6 +135,12 @@ func (s Set) Providers() []payments.Provider {
 // StatusClients are the gateways the status poll asks.
 func (s Set) StatusClients() []payments.StatusClient {
 	return parts(s, func(g payments.Gateway) payments.StatusClient { return g.Status })
+}
+
+// Listers are the gateways whose API lists the notifications they
+// could not deliver, for catching up.
+func (s Set) Listers() []payments.MissedLister {
+	return parts(s, func(g payments.Gateway) payments.MissedLister { return g.Missed })
 }
 
 // Senders are the notification writers of the gateways that receive

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/midtrans"
+	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/gateways/xendit"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/sandboxgw"
+)
+
+// TestCatchUpAppliesLostPaymentsOnce: the sandbox gateway, answering as
+// Midtrans's, Xendit's and Stripe's APIs, loses every notification (an
+// outage longer than the gateways' retries) while an order is paid at
+// each. `sekali catch-up` — twice at once, then again — finds each
+// payment (Stripe's among its events not delivered, the others by the
+// status of the open orders) and every order is paid once: one payment
+// each, three applied over all the runs, and the audit green.
+func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
+	t.Parallel()
+	secrets := map[string]string{
+		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-catchup0123456789",
+		"XENDIT_CALLBACK_TOKEN": "xnd-token-catchup-0123456789",
+		"XENDIT_SECRET_KEY":     "xnd_development_catchup",
+		"STRIPE_WEBHOOK_SECRET": "whsec_catchup_0123456789",
+		"STRIPE_SECRET_KEY":     "sk_test_catchup",
+	}
+	gateway := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
+	t.Cleanup(gateway.Close)
+	for _, p := range []struct{ name, secret string }{
+		{midtrans.Name, secrets["MIDTRANS_SERVER_KEY"]},
+		{xendit.Name, secrets["XENDIT_CALLBACK_TOKEN"]},
+		{stripe.Name, secrets["STRIPE_WEBHOOK_SECRET"]},
+	} {
+		sender, err := gateways.NewSender(p.name, p.secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gateway.Speak(sender)
+	}
+	gateway.Emulate(midtrans.NewEmulator(secrets["MIDTRANS_SERVER_KEY"]))
+	gateway.Emulate(xendit.NewEmulator(secrets["XENDIT_SECRET_KEY"]))
+	gateway.Emulate(stripe.NewEmulator(secrets["STRIPE_SECRET_KEY"]))
+	e := echo.New()
+	gateway.Mount(e)
+	api := httptest.NewServer(e)
+	t.Cleanup(api.Close)
+
+	env := map[string]string{
+		"MIDTRANS_API_URL": api.URL + midtrans.SandboxAPIPath,
+		"XENDIT_API_URL":   api.URL + xendit.EmulatorPath,
+		"STRIPE_API_URL":   api.URL + stripe.EmulatorPath,
+	}
+	for k, v := range secrets {
+		env[k] = v
+	}
+	a := startApp(t, env)
+	sku := a.newProduct(t, 75000, 10)
+
+	gateway.Faults().LoseNotifications(true)
+	paid := map[string]string{} // order → the gateway it was paid at
+	for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+		id := a.createOrder(t, map[string]int{sku: 1})
+		o := a.order(t, id)
+		plan, err := gateway.ParsePlan(string(models.EventPaid), "1", sandboxgw.ModeSequential, provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gateway.Start(&o, plan)
+		testenv.Eventually(t, provider+"'s notification to be lost", func() bool {
+			ds := gateway.Deliveries(id)
+			return len(ds) == 1 && ds[0].Result == "lost"
+		})
+		paid[id] = provider
+	}
+	for id := range paid {
+		if o := a.order(t, id); o.Status != models.OrderPending {
+			t.Fatalf("order %s is %s before catching up; its notification was lost, so want pending", id, o.Status)
+		}
+	}
+
+	catchUp := func() string {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"sekali", "catch-up", "--since=1h"}, a.getenv, &out, logOutput(t)); err != nil {
+			t.Errorf("sekali catch-up: %v\n%s", err, out.String())
+		}
+		return out.String()
+	}
+	var outs [2]string
+	concurrently(2, func(i int) { outs[i] = catchUp() })
+	third := catchUp()
+	t.Log(outs[0], outs[1], third)
+	for _, out := range append(outs[:], third) {
+		for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+			if !strings.Contains(out, provider) {
+				t.Errorf("the summary names no %s:\n%s", provider, out)
+			}
+		}
+	}
+	if !strings.Contains(third, "applied 0: ok") {
+		t.Errorf("the third run applied something again:\n%s", third)
+	}
+
+	for id, provider := range paid {
+		if o := a.order(t, id); o.Status != models.OrderPaid {
+			t.Errorf("order paid at %s: %s after catching up, want paid", provider, o.Status)
+		}
+		if n := a.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND provider = $2", id, provider); n != 1 {
+			t.Errorf("order paid at %s has %d payments, want 1", provider, n)
+		}
+	}
+	var runs []models.CatchUpRun
+	if err := a.DB.Order("id").Find(&runs).Error; err != nil {
+		t.Fatal(err)
+	}
+	applied := map[string]int{}
+	for _, r := range runs {
+		if r.FinishedAt == nil || r.Error != "" || r.Trigger != models.CatchUpByCommand {
+			t.Errorf("run %d: %+v, want finished by the command without an error", r.ID, r)
+		}
+		for _, g := range r.Gateways {
+			applied[g.Provider] += g.Applied
+		}
+	}
+	if len(runs) != 3 {
+		t.Errorf("%d catch-up runs recorded, want 3", len(runs))
+	}
+	for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+		if applied[provider] != 1 {
+			t.Errorf("%s: %d applied over the runs, want exactly 1", provider, applied[provider])
+		}
+	}
+	a.verify(t)
+}
