@@ -50,6 +50,7 @@ func specs() []Spec {
 		rollupJob(),
 		reconcileJob(),
 		pollPaymentsJob(),
+		catchUpJob(),
 	}
 }
 

@@ -193,6 +193,9 @@ type Config struct {
 	DeliveryBodyRetention time.Duration
 	ReconcileAfter        time.Duration // RECONCILE_AFTER: a dispatched task missing from the queue this long is dispatched again
 	WorkerID              string        // WORKER_ID: this worker's name in job_executions (default host:pid)
+	// CATCH_UP_EVERY: how often the worker asks the gateways what Sekali
+	// missed (app/catchup); 0, the default: never, but by `sekali catch-up`.
+	CatchUpEvery time.Duration
 
 	LogLevel slog.Level // LOG_LEVEL: debug, info, warn, error
 }
@@ -238,6 +241,7 @@ func Load(getenv func(string) string) (Config, error) {
 		DeliveryBodyRetention: r.durationOrOff("DELIVERY_BODY_RETENTION", DefaultBodyRetention),
 		ReconcileAfter:        r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
 		WorkerID:              r.str("WORKER_ID", defaultWorkerID()),
+		CatchUpEvery:          r.offByDefault("CATCH_UP_EVERY", time.Minute),
 		LogLevel:              r.level("LOG_LEVEL", slog.LevelInfo),
 	}
 	c.DatabaseListenURL = r.url("DATABASE_LISTEN_URL", c.DatabaseURL, "postgres", "postgresql")
@@ -308,6 +312,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("delivery_body_retention", c.DeliveryBodyRetention.String()),
 		slog.String("reconcile_after", c.ReconcileAfter.String()),
 		slog.String("worker_id", c.WorkerID),
+		slog.String("catch_up_every", c.CatchUpEvery.String()),
 		slog.String("log_level", c.LogLevel.String()),
 	)
 }
@@ -579,6 +584,20 @@ func (r *reader) durationOrOff(name string, def time.Duration) time.Duration {
 		return 0
 	}
 	return r.duration(name, def)
+}
+
+// offByDefault reads a duration of at least least, or 0 (also when
+// unset) for "off".
+func (r *reader) offByDefault(name string, least time.Duration) time.Duration {
+	if v := r.str(name, ""); v == "" || v == "0" {
+		return 0
+	}
+	d := r.duration(name, 0)
+	if d > 0 && d < least {
+		r.fail(name, "%s is shorter than %s", d, least)
+		return 0
+	}
+	return d
 }
 
 func (r *reader) url(name, def string, schemes ...string) string {

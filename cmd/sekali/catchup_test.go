@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hibiken/asynq"
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/gateways"
@@ -14,8 +15,10 @@ import (
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/sandboxgw"
+	"github.com/sekali/sekali/web/sandboxgw/sandboxgwtest"
 )
 
 // TestCatchUpAppliesLostPaymentsOnce: the sandbox gateway, answering as
@@ -27,6 +30,61 @@ import (
 // each, three applied over all the runs, and the audit green.
 func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 	t.Parallel()
+	a, paid := lostPayments(t, nil)
+	catchUp := func() string {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"sekali", "catch-up", "--since=1h"}, a.getenv, &out, logOutput(t)); err != nil {
+			t.Errorf("sekali catch-up: %v\n%s", err, out.String())
+		}
+		return out.String()
+	}
+	var outs [2]string
+	concurrently(2, func(i int) { outs[i] = catchUp() })
+	third := catchUp()
+	t.Log(outs[0], outs[1], third)
+	for _, out := range append(outs[:], third) {
+		for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+			if !strings.Contains(out, provider) {
+				t.Errorf("the summary names no %s:\n%s", provider, out)
+			}
+		}
+	}
+	if !strings.Contains(third, "applied 0: ok") {
+		t.Errorf("the third run applied something again:\n%s", third)
+	}
+
+	paidOnce(t, a, paid)
+	var runs []models.CatchUpRun
+	if err := a.DB.Order("id").Find(&runs).Error; err != nil {
+		t.Fatal(err)
+	}
+	applied := map[string]int{}
+	for _, r := range runs {
+		if r.FinishedAt == nil || r.Error != "" || r.Trigger != models.CatchUpByCommand {
+			t.Errorf("run %d: %+v, want finished by the command without an error", r.ID, r)
+		}
+		for _, g := range r.Gateways {
+			applied[g.Provider] += g.Applied
+		}
+	}
+	if len(runs) != 3 {
+		t.Errorf("%d catch-up runs recorded, want 3", len(runs))
+	}
+	for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+		if applied[provider] != 1 {
+			t.Errorf("%s: %d applied over the runs, want exactly 1", provider, applied[provider])
+		}
+	}
+	a.verify(t)
+}
+
+// lostPayments starts `sekali serve` (with extra in its environment)
+// against a sandbox gateway of this test's that answers as Midtrans's,
+// Xendit's and Stripe's APIs and loses every notification, and pays an
+// order at each: it returns the app and the orders, each with the
+// gateway it was paid at, still pending.
+func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]string) {
+	t.Helper()
 	secrets := map[string]string{
 		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-catchup0123456789",
 		"XENDIT_CALLBACK_TOKEN": "xnd-token-catchup-0123456789",
@@ -63,6 +121,9 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 	for k, v := range secrets {
 		env[k] = v
 	}
+	for k, v := range extra {
+		env[k] = v
+	}
 	a := startApp(t, env)
 	sku := a.newProduct(t, 75000, 10)
 
@@ -87,29 +148,13 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 			t.Fatalf("order %s is %s before catching up; its notification was lost, so want pending", id, o.Status)
 		}
 	}
+	return a, paid
+}
 
-	catchUp := func() string {
-		var out bytes.Buffer
-		if err := run(context.Background(), []string{"sekali", "catch-up", "--since=1h"}, a.getenv, &out, logOutput(t)); err != nil {
-			t.Errorf("sekali catch-up: %v\n%s", err, out.String())
-		}
-		return out.String()
-	}
-	var outs [2]string
-	concurrently(2, func(i int) { outs[i] = catchUp() })
-	third := catchUp()
-	t.Log(outs[0], outs[1], third)
-	for _, out := range append(outs[:], third) {
-		for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
-			if !strings.Contains(out, provider) {
-				t.Errorf("the summary names no %s:\n%s", provider, out)
-			}
-		}
-	}
-	if !strings.Contains(third, "applied 0: ok") {
-		t.Errorf("the third run applied something again:\n%s", third)
-	}
-
+// paidOnce fails the test unless every order of paid is paid, with one
+// payment of its gateway.
+func paidOnce(t *testing.T, a *testApp, paid map[string]string) {
+	t.Helper()
 	for id, provider := range paid {
 		if o := a.order(t, id); o.Status != models.OrderPaid {
 			t.Errorf("order paid at %s: %s after catching up, want paid", provider, o.Status)
@@ -118,26 +163,21 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 			t.Errorf("order paid at %s has %d payments, want 1", provider, n)
 		}
 	}
-	var runs []models.CatchUpRun
-	if err := a.DB.Order("id").Find(&runs).Error; err != nil {
+}
+
+// TestCatchUpTaskRunsOnTheWorker: the payments:catch-up task, as the
+// scheduler enqueues it with CATCH_UP_EVERY, runs the catch-up on the
+// worker of `sekali serve`: the lost payments are applied, once, by a run
+// recorded as the job's.
+func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
+	t.Parallel()
+	a, paid := lostPayments(t, nil)
+	queue := asynq.NewClient(sandboxgwtest.Must(asynq.ParseRedisURI(a.env["REDIS_URL"])))
+	t.Cleanup(func() { queue.Close() })
+	if _, err := queue.Enqueue(asynq.NewTask(jobs.TaskCatchUp, nil), asynq.Queue(jobs.QueueMaintenance)); err != nil {
 		t.Fatal(err)
 	}
-	applied := map[string]int{}
-	for _, r := range runs {
-		if r.FinishedAt == nil || r.Error != "" || r.Trigger != models.CatchUpByCommand {
-			t.Errorf("run %d: %+v, want finished by the command without an error", r.ID, r)
-		}
-		for _, g := range r.Gateways {
-			applied[g.Provider] += g.Applied
-		}
-	}
-	if len(runs) != 3 {
-		t.Errorf("%d catch-up runs recorded, want 3", len(runs))
-	}
-	for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
-		if applied[provider] != 1 {
-			t.Errorf("%s: %d applied over the runs, want exactly 1", provider, applied[provider])
-		}
-	}
+	a.eventually(t, 1, "SELECT count(*) FROM catch_up_runs WHERE trigger = 'job' AND finished_at IS NOT NULL AND error = ''")
+	paidOnce(t, a, paid)
 	a.verify(t)
 }
