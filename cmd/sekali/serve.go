@@ -181,6 +181,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Stories:  story.New(db, jobs.Tasks{}),
 			Stats:    stats.NewReader(db, time.Now),
 			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention, metricSet),
+			CatchUp:  catchUps,
 			Queues:   queuesUI,
 		}
 		if gateway != nil {
