@@ -72,18 +72,19 @@ func lists(listers []payments.MissedLister, provider string) bool {
 	return false
 }
 
-// Since is where a run that is given no start begins: the last run's
-// start less a few minutes, or DefaultSince ago when none ran; never
-// more than MaxSince ago.
+// Since is where a run that is given no start begins: the start of the
+// last run that finished without an error, less a few minutes, or
+// DefaultSince ago when none did; never more than MaxSince ago.
 func (s *Service) Since(ctx context.Context) (time.Time, error) {
 	now := s.now().UTC()
-	var last models.CatchUpRun
-	err := s.db.WithContext(ctx).Order("started_at DESC").Limit(1).Find(&last).Error
+	var last models.CatchUpRun // the last run that asked every gateway fully
+	err := s.db.WithContext(ctx).Where("finished_at IS NOT NULL AND error = ''").
+		Order("started_at DESC").Limit(1).Find(&last).Error
 	if err != nil {
 		return time.Time{}, fmt.Errorf("catchup.Since: %w", store.Classify(err))
 	}
 	since := now.Add(-DefaultSince)
-	if last.ID != 0 && last.Error == "" && last.FinishedAt != nil {
+	if last.ID != 0 {
 		since = last.StartedAt.Add(-overlap)
 	}
 	if floor := now.Add(-MaxSince); since.Before(floor) {
