@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -10,10 +11,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gateways"
-	"github.com/sekali/sekali/app/gateways/midtrans"
-	"github.com/sekali/sekali/app/gateways/stripe"
-	"github.com/sekali/sekali/app/gateways/xendit"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -43,7 +42,7 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 	third := catchUp()
 	t.Log(outs[0], outs[1], third)
 	for _, out := range append(outs[:], third) {
-		for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+		for _, provider := range paid {
 			if !strings.Contains(out, provider) {
 				t.Errorf("the summary names no %s:\n%s", provider, out)
 			}
@@ -70,7 +69,7 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 	if len(runs) != 3 {
 		t.Errorf("%d catch-up runs recorded, want 3", len(runs))
 	}
-	for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+	for _, provider := range paid {
 		if applied[provider] != 1 {
 			t.Errorf("%s: %d applied over the runs, want exactly 1", provider, applied[provider])
 		}
@@ -79,10 +78,12 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 }
 
 // lostPayments starts `sekali serve` (with extra in its environment)
-// against a sandbox gateway of this test's that answers as Midtrans's,
-// Xendit's and Stripe's APIs and loses every notification, and pays an
-// order at each: it returns the app and the orders, each with the
-// gateway it was paid at, still pending.
+// against a sandbox gateway of this test's that answers as the API of
+// every gateway of the registry that has an emulation (Midtrans, Xendit,
+// Stripe) and loses every notification, and pays an order at each: it
+// returns the app and the orders, each with the gateway it was paid at,
+// still pending. It names the gateways only in their settings, so that
+// deleting one from the registry leaves it building.
 func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]string) {
 	t.Helper()
 	secrets := map[string]string{
@@ -92,44 +93,38 @@ func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]s
 		"STRIPE_WEBHOOK_SECRET": "whsec_catchup_0123456789",
 		"STRIPE_SECRET_KEY":     "sk_test_catchup",
 	}
+	env := config.Env{Getenv: func(k string) string { return secrets[k] }}
+	env.PaymentGateway = config.DefaultPaymentGateway
+	set, err := gateways.Configure(env)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gateway := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
 	t.Cleanup(gateway.Close)
-	for _, p := range []struct{ name, secret string }{
-		{midtrans.Name, secrets["MIDTRANS_SERVER_KEY"]},
-		{xendit.Name, secrets["XENDIT_CALLBACK_TOKEN"]},
-		{stripe.Name, secrets["STRIPE_WEBHOOK_SECRET"]},
-	} {
-		sender, err := gateways.NewSender(p.name, p.secret)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, sender := range set.Senders() {
 		gateway.Speak(sender)
 	}
-	gateway.Emulate(midtrans.NewEmulator(secrets["MIDTRANS_SERVER_KEY"]))
-	gateway.Emulate(xendit.NewEmulator(secrets["XENDIT_SECRET_KEY"]))
-	gateway.Emulate(stripe.NewEmulator(secrets["STRIPE_SECRET_KEY"]))
+	for _, em := range set.Emulators() {
+		gateway.Emulate(em)
+	}
 	e := echo.New()
 	gateway.Mount(e)
 	api := httptest.NewServer(e)
 	t.Cleanup(api.Close)
 
-	env := map[string]string{
-		"MIDTRANS_API_URL": api.URL + midtrans.SandboxAPIPath,
-		"XENDIT_API_URL":   api.URL + xendit.EmulatorPath,
-		"STRIPE_API_URL":   api.URL + stripe.EmulatorPath,
+	vars := map[string]string{}
+	maps.Copy(vars, secrets)
+	for _, em := range set.Emulators() { // each gateway's API at its emulation
+		vars[strings.ToUpper(em.Provider())+"_API_URL"] = api.URL + em.Path()
 	}
-	for k, v := range secrets {
-		env[k] = v
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	a := startApp(t, env)
+	maps.Copy(vars, extra)
+	a := startApp(t, vars)
 	sku := a.newProduct(t, 75000, 10)
 
 	gateway.Faults().LoseNotifications(true)
 	paid := map[string]string{} // order → the gateway it was paid at
-	for _, provider := range []string{midtrans.Name, xendit.Name, stripe.Name} {
+	for _, em := range set.Emulators() {
+		provider := em.Provider()
 		id := a.createOrder(t, map[string]int{sku: 1})
 		o := a.order(t, id)
 		plan, err := gateway.ParsePlan(string(models.EventPaid), "1", sandboxgw.ModeSequential, provider)
@@ -142,6 +137,9 @@ func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]s
 			return len(ds) == 1 && ds[0].Result == "lost"
 		})
 		paid[id] = provider
+	}
+	if len(paid) != len(gateways.All)-1 {
+		t.Fatalf("paid at %d emulated gateways, want every gateway of the registry but the sandbox", len(paid))
 	}
 	for id := range paid {
 		if o := a.order(t, id); o.Status != models.OrderPending {
