@@ -3,7 +3,8 @@
 // holds all of one gateway — it reads and checks its own settings, and
 // its one constructor returns all it offers: its notifications' parser,
 // its status client, its payment pages, its refunds, a sender of its
-// notifications, its line in the start-up log — behind the small
+// notifications, the list of those it could not deliver (for catching
+// up), its line in the start-up log — behind the small
 // interfaces of app/payments and app/gatewaycalls. Nothing else names a
 // gateway: adding one is its package and one line in All, deleting one
 // is deleting both (docs/callbacks.md#adding-a-gateway).
