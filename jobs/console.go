@@ -379,7 +379,7 @@ func rebuildTask(tx *gorm.DB, key string) (models.OutboxMessage, error) {
 func (c *Console) TaskTypes() []string {
 	var types []string
 	for _, s := range specs() {
-		if s.Every == 0 {
+		if s.Every == 0 && s.Task.Queue != QueueMaintenance { // the catch-up is maintenance, scheduled only when set
 			types = append(types, s.Task.Type)
 		}
 	}

@@ -54,6 +54,9 @@ type Maintenance struct {
 	// notification has not come (payments.Service.Poll with the
 	// configured status clients); nil when no gateway can be asked.
 	Poll func(ctx context.Context) (applied int, err error)
+	// CatchUpRun asks the gateways what Sekali missed since the last run
+	// (catchup.Service.Run); nil when the worker is not given one.
+	CatchUpRun func(ctx context.Context) error
 }
 
 // NewMaintenance returns the periodic tasks, counting the jobs the

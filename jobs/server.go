@@ -38,6 +38,9 @@ type WorkerConfig struct {
 	// PollPayments asks the gateways about orders whose notification has
 	// not come (the payments:poll task); nil when none can be asked.
 	PollPayments func(ctx context.Context) (applied int, err error)
+	// CatchUp asks the gateways what Sekali missed (payments:catch-up,
+	// scheduled with CATCH_UP_EVERY); nil when it cannot.
+	CatchUp func(ctx context.Context) error
 	// Refunds sends the refunds admins ask for (refund:send); nil in a
 	// worker that cannot.
 	Refunds RefundSender
@@ -72,6 +75,7 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 		cfg.TaskRetention, cfg.ReconcileAfter, m)
 	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter, m)
 	maintenance.Poll = cfg.PollPayments
+	maintenance.CatchUpRun = cfg.CatchUp
 	maintenance.KeepBodiesFor = cfg.KeepBodiesFor
 	mux := NewMux(Deps{
 		DB:          db,

@@ -53,6 +53,7 @@ func specs() []Spec {
 		pollPaymentsJob(),
 		alertJob(),
 		watchJob(),
+		catchUpJob(),
 	}
 }
 

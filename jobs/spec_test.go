@@ -204,3 +204,30 @@ func TestScheduleFollowsReconcileAfter(t *testing.T) {
 		t.Error("Schedule changed Periodic()")
 	}
 }
+
+// The catch-up is scheduled only with CATCH_UP_EVERY, every that long,
+// and every worker serves it.
+func TestCatchUpScheduledOnlyWhenSet(t *testing.T) {
+	t.Parallel()
+	find := func(schedule []jobs.Spec) (jobs.Spec, bool) {
+		for _, s := range schedule {
+			if s.Task.Type == jobs.TaskCatchUp {
+				return s, true
+			}
+		}
+		return jobs.Spec{}, false
+	}
+	if _, ok := find(jobs.WithCatchUp(jobs.Schedule(time.Minute), 0)); ok {
+		t.Error("CATCH_UP_EVERY unset: the catch-up is scheduled")
+	}
+	if _, ok := find(jobs.Periodic()); ok {
+		t.Error("the catch-up is in the default schedule")
+	}
+	if s, ok := find(jobs.WithCatchUp(jobs.Schedule(time.Minute), 6*time.Hour)); !ok || s.Every != 6*time.Hour || s.Task.Queue != jobs.QueueMaintenance {
+		t.Errorf("CATCH_UP_EVERY=6h: %+v, %v; want every 6h on the maintenance queue", s, ok)
+	}
+	mux := jobs.NewMux(jobs.Deps{Guard: &jobs.Guard{}, Maintenance: &jobs.Maintenance{}, Reconciler: &jobs.Reconciler{}})
+	if _, pattern := mux.Handler(asynq.NewTask(jobs.TaskCatchUp, nil)); pattern != jobs.TaskCatchUp {
+		t.Errorf("%s is routed to %q", jobs.TaskCatchUp, pattern)
+	}
+}

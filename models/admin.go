@@ -119,3 +119,34 @@ type AdminInvitation struct {
 	ExpiresAt time.Time
 	UsedAt    *time.Time
 }
+
+// CatchUpRun is one time Sekali asked the gateways what it may have
+// missed since Since (app/catchup): a row written as it starts and
+// completed as it ends.
+type CatchUpRun struct {
+	ID         int64
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	Since      time.Time
+	Trigger    string
+	Gateways   []CatchUpCount `gorm:"serializer:json;type:jsonb"`
+	Error      string
+}
+
+// Triggers of a catch-up run.
+const (
+	CatchUpByCommand = "command" // sekali catch-up
+	CatchUpByJob     = "job"     // CATCH_UP_EVERY
+)
+
+// CatchUpCount is what one gateway answered in a catch-up run: how many
+// questions were asked (orders and refunds, or pages of events), how many
+// answers named a payment fact (found), how many of those changed
+// something (applied), and the first error, if any.
+type CatchUpCount struct {
+	Provider string `json:"provider"`
+	Asked    int    `json:"asked"`
+	Found    int    `json:"found"`
+	Applied  int    `json:"applied"`
+	Error    string `json:"error,omitempty"`
+}

@@ -21,7 +21,7 @@ import (
 // consolePages are every page of the console an admin can GET.
 var consolePages = []string{
 	"/admin", "/admin/callbacks", "/admin/deliveries", "/admin/orders", "/admin/jobs", "/admin/outbox",
-	"/admin/products", "/admin/audit", "/admin/actions", "/admin/help", "/admin/orders/ORD-x", "/admin/callbacks/1",
+	"/admin/products", "/admin/audit", "/admin/catch-up", "/admin/actions", "/admin/help", "/admin/orders/ORD-x", "/admin/callbacks/1",
 }
 
 // Without a session, every console page sends the browser to the log-in

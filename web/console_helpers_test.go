@@ -25,6 +25,7 @@ import (
 	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/catchup"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
@@ -163,6 +164,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		// stays planned, its refund:send job written to the outbox.
 		Refunds: refundService,
 		Calls:   gatewaycalls.NewLedger(db, time.Now, metricSet),
+		CatchUp: catchup.New(db, log, time.Now, paymentService, nil, nil),
 	})
 	handler = srv
 	hs.Start()

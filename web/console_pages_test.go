@@ -1083,3 +1083,44 @@ func TestDashboardListsRecentAlerts(t *testing.T) {
 		t.Errorf("the dashboard's JSON alerts: %+v; want audit.red, sent", got.Alerts)
 	}
 }
+
+// The catch-up page lists the runs, newest first, with what each gateway
+// answered and a run that could not ask every gateway marked incomplete
+// with its error; before any run it says none has.
+func TestCatchUpPageListsRuns(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	if got := c.get("/admin/catch-up").Doc(t).Find("tbody").Text(); !strings.Contains(got, "No catch-up has run yet") {
+		t.Errorf("before any run: %q", got)
+	}
+	now := time.Now().UTC()
+	done := now.Add(-time.Hour + time.Minute)
+	runs := []models.CatchUpRun{
+		{StartedAt: now.Add(-time.Hour), FinishedAt: &done, Since: now.Add(-73 * time.Hour), Trigger: models.CatchUpByCommand,
+			Gateways: []models.CatchUpCount{{Provider: "stripe", Asked: 1, Found: 4, Applied: 3}, {Provider: "midtrans", Asked: 9, Found: 2, Applied: 2}}},
+		{StartedAt: now, FinishedAt: &now, Since: now.Add(-time.Hour), Trigger: models.CatchUpByJob, Error: "xendit: status requests failed",
+			Gateways: []models.CatchUpCount{{Provider: "xendit", Asked: 5, Error: "5 of 5 status requests failed; first: HTTP 503"}}},
+	}
+	if err := c.db.Create(&runs).Error; err != nil {
+		t.Fatal(err)
+	}
+	rows := c.get("/admin/catch-up").Doc(t).Find("tbody tr")
+	if rows.Length() != 2 {
+		t.Fatalf("%d rows, want the 2 runs", rows.Length())
+	}
+	newest, oldest := rows.Eq(0).Text(), rows.Eq(1).Text()
+	for _, want := range []string{"job", "xendit", "incomplete", "HTTP 503"} {
+		if !strings.Contains(newest, want) {
+			t.Errorf("the newest run's row %q does not say %q", newest, want)
+		}
+	}
+	for _, want := range []string{"command", "stripe: 1 · 4 · 3", "midtrans: 9 · 2 · 2", "done"} {
+		if !strings.Contains(strings.Join(strings.Fields(oldest), " "), want) {
+			t.Errorf("the oldest run's row %q does not say %q", oldest, want)
+		}
+	}
+	if got := rows.Eq(1).Find("td").Eq(5).Text() + "/" + rows.Eq(1).Find("td").Eq(6).Text(); got != "6/5" {
+		t.Errorf("the oldest run found/applied %q, want 6/5 over its gateways", got)
+	}
+}

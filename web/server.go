@@ -99,6 +99,9 @@ type Deps struct {
 	// Refunds asks gateways for the refunds admins ask for; nil: the
 	// console offers none.
 	Refunds *refunds.Service
+	// CatchUp lists the catch-up runs (catchup.Service); nil: the page
+	// lists none.
+	CatchUp catchUpRuns
 	// PaymentPage is the payment page of the shop; nil: none is mounted.
 	PaymentPage PaymentPage
 	// Now is the clock; time.Now when nil.

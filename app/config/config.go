@@ -194,6 +194,9 @@ type Config struct {
 	DeliveryBodyRetention time.Duration
 	ReconcileAfter        time.Duration // RECONCILE_AFTER: a dispatched task missing from the queue this long is dispatched again
 	WorkerID              string        // WORKER_ID: this worker's name in job_executions (default host:pid)
+	// CATCH_UP_EVERY: how often the worker asks the gateways what Sekali
+	// missed (app/catchup); 0, the default: never, but by `sekali catch-up`.
+	CatchUpEvery time.Duration
 
 	// Operational webhooks (docs/operations.md#operational-webhooks).
 	AlertWebhookURL string // ALERT_WEBHOOK_URL: where alerts are POSTed; empty: they are recorded, not sent
@@ -245,6 +248,7 @@ func Load(getenv func(string) string) (Config, error) {
 		DeliveryBodyRetention: r.durationOrOff("DELIVERY_BODY_RETENTION", DefaultBodyRetention),
 		ReconcileAfter:        r.duration("RECONCILE_AFTER", DefaultReconcileAfter),
 		WorkerID:              r.str("WORKER_ID", defaultWorkerID()),
+		CatchUpEvery:          r.offByDefault("CATCH_UP_EVERY", time.Minute),
 		LogLevel:              r.level("LOG_LEVEL", slog.LevelInfo),
 		Tracing:               r.tracing(),
 	}
@@ -318,6 +322,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("reconcile_after", c.ReconcileAfter.String()),
 		slog.Bool("alert_webhook", c.AlertWebhookURL != ""),
 		slog.String("worker_id", c.WorkerID),
+		slog.String("catch_up_every", c.CatchUpEvery.String()),
 		slog.String("log_level", c.LogLevel.String()),
 		tracingLog(c.Tracing),
 	)
@@ -590,6 +595,20 @@ func (r *reader) durationOrOff(name string, def time.Duration) time.Duration {
 		return 0
 	}
 	return r.duration(name, def)
+}
+
+// offByDefault reads a duration of at least least, or 0 (also when
+// unset) for "off".
+func (r *reader) offByDefault(name string, least time.Duration) time.Duration {
+	if v := r.str(name, ""); v == "" || v == "0" {
+		return 0
+	}
+	d := r.duration(name, 0)
+	if d > 0 && d < least {
+		r.fail(name, "%s is shorter than %s", d, least)
+		return 0
+	}
+	return d
 }
 
 func (r *reader) url(name, def string, schemes ...string) string {

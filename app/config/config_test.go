@@ -54,6 +54,7 @@ func TestLoadDefaults(t *testing.T) {
 			{"DBMaxConns", c.DBMaxConns, config.DefaultDBMaxConns},
 			{"RedisURL", c.RedisURL, "redis://127.0.0.1:6379/0"},
 			{"HTTPAddr", c.HTTPAddr, ":8080"},
+			{"CatchUpEvery", c.CatchUpEvery, time.Duration(0)},
 			{"OrderTTL", c.OrderTTL, 15 * time.Minute},
 			{"AdminEmail", c.AdminEmail, "admin@example.com"},
 			{"AdminPassword", c.AdminPassword, ""},
@@ -183,6 +184,8 @@ func TestLoadBadValueNamesTheVariable(t *testing.T) {
 		{"DB_MAX_CONNS", "abc", ""},
 		{"DB_MAX_CONNS", "2.5", ""},
 		{"ORDER_TTL", "soon", ""},
+		{"CATCH_UP_EVERY", "30s", ""}, // shorter than a minute
+		{"CATCH_UP_EVERY", "hourly", ""},
 		{"ORDER_TTL", "15", ""}, // a unit is required
 		{"ORDER_TTL", "-1m", ""},
 		{"ORDER_TTL", "0s", ""},
@@ -513,5 +516,16 @@ func TestLoadRefundApprovalAbove(t *testing.T) {
 	}
 	if c, err := config.Load(env(nil)); err != nil || len(c.RefundApprovalAbove) != 0 {
 		t.Errorf("unset: %v, %v; want no threshold (off)", c.RefundApprovalAbove, err)
+	}
+}
+
+// CATCH_UP_EVERY is off unless set, "0" is off, and a period is read.
+func TestLoadCatchUpEvery(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]time.Duration{"": 0, "0": 0, "6h": 6 * time.Hour, "1m": time.Minute} {
+		c, err := config.Load(env(map[string]string{"CATCH_UP_EVERY": v}))
+		if err != nil || c.CatchUpEvery != want {
+			t.Errorf("CATCH_UP_EVERY=%q: %s, %v; want %s", v, c.CatchUpEvery, err, want)
+		}
 	}
 }

@@ -3,7 +3,8 @@
 // holds all of one gateway — it reads and checks its own settings, and
 // its one constructor returns all it offers: its notifications' parser,
 // its status client, its payment pages, its refunds, a sender of its
-// notifications, its line in the start-up log — behind the small
+// notifications, the list of those it could not deliver (for catching
+// up), its line in the start-up log — behind the small
 // interfaces of app/payments and app/gatewaycalls. Nothing else names a
 // gateway: adding one is its package and one line in All, deleting one
 // is deleting both (docs/callbacks.md#adding-a-gateway).
@@ -103,7 +104,7 @@ func Configure(env config.Env) (Set, error) {
 		if e.Name == env.PaymentGateway {
 			set.pages = g.Pages
 		}
-		if g.Provider != nil || g.Status != nil || g.Pages != nil || g.Refunder != nil || g.Emulator != nil {
+		if g.Provider != nil || g.Status != nil || g.Pages != nil || g.Refunder != nil || g.Emulator != nil || g.Missed != nil {
 			g.Name = e.Name
 			set.gateways = append(set.gateways, g)
 		}
@@ -135,6 +136,12 @@ func (s Set) Providers() []payments.Provider {
 // StatusClients are the gateways the status poll asks.
 func (s Set) StatusClients() []payments.StatusClient {
 	return parts(s, func(g payments.Gateway) payments.StatusClient { return g.Status })
+}
+
+// Listers are the gateways whose API lists the notifications they
+// could not deliver, for catching up.
+func (s Set) Listers() []payments.MissedLister {
+	return parts(s, func(g payments.Gateway) payments.MissedLister { return g.Missed })
 }
 
 // Senders are the notification writers of the gateways that receive

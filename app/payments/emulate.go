@@ -35,6 +35,10 @@ type Sandbox interface {
 	Call(w http.ResponseWriter, r *http.Request, failed []byte, act func() (status int, header http.Header, body []byte))
 	// FailLater says whether a refund accepted now fails later.
 	FailLater() bool
+	// Delivered says whether a notification of event id was answered
+	// 2xx by Sekali: what the gateway's API says of its events'
+	// delivery (Stripe's delivery_success).
+	Delivered(eventID string) bool
 	// Notify sends Sekali the gateway's notifications of fs, in that
 	// order, each until it is answered (retried, listed on the sandbox
 	// page of the order each names), as the sandbox gateway delivers its

@@ -22,6 +22,7 @@ type Gateway struct {
 	Pages    gatewaycalls.PageOpener // opens its hosted payment pages (PAYMENT_GATEWAY)
 	Refunder gatewaycalls.Refunder   // asks it to refund a payment
 	Emulator Emulator                // its API's emulation, for the sandbox gateway
+	Missed   MissedLister            // lists its notifications that were not delivered, for catching up
 	// Settings are its settings for the start-up log, set or unset
 	// even when it is not configured; secrets only as "set" or "unset".
 	Settings []slog.Attr

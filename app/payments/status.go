@@ -46,31 +46,63 @@ func (s *Service) Poll(ctx context.Context, clients []StatusClient, within time.
 	if err != nil {
 		return 0, fmt.Errorf("payments.Poll: %w", store.Classify(err))
 	}
+	asked, err := s.ask(ctx, clients, ids, Delivery{RemoteAddr: "status poll", RequestID: "poll"})
+	for _, a := range asked {
+		applied += a.Applied
+	}
+	if err != nil {
+		return applied, fmt.Errorf("payments.Poll: %w", err)
+	}
+	return applied, nil
+}
+
+// Asked is what one gateway's status API answered to a round of
+// questions: how many were asked, how many answers named a fact (found)
+// and changed something (applied), and how many could not be asked.
+type Asked struct {
+	Asked, Found, Applied, Failed int
+	FirstError                    error
+}
+
+// ask asks every client about each of orders ids and applies what they
+// answer as deliveries like d, by provider. The error says how many
+// requests failed; the answers that came are applied all the same.
+func (s *Service) ask(ctx context.Context, clients []StatusClient, ids []string, d Delivery) (map[string]*Asked, error) {
+	asked := map[string]*Asked{}
+	for _, c := range clients {
+		asked[c.Provider()] = &Asked{}
+	}
 	pageKeys, err := s.pageKeys(ctx, ids)
 	if err != nil {
-		return 0, fmt.Errorf("payments.Poll: %w", err)
+		return asked, err
 	}
 	var errs []error
 	for _, id := range ids {
 		for _, c := range clients {
+			a := asked[c.Provider()]
+			a.Asked++
 			ev, found, err := c.Status(ctx, cmp.Or(pageKeys[[2]string{c.Provider(), id}], id))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: %w", c.Provider(), id, err))
+				err = fmt.Errorf("%s %s: %w", c.Provider(), id, err)
+				a.Failed++
+				a.FirstError = cmp.Or(a.FirstError, err)
+				errs = append(errs, err)
 				continue
 			}
 			if !found {
 				continue
 			}
-			out := s.ApplyPolled(ctx, c.Provider(), ev)
-			if out.Result == models.ResultProcessed {
-				applied++
+			a.Found++
+			d.Provider = c.Provider()
+			if out := s.applyFact(ctx, c.Provider(), ev, d); out.Result == models.ResultProcessed {
+				a.Applied++
 			}
 		}
 	}
 	if len(errs) > 0 {
-		return applied, fmt.Errorf("payments.Poll: %d status requests failed; first: %w", len(errs), errs[0])
+		return asked, fmt.Errorf("%d status requests failed; first: %w", len(errs), errs[0])
 	}
-	return applied, nil
+	return asked, nil
 }
 
 // pageKeys are the keys, other than the order id, that the hosted pages

@@ -23,6 +23,7 @@ commands:
   migrate   up | down | status: apply the embedded SQL migrations
   seed      create the demo products and the admin user (idempotent)
   verify    run the integrity audit; exit status 1 on any violation
+  catch-up  [--since 72h]: ask the gateways what Sekali missed (an outage longer than their retries) and apply it, once
   admin     invite EMAIL --role viewer|operator|owner: print a one-time link to become an admin
   sign      sign a callback body as its gateway does (--provider sandbox|midtrans|xendit|stripe), for curl
 
@@ -55,6 +56,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return seed(ctx, rest, getenv, stdout, stderr)
 	case "verify":
 		return verify(ctx, rest, getenv, stdout, stderr)
+	case "catch-up":
+		return catchUp(ctx, rest, getenv, stdout, stderr)
 	case "admin":
 		return admin(ctx, rest, getenv, stdout, stderr)
 	case "sign":

@@ -22,6 +22,7 @@ import (
 	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/catchup"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
@@ -37,6 +38,7 @@ import (
 	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web"
 	"github.com/sekali/sekali/web/sandboxgw"
 )
@@ -162,6 +164,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	refundService := refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, refunders...)
 	refundService.ApprovalAbove = cfg.RefundApprovalAbove
+	catchUps := catchup.New(db, log, time.Now, paymentService, gatewaySet.Listers(), gatewaySet.StatusClients())
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {
@@ -192,6 +195,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Stories:  story.New(db, jobs.Tasks{}),
 			Stats:    stats.NewReader(db, time.Now),
 			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention, metricSet),
+			CatchUp:  catchUps,
 			Queues:   queuesUI,
 		}
 		if gateway != nil {
@@ -243,6 +247,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				PollPayments: func(ctx context.Context) (int, error) {
 					return paymentService.Poll(ctx, statusClients, cfg.PollWithin)
 				},
+				CatchUp: func(ctx context.Context) error {
+					_, err := catchUps.Run(ctx, time.Time{}, models.CatchUpByJob)
+					return err
+				},
 			})
 		})
 	}
@@ -253,7 +261,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		g.Go(func() error { return relay.Run(ctx) })
 	}
 	if slices.Contains(roles, "scheduler") {
-		g.Go(func() error { return jobs.NewScheduler(queue, log, jobs.Schedule(cfg.ReconcileAfter)).Run(ctx) })
+		g.Go(func() error {
+			return jobs.NewScheduler(queue, log, jobs.WithCatchUp(jobs.Schedule(cfg.ReconcileAfter), cfg.CatchUpEvery)).Run(ctx)
+		})
 	}
 	err = g.Wait()
 	log.Info("stopped", "error", err)

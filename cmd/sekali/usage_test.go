@@ -23,6 +23,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"sekali", "seed", "--bulk-orders=5"}, 2, "flag provided but not defined: -bulk-orders"},
 		{[]string{"sekali", "verify", "--drain-timeout=soon"}, 2, "invalid value"},
 		{[]string{"sekali", "migrate", "-nope"}, 2, "flag provided but not defined"},
+		{[]string{"sekali", "catch-up", "--since=lately"}, 2, "invalid value"},
+		{[]string{"sekali", "catch-up", "-h"}, 0, "-since"},
 		{[]string{"sekali", "serve", "-h"}, 0, "-roles"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -25,6 +25,9 @@ func (s sandboxFor) Call(w http.ResponseWriter, r *http.Request, failed []byte, 
 // FailLater implements payments.Sandbox (Faults.FailRefundsLater).
 func (s sandboxFor) FailLater() bool { return s.g.faults.FailLater() }
 
+// Delivered implements payments.Sandbox.
+func (s sandboxFor) Delivered(eventID string) bool { return s.g.Delivered(eventID) }
+
 // Notify implements payments.Sandbox: the notifications of fs, delivered
 // one after another as the gateway's own are, when the gateway speaks
 // provider's format.

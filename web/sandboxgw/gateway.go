@@ -99,6 +99,7 @@ type Sandbox struct {
 	faults     emulation.Faults             // of the emulated APIs and its refunds
 	refunds    sandboxRefunds               // of its own charges (refunds.go)
 	returns    returnURLs                   // where the emulated pages send the customer back (pages.go)
+	delivered  *emulation.Kept[struct{}]    // the event ids Sekali answered 2xx
 	wg         sync.WaitGroup
 	stop       chan struct{} // closed by Close: no more retries
 	stopOnce   sync.Once
@@ -124,8 +125,8 @@ func New(orders orderOpener, key []byte, callbackURL string, log *slog.Logger) *
 		orders: orders, callbackURL: callbackURL, log: log, now: time.Now,
 		client: &http.Client{Timeout: 10 * time.Second}, senders: map[string]payments.Sender{},
 		deliveries: map[string][]Delivery{}, last: map[string]payments.Fact{}, Retries: slices.Clone(retrySchedule),
-		emulators: map[string]payments.Emulator{},
-		stop:      make(chan struct{}),
+		emulators: map[string]payments.Emulator{}, delivered: emulation.NewKept[struct{}](keptOrders * 10),
+		stop: make(chan struct{}),
 	}
 	g.Speak(sandbox.NewSender(key))
 	return g
@@ -385,11 +386,21 @@ func (g *Sandbox) deliver(orderID string, ev event, note string) {
 	if k, ok := g.senders[ev.format].(keyed); ok {
 		id = k.Key(ev.fact)
 	}
+	if g.faults.Losing() {
+		g.record(orderID, Delivery{At: g.now(), EventID: id, Format: ev.format, Event: string(ev.fact.Status),
+			Result: "lost", Note: joinNote(note, "never sent (Faults.LoseNotifications): catching up finds it")})
+		return
+	}
 	for attempt := 1; ; attempt++ {
 		status, result := g.send(ev)
 		d := Delivery{At: g.now(), EventID: id, Format: ev.format, Event: string(ev.fact.Status), Attempt: attempt,
 			Status: status, Result: result, Note: note}
 		retry := status < 200 || status > 299
+		if !retry {
+			g.mu.Lock()
+			g.delivered.Put(ev.fact.EventID, struct{}{})
+			g.mu.Unlock()
+		}
 		if retry && attempt <= len(g.Retries) {
 			d.Note = joinNote(note, "retry in "+g.Retries[attempt-1].String())
 		}
@@ -475,6 +486,14 @@ func (g *Sandbox) record(orderID string, d Delivery) {
 		ds = ds[len(ds)-keptDeliveries:]
 	}
 	g.deliveries[orderID] = ds
+}
+
+// Delivered says whether a notification of event id was answered 2xx.
+func (g *Sandbox) Delivered(eventID string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.delivered.Get(eventID)
+	return ok
 }
 
 // Deliveries returns the deliveries made for an order, newest first.

@@ -888,3 +888,33 @@ type InviteForm struct {
 	Role  string
 	Error string
 }
+
+// CatchUp is the catch-up page: the newest runs, each with what each
+// gateway answered.
+type CatchUp struct {
+	Now   time.Time    `json:"-"`
+	Every string       `json:"every"` // CATCH_UP_EVERY, "off" when unset
+	Runs  []CatchUpRun `json:"runs"`  // newest first
+}
+
+// CatchUpRun is one catch-up run.
+type CatchUpRun struct {
+	ID         int64            `json:"id"`
+	StartedAt  time.Time        `json:"started_at"`
+	FinishedAt *time.Time       `json:"finished_at"` // null while it runs (or if it died)
+	Since      time.Time        `json:"since"`
+	Trigger    string           `json:"trigger"` // command or job
+	Found      int              `json:"found"`
+	Applied    int              `json:"applied"`
+	Gateways   []CatchUpGateway `json:"gateways"`
+	Error      string           `json:"error"`
+}
+
+// CatchUpGateway is what one gateway answered in a run.
+type CatchUpGateway struct {
+	Provider string `json:"provider"`
+	Asked    int    `json:"asked"`
+	Found    int    `json:"found"`
+	Applied  int    `json:"applied"`
+	Error    string `json:"error"`
+}

@@ -25,6 +25,27 @@ type Faults struct {
 	later int // refunds to accept, then fail
 	// failedLater counts the refunds accepted, then failed.
 	failedLater int
+	losing      bool // notifications are not sent (LoseNotifications)
+}
+
+// LoseNotifications makes the sandbox gateway stop (on) or resume
+// sending its notifications: the one switch that faults the other
+// direction, Sekali's callbacks. While on, every notification it would
+// send is lost — as in an outage longer than a gateway's retries — but
+// the emulated APIs learn what it says (their status answers it, and
+// Stripe's lists it among the events not delivered): what catching up
+// finds.
+func (f *Faults) LoseNotifications(on bool) {
+	f.mu.Lock()
+	f.losing = on
+	f.mu.Unlock()
+}
+
+// Losing says whether notifications are lost now (LoseNotifications).
+func (f *Faults) Losing() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.losing
 }
 
 // FailNext makes the next n API calls answer 500, in the gateway's error

@@ -42,6 +42,10 @@ type Emulated struct {
 	told     sync.WaitGroup
 }
 
+// Delivered implements payments.Sandbox: its notifications are kept,
+// never delivered.
+func (*Emulated) Delivered(string) bool { return false }
+
 // Emulate serves e until the test ends.
 func Emulate(t *testing.T, e payments.Emulator) *Emulated {
 	t.Helper()

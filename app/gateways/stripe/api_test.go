@@ -136,3 +136,20 @@ func stripeMock(t *testing.T) string {
 	}
 	return "http://" + a
 }
+
+// Catching up's GET /v1/events — delivery_success=false, created[gte],
+// types[] of every type Sekali acts on, limit 100 — is a request
+// Stripe's OpenAPI spec allows: stripe-mock accepts it.
+func TestMissedEventsRequestAcceptedByStripeMock(t *testing.T) {
+	t.Parallel()
+	sc, err := NewStatusClient("sk_test_mock", stripeMock(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, pages, err := sc.Missed(t.Context(), time.Now().Add(-72*time.Hour)); err != nil || pages < 1 {
+		t.Errorf("list the events not delivered: %d pages, %v", pages, err)
+	}
+	if len(EventTypes) > 20 {
+		t.Errorf("%d event types: Stripe's types[] takes at most 20", len(EventTypes))
+	}
+}

@@ -32,6 +32,9 @@ func New(env config.Env) (payments.Gateway, error) {
 		if err := payments.CallsWith(&g, key, apiURL, NewStatusClient, NewPageOpener, NewRefunder); err != nil {
 			r.Fail("STRIPE_SECRET_KEY", "%v", err)
 		}
+		if sc, ok := g.Status.(*StatusClient); ok && provider != nil { // its events are applied as the webhooks they were
+			g.Missed = sc
+		}
 		g.Emulator = NewEmulator(key) // the sandbox gateway answers as Stripe's API to this key
 	}
 	return g, r.Err()

@@ -52,6 +52,7 @@ type Emulator struct {
 	sessions  *emulation.Kept[*stripeSession]
 	refunds   *emulation.Kept[*stripeRefund]
 	charges   *emulation.Kept[*stripeCharge] // by PaymentIntent (or charge, for a refund of a charge)
+	events    *emulation.Kept[stripeEvent]   // the events the sandbox gateway sent in Stripe's format
 	// beginning, when set, is called as a request under a new key
 	// begins: a test holds it there, in progress.
 	beginning func()
@@ -75,6 +76,7 @@ func NewEmulator(secretKey string) *Emulator {
 		sessions: emulation.NewKept[*stripeSession](keptStripe),
 		refunds:  emulation.NewKept[*stripeRefund](keptStripe),
 		charges:  emulation.NewKept[*stripeCharge](keptStripe),
+		events:   emulation.NewKept[stripeEvent](keptStripe),
 	}
 }
 
@@ -112,6 +114,7 @@ func (s *Emulator) Handler(sb payments.Sandbox) http.Handler {
 	}))
 	mux.Handle("GET /v1/refunds", reads(s.listRefunds))
 	mux.Handle("GET /v1/refunds/{id}", reads(s.retrieveRefund))
+	mux.Handle("GET /v1/events", reads(func(r *http.Request) emulation.Answer { return s.listEvents(r, sb) }))
 	return mux
 }
 
@@ -124,9 +127,10 @@ func (s *Emulator) Reported(f payments.Fact) {
 	}
 }
 
-// Notified implements payments.Emulator: Stripe's API answers with what
-// it made, never with an event it sent.
-func (*Emulator) Notified(payments.Fact, []byte) {}
+// Notified implements payments.Emulator: the event the sandbox gateway
+// sends in Stripe's format is, from now on, one of the events GET
+// /v1/events lists (emulator_events.go).
+func (s *Emulator) Notified(_ payments.Fact, body []byte) { s.sent(body) }
 
 // stripeError is Stripe's error answer.
 func stripeError(status int, typ, code, param, message string) emulation.Answer {
@@ -367,14 +371,7 @@ func (s *Emulator) listSessions(r *http.Request) emulation.Answer {
 	if refused.Body != nil {
 		return refused
 	}
-	bound := func(name string, def int64) int64 {
-		n, err := strconv.ParseInt(q.Get(name), 10, 64)
-		if err != nil {
-			return def
-		}
-		return n
-	}
-	gte, lte := bound("created[gte]", 0), bound("created[lte]", 1<<62)
+	gte, lte := createdBounds(q)
 	after := q.Get("starting_after")
 	page := []*stripeSession{}
 	more := false
@@ -397,6 +394,19 @@ func (s *Emulator) listSessions(r *http.Request) emulation.Answer {
 		page = append(page, cs)
 	}
 	return emulation.JSON(http.StatusOK, map[string]any{"object": "list", "url": "/v1/checkout/sessions", "has_more": more, "data": page})
+}
+
+// createdBounds are a list's created[gte] and created[lte]: no bound
+// where one is absent or not a number.
+func createdBounds(q url.Values) (gte, lte int64) {
+	bound := func(name string, def int64) int64 {
+		n, err := strconv.ParseInt(q.Get(name), 10, 64)
+		if err != nil {
+			return def
+		}
+		return n
+	}
+	return bound("created[gte]", 0), bound("created[lte]", 1<<62)
 }
 
 // listLimit is a list's limit: 1 to 100, 10 by default; or Stripe's 400.

@@ -139,6 +139,7 @@ type xenditInvoice struct {
 	Status             string       `json:"status"`
 	MerchantName       string       `json:"merchant_name"`
 	Amount             json.Number  `json:"amount"`
+	PaidAmount         json.Number  `json:"paid_amount,omitempty"`
 	PayerEmail         string       `json:"payer_email,omitempty"`
 	Description        string       `json:"description,omitempty"`
 	ExpiryDate         string       `json:"expiry_date"`
@@ -349,7 +350,8 @@ var xenditReasons = []string{"FRAUDULENT", "DUPLICATE", "REQUESTED_BY_CUSTOMER",
 
 // Reported implements payments.Emulator: the sandbox gateway reported
 // invoice f.TransactionID paid f.Amount (minor units) of f.Currency,
-// what its refunds may take.
+// what its refunds may take; and from now on GET /v2/invoices lists the
+// invoice PAID for its order, as Xendit's does once it is paid.
 func (x *Emulator) Reported(f payments.Fact) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -359,6 +361,13 @@ func (x *Emulator) Reported(f payments.Fact) {
 		x.paidInvoices.Put(f.TransactionID, p)
 	}
 	p.amount, p.currency = f.Amount, strings.ToUpper(f.Currency)
+	if _, listed := x.invoices.Get(f.TransactionID); !listed && f.OrderID != "" {
+		now := time.Now().UTC()
+		amount := json.Number(payments.MajorText(f.Amount, p.currency, 0))
+		x.invoices.Put(f.TransactionID, &xenditInvoice{ID: f.TransactionID, ExternalID: f.OrderID, UserID: "sandbox",
+			Status: "PAID", MerchantName: "Sekali sandbox", Amount: amount, PaidAmount: amount, Currency: p.currency,
+			ExpiryDate: now.Format(xenditTime), expires: now, Created: now.Format(xenditTime), Updated: now.Format(xenditTime)})
+	}
 }
 
 // Notified implements payments.Emulator: Xendit's API answers with

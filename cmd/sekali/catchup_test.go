@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/sandboxgw"
+	"github.com/sekali/sekali/web/sandboxgw/sandboxgwtest"
+)
+
+// TestCatchUpAppliesLostPaymentsOnce: the sandbox gateway, answering as
+// Midtrans's, Xendit's and Stripe's APIs, loses every notification (an
+// outage longer than the gateways' retries) while an order is paid at
+// each. `sekali catch-up` — twice at once, then again — finds each
+// payment (Stripe's among its events not delivered, the others by the
+// status of the open orders) and every order is paid once: one payment
+// each, three applied over all the runs, and the audit green.
+func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
+	t.Parallel()
+	a, paid := lostPayments(t, nil)
+	catchUp := func() string {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"sekali", "catch-up", "--since=1h"}, a.getenv, &out, logOutput(t)); err != nil {
+			t.Errorf("sekali catch-up: %v\n%s", err, out.String())
+		}
+		return out.String()
+	}
+	var outs [2]string
+	concurrently(2, func(i int) { outs[i] = catchUp() })
+	third := catchUp()
+	t.Log(outs[0], outs[1], third)
+	for _, out := range append(outs[:], third) {
+		for _, provider := range paid {
+			if !strings.Contains(out, provider) {
+				t.Errorf("the summary names no %s:\n%s", provider, out)
+			}
+		}
+	}
+	if !strings.Contains(third, "applied 0: ok") {
+		t.Errorf("the third run applied something again:\n%s", third)
+	}
+
+	paidOnce(t, a, paid)
+	var runs []models.CatchUpRun
+	if err := a.DB.Order("id").Find(&runs).Error; err != nil {
+		t.Fatal(err)
+	}
+	applied := map[string]int{}
+	for _, r := range runs {
+		if r.FinishedAt == nil || r.Error != "" || r.Trigger != models.CatchUpByCommand {
+			t.Errorf("run %d: %+v, want finished by the command without an error", r.ID, r)
+		}
+		for _, g := range r.Gateways {
+			applied[g.Provider] += g.Applied
+		}
+	}
+	if len(runs) != 3 {
+		t.Errorf("%d catch-up runs recorded, want 3", len(runs))
+	}
+	for _, provider := range paid {
+		if applied[provider] != 1 {
+			t.Errorf("%s: %d applied over the runs, want exactly 1", provider, applied[provider])
+		}
+	}
+	a.verify(t)
+}
+
+// lostPayments starts `sekali serve` (with extra in its environment)
+// against a sandbox gateway of this test's that answers as the API of
+// every gateway of the registry that has an emulation (Midtrans, Xendit,
+// Stripe) and loses every notification, and pays an order at each: it
+// returns the app and the orders, each with the gateway it was paid at,
+// still pending. It names the gateways only in their settings, so that
+// deleting one from the registry leaves it building.
+func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]string) {
+	t.Helper()
+	secrets := map[string]string{
+		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-catchup0123456789",
+		"XENDIT_CALLBACK_TOKEN": "xnd-token-catchup-0123456789",
+		"XENDIT_SECRET_KEY":     "xnd_development_catchup",
+		"STRIPE_WEBHOOK_SECRET": "whsec_catchup_0123456789",
+		"STRIPE_SECRET_KEY":     "sk_test_catchup",
+	}
+	env := config.Env{Getenv: func(k string) string { return secrets[k] }}
+	env.PaymentGateway = config.DefaultPaymentGateway
+	set, err := gateways.Configure(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway := sandboxgw.New(nil, testenv.SandboxKey, "http://127.0.0.1:1", testenv.Logger(t))
+	t.Cleanup(gateway.Close)
+	for _, sender := range set.Senders() {
+		gateway.Speak(sender)
+	}
+	for _, em := range set.Emulators() {
+		gateway.Emulate(em)
+	}
+	e := echo.New()
+	gateway.Mount(e)
+	api := httptest.NewServer(e)
+	t.Cleanup(api.Close)
+
+	vars := map[string]string{}
+	maps.Copy(vars, secrets)
+	for _, em := range set.Emulators() { // each gateway's API at its emulation
+		vars[strings.ToUpper(em.Provider())+"_API_URL"] = api.URL + em.Path()
+	}
+	maps.Copy(vars, extra)
+	a := startApp(t, vars)
+	sku := a.newProduct(t, 75000, 10)
+
+	gateway.Faults().LoseNotifications(true)
+	paid := map[string]string{} // order → the gateway it was paid at
+	for _, em := range set.Emulators() {
+		provider := em.Provider()
+		id := a.createOrder(t, map[string]int{sku: 1})
+		o := a.order(t, id)
+		plan, err := gateway.ParsePlan(string(models.EventPaid), "1", sandboxgw.ModeSequential, provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gateway.Start(&o, plan)
+		testenv.Eventually(t, provider+"'s notification to be lost", func() bool {
+			ds := gateway.Deliveries(id)
+			return len(ds) == 1 && ds[0].Result == "lost"
+		})
+		paid[id] = provider
+	}
+	if len(paid) != len(gateways.All)-1 {
+		t.Fatalf("paid at %d emulated gateways, want every gateway of the registry but the sandbox", len(paid))
+	}
+	for id := range paid {
+		if o := a.order(t, id); o.Status != models.OrderPending {
+			t.Fatalf("order %s is %s before catching up; its notification was lost, so want pending", id, o.Status)
+		}
+	}
+	return a, paid
+}
+
+// paidOnce fails the test unless every order of paid is paid, with one
+// payment of its gateway.
+func paidOnce(t *testing.T, a *testApp, paid map[string]string) {
+	t.Helper()
+	for id, provider := range paid {
+		if o := a.order(t, id); o.Status != models.OrderPaid {
+			t.Errorf("order paid at %s: %s after catching up, want paid", provider, o.Status)
+		}
+		if n := a.count(t, "SELECT count(*) FROM payments WHERE order_id = $1 AND provider = $2", id, provider); n != 1 {
+			t.Errorf("order paid at %s has %d payments, want 1", provider, n)
+		}
+	}
+}
+
+// TestCatchUpTaskRunsOnTheWorker: the payments:catch-up task, as the
+// scheduler enqueues it with CATCH_UP_EVERY, runs the catch-up on the
+// worker of `sekali serve`: the lost payments are applied, once, by a run
+// recorded as the job's.
+func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
+	t.Parallel()
+	a, paid := lostPayments(t, nil)
+	queue := asynq.NewClient(sandboxgwtest.Must(asynq.ParseRedisURI(a.env["REDIS_URL"])))
+	t.Cleanup(func() { queue.Close() })
+	if _, err := queue.Enqueue(asynq.NewTask(jobs.TaskCatchUp, nil), asynq.Queue(jobs.QueueMaintenance)); err != nil {
+		t.Fatal(err)
+	}
+	a.eventually(t, 1, "SELECT count(*) FROM catch_up_runs WHERE trigger = 'job' AND finished_at IS NOT NULL AND error = ''")
+	paidOnce(t, a, paid)
+	a.verify(t)
+}

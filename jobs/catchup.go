@@ -1,0 +1,45 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// TaskCatchUp asks the gateways what Sekali missed (app/catchup), every
+// CATCH_UP_EVERY; off by default.
+const TaskCatchUp = "payments:catch-up"
+
+// catchUpTimeout bounds one run: a long backlog of open orders is many
+// status requests, and what a run applied before it was stopped stays
+// applied.
+const catchUpTimeout = 30 * time.Minute
+
+// catchUpJob is registered on every worker but scheduled only with
+// CATCH_UP_EVERY (WithCatchUp): Every is 0 here. A failed run is not
+// retried: the next period starts from the last run that finished.
+func catchUpJob() Spec {
+	return Spec{Task: Kind{Type: TaskCatchUp, Queue: QueueMaintenance}, MaxRetry: 0, Timeout: catchUpTimeout,
+		Handler: func(d Deps) asynq.HandlerFunc { return d.Maintenance.CatchUp }}
+}
+
+// WithCatchUp is schedule with the catch-up every `every`
+// (CATCH_UP_EVERY), or schedule itself when every is 0.
+func WithCatchUp(schedule []Spec, every time.Duration) []Spec {
+	if every <= 0 {
+		return schedule
+	}
+	s := catchUpJob()
+	s.Every, s.Timeout = every, min(every, catchUpTimeout)
+	return append(schedule, s)
+}
+
+// CatchUp is the payments:catch-up task: it runs the catch-up the worker
+// was given, which records itself as a catch_up_runs row.
+func (m *Maintenance) CatchUp(ctx context.Context, _ *asynq.Task) error {
+	if m.CatchUpRun == nil {
+		return nil
+	}
+	return m.CatchUpRun(ctx)
+}

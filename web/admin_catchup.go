@@ -1,0 +1,44 @@
+package web
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sekali/sekali/app/catchup"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/views"
+)
+
+// catchUpRuns is what the catch-up page reads (catchup.Service).
+type catchUpRuns interface {
+	Recent(ctx context.Context, n int) ([]models.CatchUpRun, error)
+}
+
+// catchUpShown is how many runs the page lists.
+const catchUpShown = 50
+
+// adminCatchUp is GET /admin/catch-up: the newest catch-up runs, each
+// with what every gateway answered (docs/operations.md#catching-up-after-an-outage).
+func (s *Server) adminCatchUp(c echo.Context) error {
+	v := views.CatchUp{Now: s.deps.Now(), Every: "off", Runs: []views.CatchUpRun{}}
+	if s.cfg.CatchUpEvery > 0 {
+		v.Every = views.Duration(s.cfg.CatchUpEvery)
+	}
+	if s.deps.CatchUp != nil {
+		runs, err := s.deps.CatchUp.Recent(c.Request().Context(), catchUpShown)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			row := views.CatchUpRun{ID: r.ID, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Since: r.Since.UTC(),
+				Trigger: r.Trigger, Found: catchup.Found(r), Applied: catchup.Applied(r), Error: r.Error}
+			for _, g := range r.Gateways {
+				row.Gateways = append(row.Gateways, views.CatchUpGateway(g))
+			}
+			v.Runs = append(v.Runs, row)
+		}
+	}
+	return s.page(c, http.StatusOK, "Catch-up", "catchup", views.CatchUpPage(v))
+}
