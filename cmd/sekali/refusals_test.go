@@ -245,7 +245,17 @@ func TestFullPoolAnswers503(t *testing.T) {
 	t.Parallel()
 	a := startApp(t, map[string]string{"DB_MAX_CONNS": "1", "REQUEST_TIMEOUT": "1s"})
 	sku := a.newProduct(t, 150000, 5)
-	id := a.createOrder(t, map[string]int{sku: 1})
+	// The worker's periodic tasks share the one connection: the order
+	// may have to wait for them, and be asked again after a 503.
+	var id string
+	testenv.Eventually(t, "an order created", func() bool {
+		r := a.postOrder(t, randomKey(), fmt.Sprintf(`{"customer_email":"buyer@example.com","items":[{"sku":%q,"qty":1}]}`, sku))
+		if r.Status != http.StatusCreated && r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("create order: %d %s", r.Status, r.Body)
+		}
+		id = r.str("id")
+		return r.Status == http.StatusCreated
+	})
 
 	lock := a.DB.Begin()
 	if err := lock.Exec("SELECT 1 FROM orders WHERE id = ? FOR UPDATE", id).Error; err != nil {
