@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,4 +78,16 @@ func TestAuditRedAlertReachesTheWebhookOnce(t *testing.T) {
 	if len(posts) != 2 || accepted != 1 {
 		t.Errorf("%d POSTs, %d accepted; want the refused one and one accepted", len(posts), accepted)
 	}
+
+	// The operator sees it on the dashboard: raised once, sent.
+	b := loggedInBrowser(t, a)
+	if st := b.open("/admin"); st != http.StatusOK {
+		t.Fatalf("GET /admin: %d", st)
+	}
+	rows := browserEval[[]string](b, "read the dashboard's alerts",
+		`[...[...document.querySelectorAll("h2")].find(h => h.innerText === "Alerts").nextElementSibling.querySelectorAll("tbody tr")].map(tr => tr.querySelector("td").innerText + " " + tr.querySelector(".badge").innerText)`)
+	if want := []string{"audit.red sent"}; !slices.Equal(rows, want) {
+		t.Errorf("the dashboard's alerts: %q, want %q", rows, want)
+	}
+	b.screenshot("dashboard-alerts")
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -178,4 +180,21 @@ func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	a.eventually(t, 1, "SELECT count(*) FROM catch_up_runs WHERE trigger = 'job' AND finished_at IS NOT NULL AND error = ''")
 	paidOnce(t, a, paid)
 	a.verify(t)
+
+	// The operator sees the run on the console: by the job, done, and
+	// what it applied (one lost payment per gateway).
+	b := loggedInBrowser(t, a)
+	if st := b.open("/admin/catch-up"); st != http.StatusOK {
+		t.Fatalf("GET /admin/catch-up: %d", st)
+	}
+	row := strings.Join(strings.Fields(b.text("tbody tr")), " ")
+	for _, want := range []string{"job", "done"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the run's row %q does not say %q", row, want)
+		}
+	}
+	if got := b.text("tbody tr td:nth-child(7)"); got != fmt.Sprint(len(paid)) {
+		t.Errorf("the run's row says %q applied, want %d", got, len(paid))
+	}
+	b.screenshot("catch-up")
 }
