@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/sekali/sekali/models"
 )
 
 // TaskCatchUp asks the gateways what Sekali missed (app/catchup), every
@@ -22,6 +24,23 @@ const catchUpTimeout = 30 * time.Minute
 func catchUpJob() Spec {
 	return Spec{Task: Kind{Type: TaskCatchUp, Queue: QueueMaintenance}, MaxRetry: 0, Timeout: catchUpTimeout,
 		Handler: func(d Deps) asynq.HandlerFunc { return d.Maintenance.CatchUp }}
+}
+
+// CatchUpArgs are the args of a catch-up an operator asked for on the
+// console (payments:catch-up:{minute}); the scheduled one has none.
+type CatchUpArgs struct {
+	Asked string `json:"asked"` // the minute it was asked, 20261207T0405Z
+}
+
+// Kind is payments:catch-up on the maintenance queue.
+func (CatchUpArgs) Kind() Kind { return Kind{Type: TaskCatchUp, Queue: QueueMaintenance} }
+
+// Key is the minute: the clicks of one minute ask one run.
+func (a CatchUpArgs) Key() string { return a.Asked }
+
+// CatchUp is the row of the catch-up asked at now (catchup.Tasks).
+func (Tasks) CatchUp(now time.Time) models.OutboxMessage {
+	return Row(CatchUpArgs{Asked: now.UTC().Format("20060102T1504Z")}, now)
 }
 
 // WithCatchUp is schedule with the catch-up every `every`

@@ -11,9 +11,10 @@ import (
 	"github.com/sekali/sekali/web/views"
 )
 
-// catchUpRuns is what the catch-up page reads (catchup.Service).
+// catchUpRuns is what the catch-up page reads and asks (catchup.Service).
 type catchUpRuns interface {
 	Recent(ctx context.Context, n int) ([]models.CatchUpRun, error)
+	Ask(ctx context.Context) error
 }
 
 // catchUpShown is how many runs the page lists.
@@ -41,4 +42,19 @@ func (s *Server) adminCatchUp(c echo.Context) error {
 		}
 	}
 	return s.page(c, http.StatusOK, "Catch-up", "catchup", views.CatchUpPage(v))
+}
+
+// adminAskCatchUp is POST /admin/catch-up: the worker runs a catch-up
+// from the last run's start, now rather than at CATCH_UP_EVERY — after
+// an outage, without a shell on the server.
+func (s *Server) adminAskCatchUp(c echo.Context) error {
+	if s.deps.CatchUp == nil {
+		return models.Errorf(models.EInvalid, "this server cannot ask for a catch-up")
+	}
+	if err := s.deps.CatchUp.Ask(c.Request().Context()); err != nil {
+		return err
+	}
+	s.record(c, adminOf(c), "ask catch-up", "", models.ActionOK, "")
+	s.flash(c, "ok", "Asked: the worker runs a catch-up from the last run's start; it is listed here when it ends.")
+	return seeOther(c, "/admin/catch-up")
 }

@@ -164,7 +164,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		// stays planned, its refund:send job written to the outbox.
 		Refunds: refundService,
 		Calls:   gatewaycalls.NewLedger(db, time.Now, metricSet),
-		CatchUp: catchup.New(db, log, time.Now, paymentService, nil, nil),
+		CatchUp: catchup.New(db, log, time.Now, paymentService, nil, nil, jobs.Tasks{}),
 	})
 	handler = srv
 	hs.Start()

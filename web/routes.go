@@ -146,6 +146,7 @@ func (s *Server) routes() {
 	e.POST("/admin/audit", s.adminRunAudit, console...)
 	e.GET("/admin/actions", s.adminActions, console...)
 	e.GET("/admin/catch-up", s.adminCatchUp, console...)
+	e.POST("/admin/catch-up", s.adminAskCatchUp, console...)
 	e.GET("/admin/gateway-requests", s.adminGatewayRequests, console...)
 	e.POST("/admin/gateway-requests/:id/retry", s.adminRetryRefund, console...)
 	// A refund above REFUND_APPROVAL_ABOVE is sent once another owner

@@ -19,6 +19,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -47,14 +48,22 @@ type Service struct {
 	pay     *payments.Service
 	listers []payments.MissedLister
 	clients []payments.StatusClient
+	tasks   Tasks
+}
+
+// Tasks builds the outbox row of a catch-up asked for at now
+// (jobs.Tasks): the worker runs it.
+type Tasks interface {
+	CatchUp(now time.Time) models.OutboxMessage
 }
 
 // New returns the catch-up of the gateways that list their missed
 // notifications (listers) and of those that answer status questions
 // (clients; a gateway that lists is not asked about its orders too),
 // applying through pay.
-func New(db *gorm.DB, log *slog.Logger, now func() time.Time, pay *payments.Service, listers []payments.MissedLister, clients []payments.StatusClient) *Service {
-	s := &Service{db: db, log: log, now: now, pay: pay, listers: listers}
+// tasks may be nil where nobody asks for a run (the command).
+func New(db *gorm.DB, log *slog.Logger, now func() time.Time, pay *payments.Service, listers []payments.MissedLister, clients []payments.StatusClient, tasks Tasks) *Service {
+	s := &Service{db: db, log: log, now: now, pay: pay, listers: listers, tasks: tasks}
 	for _, c := range clients {
 		if !lists(listers, c.Provider()) {
 			s.clients = append(s.clients, c)
@@ -168,6 +177,20 @@ func (s *Service) Recent(ctx context.Context, n int) ([]models.CatchUpRun, error
 		return nil, fmt.Errorf("catchup.Recent: %w", store.Classify(err))
 	}
 	return runs, nil
+}
+
+// Ask has the worker run a catch-up from the last run's start, as the
+// scheduled one does: its task goes through the outbox, so it is run
+// even if the queue is down now. Asking again in the same minute asks
+// for nothing more.
+func (s *Service) Ask(ctx context.Context) error {
+	if s.tasks == nil {
+		return models.Errorf(models.EInvalid, "this server cannot ask for a catch-up")
+	}
+	if err := outbox.Add(s.db.WithContext(ctx), s.tasks.CatchUp(s.now())); err != nil {
+		return fmt.Errorf("catchup.Ask: %w", store.Classify(err))
+	}
+	return nil
 }
 
 // Found is how many answers of the run named a fact, over its gateways.

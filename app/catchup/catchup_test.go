@@ -47,7 +47,7 @@ func TestRunAppliesLostPaymentsAndRemembersWhereItStarted(t *testing.T) {
 	t.Cleanup(pay.Close)
 	now := time.Now().UTC()
 	clock := func() time.Time { return now }
-	good := catchup.New(db, log, clock, pay, nil, []payments.StatusClient{sandbox.NewStatusClient(base, testenv.SandboxKey)})
+	good := catchup.New(db, log, clock, pay, nil, []payments.StatusClient{sandbox.NewStatusClient(base, testenv.SandboxKey)}, nil)
 	if since, err := good.Since(t.Context()); err != nil || !since.Equal(now.Add(-catchup.DefaultSince).Truncate(time.Second)) {
 		t.Errorf("before any run: since %s, %v; want %s ago", since, err, catchup.DefaultSince)
 	}
@@ -74,7 +74,7 @@ func TestRunAppliesLostPaymentsAndRemembersWhereItStarted(t *testing.T) {
 	}
 	later := now.Add(time.Hour)
 	down := catchup.New(db, log, func() time.Time { return later }, pay, nil,
-		[]payments.StatusClient{sandbox.NewStatusClient("http://127.0.0.1:1", testenv.SandboxKey)})
+		[]payments.StatusClient{sandbox.NewStatusClient("http://127.0.0.1:1", testenv.SandboxKey)}, nil)
 	failed, err := down.Run(t.Context(), time.Time{}, models.CatchUpByCommand)
 	if err == nil || failed.Error == "" || failed.FinishedAt == nil || failed.Gateways[0].Error == "" {
 		t.Errorf("a run whose gateway is down: %+v, %v; want it finished with the gateway's error", failed, err)

@@ -46,7 +46,7 @@ func catchUp(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	pay := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, set.Providers()...)
 	defer pay.Close() // writes the delivery rows of what it applied
-	service := catchup.New(db, log, time.Now, pay, set.Listers(), set.StatusClients())
+	service := catchup.New(db, log, time.Now, pay, set.Listers(), set.StatusClients(), nil)
 	var since time.Time
 	if *sinceFlag > 0 {
 		since = time.Now().Add(-*sinceFlag)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/hibiken/asynq"
 	"github.com/labstack/echo/v4"
 
@@ -168,7 +169,8 @@ func paidOnce(t *testing.T, a *testApp, paid map[string]string) {
 // TestCatchUpTaskRunsOnTheWorker: the payments:catch-up task, as the
 // scheduler enqueues it with CATCH_UP_EVERY, runs the catch-up on the
 // worker of `sekali serve`: the lost payments are applied, once, by a run
-// recorded as the job's.
+// recorded as the job's. An operator sees it on the console and asks for
+// another there, which the worker runs too, applying nothing again.
 func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	t.Parallel()
 	a, paid := lostPayments(t, nil)
@@ -195,6 +197,23 @@ func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	}
 	if got := b.text("tbody tr td:nth-child(7)"); got != fmt.Sprint(len(paid)) {
 		t.Errorf("the run's row says %q applied, want %d", got, len(paid))
+	}
+
+	// Asked again from the console: the task goes through the outbox to
+	// the worker, and the new run finds nothing left to apply.
+	if st := b.follow("ask for a catch-up", chromedp.Click(chromedp.CSS(`form[action="/admin/catch-up"] button[type="submit"]`))); st != http.StatusOK || b.location() != "/admin/catch-up" {
+		t.Fatalf("ask for a catch-up: %d at %s", st, b.location())
+	}
+	if got := b.text(".flash"); !strings.HasPrefix(got, "Asked") {
+		t.Errorf("the page after asking says %q", got)
+	}
+	a.eventually(t, 2, "SELECT count(*) FROM catch_up_runs WHERE trigger = 'job' AND finished_at IS NOT NULL AND error = ''")
+	if n := a.count(t, "SELECT count(*) FROM catch_up_runs WHERE id = (SELECT max(id) FROM catch_up_runs) AND gateways @> '[{\"applied\": 0}]' AND NOT gateways @> '[{\"applied\": 1}]'"); n != 1 {
+		t.Error("the run asked from the console applied something again")
+	}
+	paidOnce(t, a, paid)
+	if st := b.open("/admin/catch-up"); st != http.StatusOK {
+		t.Fatalf("GET /admin/catch-up: %d", st)
 	}
 	b.screenshot("catch-up")
 }
