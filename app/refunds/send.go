@@ -10,6 +10,7 @@ import (
 
 	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -165,20 +166,28 @@ func (s *Service) refused(ctx context.Context, r *models.GatewayRequest, cause e
 // payments.FailAfterAcceptance finds it — is recorded failed or
 // canceled: the notification of the failure marks only requests that
 // were done when it was applied.
+//
+// It holds the order's lock, as the notification's transaction does:
+// without it, a notification that looked at r before Done and committed
+// after this check would leave r done with its refund failed.
 func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest) error {
 	keys := []string{r.IdempotencyKey}
 	if r.ProviderObjectID != "" {
 		keys = append(keys, r.ProviderObjectID)
 	}
-	var failed int64
-	err := s.db.WithContext(ctx).Model(&models.Refund{}).Where("provider = ? AND payment_id = ? AND refund_key IN ? AND status IN ?",
-		r.Provider, r.PaymentID, keys, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).Count(&failed).Error
-	if err != nil || failed == 0 {
-		return store.Classify(err)
-	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if _, err := orders.Lock(tx, r.OrderID); err != nil {
+			return err
+		}
+		var failed int64
+		err := tx.Model(&models.Refund{}).Where("provider = ? AND payment_id = ? AND refund_key IN ? AND status IN ?",
+			r.Provider, r.PaymentID, keys, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).Count(&failed).Error
+		if err != nil || failed == 0 {
+			return err
+		}
 		return payments.FailAfterAcceptance(tx, s.tasks, r.Provider, keys, s.now().UTC())
 	})
+	return store.Classify(err)
 }
 
 // get reads refund request id.
