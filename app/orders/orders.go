@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -491,30 +492,58 @@ type Cause struct {
 // in order_transitions in the same statement. Zero rows means the order
 // was not in one of them: the caller's view was stale.
 func Transition(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, cause Cause, from ...models.OrderStatus) error {
+	m := NewMove(o, to, now, cause, from...)
+	rows, err := m.Statement.Exec(tx)
+	if err != nil {
+		return err
+	}
+	return m.Done(rows)
+}
+
+//go:embed sql/transition.sql
+var transitionSQL string
+
+// Move is Transition as a statement, for a transaction that sends it with
+// others in one round trip (store.Tx): Statement is the transition, Done
+// reads its outcome.
+type Move struct {
+	Statement store.Statement
+	order     *models.Order
+	to        models.OrderStatus
+	from      []models.OrderStatus
+	now       time.Time
+}
+
+// NewMove is the transition of the locked order o to status `to`, from one
+// of the states `from`.
+func NewMove(o *models.Order, to models.OrderStatus, now time.Time, cause Cause, from ...models.OrderStatus) Move {
 	now = now.UTC()
 	var paidAt *time.Time
 	if to == models.OrderPaid {
 		paidAt = &now
 	}
-	res := tx.Exec(`
-WITH moved AS (
-    UPDATE orders SET status = ?, updated_at = ?, paid_at = coalesce(?, paid_at)
-    WHERE id = ? AND status IN ?
-    RETURNING id
-)
-INSERT INTO order_transitions (order_id, from_status, to_status, cause, callback_id, created_at)
-SELECT id, ?::text, ?::text, ?::text, ?::bigint, ?::timestamptz FROM moved`,
-		to, now, paidAt, o.ID, from,
-		o.Status, to, cause.What, cause.CallbackID, now)
-	if res.Error != nil {
-		return res.Error
+	fromText := make([]string, len(from))
+	for i, f := range from {
+		fromText[i] = string(f)
 	}
-	if res.RowsAffected != 1 {
-		return fmt.Errorf("orders.Transition %s: %s is not in %v", o.ID, o.Status, from)
+	return Move{
+		Statement: store.Statement{SQL: transitionSQL, Args: []any{
+			string(to), now, paidAt, o.ID, fromText, string(o.Status), cause.What, cause.CallbackID}},
+		order: o, to: to, from: from, now: now,
 	}
-	o.Status, o.UpdatedAt = to, now
-	if to == models.OrderPaid {
-		o.PaidAt = &now
+}
+
+// Done checks that the transition's statement changed one row — zero means
+// the order was not in one of the states it may leave — and records the
+// new status on the order.
+func (m Move) Done(rows int64) error {
+	if rows != 1 {
+		return fmt.Errorf("orders.Transition %s: %s is not in %v", m.order.ID, m.order.Status, m.from)
+	}
+	o := m.order
+	o.Status, o.UpdatedAt = m.to, m.now
+	if m.to == models.OrderPaid {
+		o.PaidAt = &m.now
 	}
 	return nil
 }

@@ -5,8 +5,12 @@ package outbox
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -26,17 +30,55 @@ func Add(tx *gorm.DB, msgs ...models.OutboxMessage) (err error) {
 	}
 	ctx, span := tracing.Start(tx.Statement.Context, "outbox.add", attribute.Int("sekali.outbox.rows", len(msgs)))
 	defer func() { tracing.End(span, err) }()
-	if tp := tracing.Traceparent(ctx); tp != "" {
-		for i := range msgs {
-			if msgs[i].Traceparent == nil {
-				msgs[i].Traceparent = &tp
-			}
-		}
-	}
-	if err := tx.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&msgs).Error; err != nil {
+	if _, err := addStatement(ctx, msgs).Exec(tx.WithContext(ctx)); err != nil {
 		return fmt.Errorf("outbox.Add: %w", err)
 	}
 	return nil
+}
+
+// Queue is Add for a transaction that sends several statements in one
+// round trip (store.Tx): it adds the statement that writes msgs to b.
+func Queue(ctx context.Context, b *pgx.Batch, msgs ...models.OutboxMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, span := tracing.Start(ctx, "outbox.add", attribute.Int("sekali.outbox.rows", len(msgs)))
+	addStatement(ctx, msgs).Queue(b).Exec(func(pgconn.CommandTag) error {
+		tracing.End(span, nil)
+		return nil
+	})
+}
+
+//go:embed sql/add.sql
+var addSQL string
+
+// addStatement writes msgs in one statement, a column of values each, with
+// the trace context of ctx on the rows that have none.
+func addStatement(ctx context.Context, msgs []models.OutboxMessage) store.Statement {
+	tp := tracing.Traceparent(ctx)
+	n := len(msgs)
+	var (
+		types, taskIDs, queues, statuses, lastErrors = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads                                     = make([][]byte, n)
+		processAt, createdAt                         = make([]time.Time, n), make([]time.Time, n)
+		dispatchedAt                                 = make([]*time.Time, n)
+		attempts                                     = make([]int32, n)
+		traceparents                                 = make([]*string, n)
+	)
+	now := time.Now().UTC()
+	for i, m := range msgs {
+		types[i], payloads[i], taskIDs[i], queues[i] = m.TaskType, m.Payload, m.TaskID, m.Queue
+		processAt[i], statuses[i], attempts[i], lastErrors[i] = m.ProcessAt, string(m.Status), int32(m.Attempts), m.LastError
+		createdAt[i], dispatchedAt[i], traceparents[i] = m.CreatedAt, m.DispatchedAt, m.Traceparent
+		if createdAt[i].IsZero() {
+			createdAt[i] = now
+		}
+		if traceparents[i] == nil && tp != "" {
+			traceparents[i] = &tp
+		}
+	}
+	return store.Statement{SQL: addSQL, Args: []any{types, payloads, taskIDs, queues, processAt, statuses, attempts,
+		lastErrors, createdAt, dispatchedAt, traceparents}}
 }
 
 // ClaimBatch locks up to n due pending rows (process_at has come), oldest

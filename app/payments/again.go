@@ -123,12 +123,16 @@ func (s *Service) DryRun(ctx context.Context, id int64) (Rehearsal, error) {
 		return r, nil
 	}
 	r.Event = ev
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		out, _, err := s.applyTx(tx, p.Name(), ev, d)
+	err = store.Pipelined(ctx, s.db, func(ptx *store.Tx) error {
+		out, _, done, err := s.applyTx(ctx, ptx, p.Name(), ev, d)
+		if err == nil && done != nil {
+			err = ptx.Send(done)
+		}
 		if err != nil {
 			return err
 		}
 		r.Outcome = out
+		tx := ptx.DB()
 		// What this transaction wrote or changed: rows whose xmin is its
 		// own id, found through the order's indexes (and the pending
 		// outbox rows').

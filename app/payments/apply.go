@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
@@ -48,10 +49,13 @@ func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d De
 	var seen *models.PaymentCallback
 	txCtx, span := tracing.Start(ctx, "payments.apply", attribute.String("sekali.provider", provider),
 		attribute.String("sekali.order_id", ev.OrderID))
-	err := store.Transaction(txCtx, s.db, func(tx *gorm.DB) error {
+	err := store.Pipelined(txCtx, s.db, func(tx *store.Tx) error {
+		var done *pgx.Batch
 		var err error
-		out, seen, err = s.applyTx(tx, provider, ev, d)
-		return err
+		if out, seen, done, err = s.applyTx(txCtx, tx, provider, ev, d); err != nil {
+			return err
+		}
+		return tx.Commit(done)
 	})
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("sekali.result", out.Word()))
@@ -82,7 +86,12 @@ func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d De
 //  3. decide what the event does (models.Decide), with the amount check;
 //  4. apply the effect: order status, stock, payment row, outbox tasks;
 //  5. complete the callback row and write this delivery's audit row.
-func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (Outcome, *models.PaymentCallback, error) {
+//
+// Steps 1 and 2 go to the database in one round trip, and the effect of
+// a payment (order, payment row, outbox) in another. Step 5 is returned
+// as done, for the caller to send with COMMIT (or, for a dry run,
+// without); nil when this delivery does not own the event.
+func (s *Service) applyTx(ctx context.Context, tx *store.Tx, provider string, ev Event, d Delivery) (Outcome, *models.PaymentCallback, *pgx.Batch, error) {
 	now := s.now().UTC()
 	cb := models.PaymentCallback{
 		Provider: provider, IdempotencyKey: ev.Key, PayloadHash: ev.Fingerprint,
@@ -90,55 +99,62 @@ func (s *Service) applyTx(tx *gorm.DB, provider string, ev Event, d Delivery) (O
 		Amount: ev.Amount, Currency: ev.Currency, Status: models.CallbackProcessed,
 		Attempts: 1, FirstReceivedAt: now, LastReceivedAt: now,
 	}
-	owned, seen, err := s.reserve(tx, &cb)
-	if err != nil {
-		return Outcome{}, nil, err
+	// The order is locked even when the key turns out to be taken: that
+	// costs a wait behind the order's other events, and saves a round
+	// trip on every new one.
+	var inserted bool
+	var locked lockedOrder
+	first := &pgx.Batch{}
+	queueReserve(first, &cb, &inserted)
+	queueLockOrder(first, provider, ev, &locked)
+	if err := tx.Send(first); err != nil {
+		return Outcome{}, nil, nil, err
 	}
-	if !owned {
-		return repeat(seen, ev), seen, nil
+	if !inserted {
+		owned, seen, err := s.takeOver(tx.DB(), &cb)
+		if err != nil {
+			return Outcome{}, nil, nil, err
+		}
+		if !owned {
+			return repeat(seen, ev), seen, nil, nil
+		}
 	}
 
-	o, charge, err := lockOrder(tx, provider, ev)
-	if err != nil {
-		return Outcome{}, nil, err
-	}
+	o, charge := locked.order, locked.charge
 	var refunds refundPlan
 	if ev.Status == models.EventRefunded && charge != nil && charge.OrderID == ev.OrderID {
-		if refunds, err = planRefunds(tx, provider, ev, charge); err != nil {
-			return Outcome{}, nil, err
+		var err error
+		if refunds, err = planRefunds(tx.DB(), provider, ev, charge); err != nil {
+			return Outcome{}, nil, nil, err
 		}
 	}
 	dec := decide(ev, o, charge, refunds)
 	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
 	result := callbackResult{status: models.CallbackProcessed, result: string(dec.result), processedAt: &now}
+	var err error
 	switch {
 	case dec.reason != "":
 		out.Result, out.Reason = models.ResultRejected, dec.reason
 		out.Detail = rejectionDetail(dec.reason, ev, o)
 		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
 	case dec.action.Refunds():
-		if out.OrderStatus, out.queued, out.refundsFailed, err = s.refund(tx, o, charge, refunds, dec.action, cb.ID, d.RequestID); err != nil {
-			return Outcome{}, nil, err
-		}
+		out.OrderStatus, out.queued, out.refundsFailed, err = s.refund(tx.DB(), o, charge, refunds, dec.action, cb.ID, d.RequestID)
 	case dec.action == models.ActionDispute:
-		if err = s.dispute(tx, charge, ev); err != nil {
-			return Outcome{}, nil, err
-		}
+		err = s.dispute(tx.DB(), charge, ev)
 	case dec.action != models.ActionStale:
-		if out.OrderStatus, out.queued, err = s.effect(tx, provider, ev, o, dec.action, cb.ID, d.RequestID); err != nil {
-			return Outcome{}, nil, err
-		}
+		out.OrderStatus, out.queued, err = s.effect(ctx, tx, provider, ev, o, dec.action, cb.ID, d.RequestID)
+	}
+	if err != nil {
+		return Outcome{}, nil, nil, err
 	}
 	out.recorded = true
-	err = complete(tx, cb.ID, result, s.keep(d, models.CallbackDelivery{
+	done := &pgx.Batch{}
+	completeStatement(cb.ID, result, s.keep(d, models.CallbackDelivery{
 		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Word(),
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
 		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, TraceID: d.TraceID,
-	}))
-	if err != nil {
-		return Outcome{}, nil, err
-	}
-	return out, nil, nil
+	})).Queue(done)
+	return out, nil, done, nil
 }
 
 // callbackResult is what the applying delivery records on the callback row.
@@ -148,67 +164,12 @@ type callbackResult struct {
 	processedAt *time.Time
 }
 
-// complete records the callback's result and the applying delivery's
-// audit row in one statement (one round trip on the hot path).
-func complete(tx *gorm.DB, callbackID int64, r callbackResult, d models.CallbackDelivery) error {
-	return tx.Exec(`
-WITH done AS (
-    UPDATE payment_callbacks SET status = ?, result = ?, response_code = ?, processed_at = ?
-    WHERE id = ? RETURNING id
-)
-INSERT INTO callback_deliveries (callback_id, provider, received_at, outcome, response_code, duration_ms, remote_addr, request_id, trace_id, headers, body, body_json)
-SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?::jsonb FROM done`,
-		r.status, r.result, d.ResponseCode, r.processedAt, callbackID,
-		d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID, nullText(d.Headers), d.Body,
-		nullText(d.BodyJSON)).Error
-}
-
 // decision is what an event will do, decided under the order lock.
 type decision struct {
 	action       models.Action
 	result       Result // processed or stale
 	reason       string // non-empty: the event is rejected
 	statusBefore models.OrderStatus
-}
-
-// lockOrder locks the event's order with SELECT … FOR UPDATE, as
-// orders.Lock does, and reads in the same statement the charge the event
-// names (nil when unknown): one round trip instead of two on every new
-// event. The order is nil when there is no such order. The charge's row
-// is not locked: every change of it happens under its order's lock.
-func lockOrder(tx *gorm.DB, provider string, ev Event) (*models.Order, *models.Payment, error) {
-	var rows []struct {
-		models.Order
-		ChargeID             *int64
-		ChargeOrderID        *string
-		ChargeStatus         *models.PaymentStatus
-		ChargeAmount         *int64
-		ChargeRefundedAmount *int64
-		ChargeCurrency       *string
-		ChargeDispute        *models.Dispute
-		ChargeDisputedAmount *int64
-	}
-	// Find, not Scan: GORM's Scan has the statement's text formatted for
-	// its logger on every call, a few per cent of the server's CPU here.
-	err := tx.Raw(`
-SELECT o.*, p.id AS charge_id, p.order_id AS charge_order_id, p.status AS charge_status,
-       p.amount AS charge_amount, p.refunded_amount AS charge_refunded_amount, p.currency AS charge_currency,
-       p.dispute AS charge_dispute, p.disputed_amount AS charge_disputed_amount
-FROM orders o LEFT JOIN payments p ON p.provider = ? AND p.provider_reference = ?
-WHERE o.id = ?
-FOR UPDATE OF o`, provider, ev.TransactionID, ev.OrderID).Find(&rows).Error
-	if err != nil || len(rows) == 0 {
-		return nil, nil, err
-	}
-	r := rows[0]
-	o := r.Order
-	if r.ChargeOrderID == nil {
-		return &o, nil, nil
-	}
-	return &o, &models.Payment{ID: *r.ChargeID, Provider: provider, ProviderReference: ev.TransactionID,
-		OrderID: *r.ChargeOrderID, Status: *r.ChargeStatus, Amount: *r.ChargeAmount,
-		RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency, Dispute: *r.ChargeDispute,
-		DisputedAmount: *r.ChargeDisputedAmount}, nil
 }
 
 // decide decides, under the order's lock, what the event does to order o
@@ -260,17 +221,13 @@ func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPla
 	return dec
 }
 
-// reserve records the callback under its unique key. It reports whether
-// this delivery owns the event: a new key, or a key whose earlier delivery
-// was rejected and is now evaluated again — the same fact, or any fact
-// when the rejected one came from the gateway's API (the row stays locked
-// until the transaction ends). Otherwise it returns the recorded row, which the
-// delivery that owned it has committed.
-func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, seen *models.PaymentCallback, err error) {
-	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(cb)
-	if res.Error != nil || res.RowsAffected == 1 {
-		return res.Error == nil, nil, res.Error
-	}
+// takeOver is reserve's second half, for a key that was taken: it reports
+// whether this delivery owns the event nevertheless — a key whose earlier
+// delivery was rejected is evaluated again, for the same fact, or for any
+// fact when the rejected one came from the gateway's API (the row stays
+// locked until the transaction ends). Otherwise it returns the recorded
+// row, which the delivery that owned it has committed.
+func (s *Service) takeOver(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, seen *models.PaymentCallback, err error) {
 	// ON CONFLICT waited for the row's transaction to end, so the row is
 	// committed and this statement sees it.
 	if seen, err = s.find(tx, cb.Provider, cb.IdempotencyKey); err != nil || seen == nil {
@@ -289,7 +246,7 @@ func (s *Service) reserve(tx *gorm.DB, cb *models.PaymentCallback) (owned bool, 
 		maps.Copy(changes, map[string]any{"payload_hash": cb.PayloadHash, "order_id": cb.OrderID, "transaction_id": cb.TransactionID,
 			"event_status": cb.EventStatus, "amount": cb.Amount, "currency": cb.Currency})
 	}
-	res = tx.Model(&models.PaymentCallback{}).
+	res := tx.Model(&models.PaymentCallback{}).
 		Where("id = ? AND status = ? AND payload_hash = ?", seen.ID, models.CallbackRejected, seen.PayloadHash).
 		Updates(changes)
 	if res.Error != nil {
@@ -347,15 +304,17 @@ func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallba
 }
 
 // effect applies a non-stale action other than a refund (refund.go) to
-// the locked order and returns the
-// order's status afterwards, and whether it wrote tasks to the outbox.
-func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order, action models.Action, callbackID int64, requestID string) (_ models.OrderStatus, queued bool, err error) {
+// the locked order and returns the order's status afterwards, and whether
+// it wrote tasks to the outbox. The order's transition, the payment row
+// and the tasks go in one round trip; an order that ends (releasing its
+// stock) or takes its stock back first reads and moves its items.
+func (s *Service) effect(ctx context.Context, tx *store.Tx, provider string, ev Event, o *models.Order, action models.Action, callbackID int64, requestID string) (_ models.OrderStatus, queued bool, err error) {
 	now := s.now()
 	cause := orders.Cause{What: models.CauseCallback, CallbackID: &callbackID}
 	payStatus, _ := action.PaymentStatus()
 	to := action.OrderStatusAfter(o.Status)
 	if action == models.ActionRereserve { // a late payment takes the stock back, if it is still there
-		if to, err = rereserve(tx, o); err != nil {
+		if to, err = rereserve(tx.DB(), o); err != nil {
 			return "", false, err
 		}
 		payStatus = models.PaymentSucceeded
@@ -363,25 +322,25 @@ func (s *Service) effect(tx *gorm.DB, provider string, ev Event, o *models.Order
 			payStatus = models.PaymentRefundRequired
 		}
 	}
+	b := &pgx.Batch{}
 	switch from := action.OrderFrom(); {
 	case action.Releases():
-		err = orders.EndTx(tx, o, to, now, cause)
-	case from != nil:
-		err = orders.Transition(tx, o, to, now, cause, from...)
-	}
-	if err != nil {
-		return "", false, err
-	}
-	if err := upsertPayment(tx, provider, ev, o.ID, payStatus); err != nil {
-		return "", false, err
-	}
-	if action.OrderFrom() != nil && o.Status == models.OrderPaid { // this event paid the order
-		if err := outbox.Add(tx, s.tasks.Paid(o.ID, requestID, now)...); err != nil {
+		if err := orders.EndTx(tx.DB(), o, to, now, cause); err != nil {
 			return "", false, err
 		}
-		return o.Status, true, nil
+	case from != nil:
+		move := orders.NewMove(o, to, now, cause, from...)
+		move.Statement.Queue(b).Exec(func(tag pgconn.CommandTag) error { return move.Done(tag.RowsAffected()) })
 	}
-	return o.Status, false, nil
+	paymentStatement(provider, ev, o.ID, payStatus, now).Queue(b)
+	paid := action.OrderFrom() != nil && to == models.OrderPaid // this event pays the order
+	if paid {
+		outbox.Queue(ctx, b, s.tasks.Paid(o.ID, requestID, now)...)
+	}
+	if err := tx.Send(b); err != nil {
+		return "", false, err
+	}
+	return o.Status, paid, nil
 }
 
 // rereserve takes a late-paid order's stock back: paid when every item is
@@ -400,26 +359,6 @@ func rereserve(tx *gorm.DB, o *models.Order) (models.OrderStatus, error) {
 		return "", fmt.Errorf("payments: order %s was re-reserved before but is %s", o.ID, o.Status)
 	}
 	return models.OrderPaid, nil
-}
-
-// upsertPayment records the charge (provider, reference) with status to.
-// An existing row changes only along models.PaymentFrom; a row of another
-// order is never touched (decide rejected that case under the lock).
-func upsertPayment(tx *gorm.DB, provider string, ev Event, orderID string, to models.PaymentStatus) error {
-	from := models.PaymentFrom[to]
-	onConflict := clause.OnConflict{DoNothing: true}
-	if len(from) > 0 {
-		onConflict = clause.OnConflict{
-			Columns:   []clause.Column{{Name: "provider"}, {Name: "provider_reference"}},
-			DoUpdates: clause.AssignmentColumns([]string{"status", "amount", "currency", "updated_at"}),
-			Where: clause.Where{Exprs: []clause.Expression{
-				clause.Expr{SQL: "payments.order_id = excluded.order_id AND payments.status IN ?", Vars: []any{from}},
-			}},
-		}
-	}
-	p := models.Payment{Provider: provider, ProviderReference: ev.TransactionID, OrderID: orderID,
-		Amount: ev.Amount, Currency: ev.Currency, Status: to}
-	return tx.Clauses(onConflict).Create(&p).Error
 }
 
 func rejectionDetail(reason string, ev Event, o *models.Order) string {

@@ -30,8 +30,15 @@ const MaxAttempts = 4
 // like any error that means the database cannot answer now, it becomes an
 // EUnavailable error (503). fn must therefore have no effect outside tx.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	return retried(ctx, func() error { return db.WithContext(ctx).Transaction(fn) })
+}
+
+// retried runs one try of a transaction until it succeeds, fails for
+// another reason than a deadlock or a serialization failure, or has been
+// tried MaxAttempts times; its error is classified.
+func retried(ctx context.Context, try func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := db.WithContext(ctx).Transaction(fn)
+		err := try()
 		if err == nil || !IsRetryable(err) || attempt == MaxAttempts {
 			return Classify(err)
 		}
@@ -116,20 +123,31 @@ func IsConnectionError(err error) bool {
 // through pgx's own API, for what database/sql cannot say: COPY. It is
 // not retried; the caller decides what a failure means.
 func PgxTransaction(ctx context.Context, db *gorm.DB, fn func(tx pgx.Tx) error) error {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(ctx)
+	conn, err := takeConn(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	return onPgx(conn, func(c *pgx.Conn) error { return pgx.BeginFunc(ctx, c, fn) })
+}
+
+// takeConn takes one connection of db's pool for the caller alone, until
+// it closes it.
+func takeConn(ctx context.Context, db *gorm.DB) (*sql.Conn, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	return sqlDB.Conn(ctx)
+}
+
+// onPgx runs fn on the pgx connection under conn.
+func onPgx(conn *sql.Conn, fn func(c *pgx.Conn) error) error {
 	return conn.Raw(func(driverConn any) error {
 		c, ok := driverConn.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("store.PgxTransaction: the driver's connection is a %T, not pgx's", driverConn)
+			return fmt.Errorf("store: the driver's connection is a %T, not pgx's", driverConn)
 		}
-		return pgx.BeginFunc(ctx, c.Conn(), fn)
+		return fn(c.Conn())
 	})
 }
