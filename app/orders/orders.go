@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -489,23 +490,38 @@ type Cause struct {
 
 // Transition moves the locked order o to status `to` with a conditional
 // UPDATE that names the states it may leave from, and records the change
-// in order_transitions in the same statement. Zero rows means the order
-// was not in one of them: the caller's view was stale.
+// in order_transitions in the same statement. An order in none of them —
+// the caller's view was stale — fails the statement, and with it the
+// transaction.
 func Transition(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, cause Cause, from ...models.OrderStatus) error {
 	m := NewMove(o, to, now, cause, from...)
 	rows, err := m.Statement.Exec(tx)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == notNullViolation && pgErr.TableName == "order_transitions" {
+		return fmt.Errorf("orders.Transition %s: %s is not in %v: %w", o.ID, o.Status, from, err)
+	}
 	if err != nil {
 		return err
 	}
 	return m.Done(rows)
 }
 
+// notNullViolation is PostgreSQL's error code for a NULL in a NOT NULL
+// column: transition.sql's when no order moved.
+const notNullViolation = "23502"
+
+// transitionSQL records the transition with the id the UPDATE returned:
+// when no row moved, that id is NULL, which order_transitions.order_id
+// refuses. So the statement cannot succeed without moving the order, and
+// a transaction that sends it with COMMIT in one round trip
+// (store.Tx.Commit) commits nothing when the order had moved meanwhile.
+//
 //go:embed sql/transition.sql
 var transitionSQL string
 
 // Move is Transition as a statement, for a transaction that sends it with
 // others in one round trip (store.Tx): Statement is the transition, Done
-// reads its outcome.
+// records its outcome on the order.
 type Move struct {
 	Statement store.Statement
 	order     *models.Order
@@ -533,9 +549,8 @@ func NewMove(o *models.Order, to models.OrderStatus, now time.Time, cause Cause,
 	}
 }
 
-// Done checks that the transition's statement changed one row — zero means
-// the order was not in one of the states it may leave — and records the
-// new status on the order.
+// Done records the new status on the order once the transition's
+// statement has run; it checks that the statement changed one row.
 func (m Move) Done(rows int64) error {
 	if rows != 1 {
 		return fmt.Errorf("orders.Transition %s: %s is not in %v", m.order.ID, m.order.Status, m.from)

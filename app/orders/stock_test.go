@@ -2,12 +2,16 @@ package orders_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/orders"
+	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
 
@@ -237,8 +241,8 @@ func TestTransitionRefusesAStaleView(t *testing.T) {
 	err := e.db.Transaction(func(tx *gorm.DB) error {
 		return orders.Transition(tx, &stale, models.OrderPaid, e.clock.Now(), orders.Cause{What: models.CauseCallback}, models.OrderPending)
 	})
-	if err == nil {
-		t.Error("Transition of a cancelled order from pending succeeded")
+	if err == nil || !strings.Contains(err.Error(), "is not in [pending]") {
+		t.Errorf("Transition of a cancelled order from pending: %v, want an error that says so", err)
 	}
 	if s := e.status(o.ID); s != models.OrderCancelled {
 		t.Errorf("status %s, want cancelled", s)
@@ -257,5 +261,38 @@ func TestTransitionRefusesAStaleView(t *testing.T) {
 	})
 	if err == nil || e.status(pending.ID) != models.OrderPending {
 		t.Errorf("EndTx to paid: %v, status %s; want an error and the order still pending", err, e.status(pending.ID))
+	}
+}
+
+// A Move sent with COMMIT in one round trip (store.Tx.Commit) cannot
+// commit without moving its order: its statement fails, so nothing of the
+// round trip commits — not the statement queued after it either.
+func TestMoveOfAStaleViewCommitsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.product("CUP", 1_000, 10)
+	o := e.order(request("citra@example.com", item("CUP", 1)))
+	stale := *o
+	if _, err := e.s.Cancel(t.Context(), o.ID, models.CauseCustomer); err != nil {
+		t.Fatal(err)
+	}
+	err := store.Pipelined(t.Context(), e.db, func(tx *store.Tx) error {
+		b := &pgx.Batch{}
+		move := orders.NewMove(&stale, models.OrderPaid, e.clock.Now(), orders.Cause{What: models.CauseCallback}, models.OrderPending)
+		move.Statement.Queue(b).Exec(func(tag pgconn.CommandTag) error { return move.Done(tag.RowsAffected()) })
+		b.Queue("UPDATE products SET stock = 0 WHERE sku = 'CUP'")
+		return tx.Commit(b)
+	})
+	if err == nil {
+		t.Fatal("the move of a cancelled order from pending committed")
+	}
+	if s := e.status(o.ID); s != models.OrderCancelled {
+		t.Errorf("status %s, want cancelled", s)
+	}
+	if n := e.count("order_transitions", "order_id = ?", o.ID); n != 1 {
+		t.Errorf("%d transitions, want only the cancel's", n)
+	}
+	if n := e.count("products", "sku = 'CUP' AND stock = 0"); n != 0 {
+		t.Error("the statement after the failed move committed")
 	}
 }

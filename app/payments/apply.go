@@ -87,10 +87,13 @@ func (s *Service) applyOnce(ctx context.Context, provider string, ev Event, d De
 //  4. apply the effect: order status, stock, payment row, outbox tasks;
 //  5. complete the callback row and write this delivery's audit row.
 //
-// Steps 1 and 2 go to the database in one round trip, and the effect of
-// a payment (order, payment row, outbox) in another. Step 5 is returned
-// as done, for the caller to send with COMMIT (or, for a dry run,
-// without); nil when this delivery does not own the event.
+// Steps 1 and 2 go to the database in one round trip. The statements of
+// steps 4 and 5 — for a payment: the order's transition, the payment
+// row, the outbox tasks, the callback's completion — are returned as
+// done, for the caller to send in a second round trip with COMMIT (or,
+// for a dry run, without); nil when this delivery does not own the
+// event. The rarer effects (refunds, disputes, stock that moves) send
+// their reads and writes through GORM before.
 func (s *Service) applyTx(ctx context.Context, tx *store.Tx, provider string, ev Event, d Delivery) (Outcome, *models.PaymentCallback, *pgx.Batch, error) {
 	now := s.now().UTC()
 	cb := models.PaymentCallback{
@@ -131,6 +134,7 @@ func (s *Service) applyTx(ctx context.Context, tx *store.Tx, provider string, ev
 	dec := decide(ev, o, charge, refunds)
 	out := Outcome{Result: dec.result, OrderStatus: dec.statusBefore, statusBefore: dec.statusBefore, callbackID: &cb.ID}
 	result := callbackResult{status: models.CallbackProcessed, result: string(dec.result), processedAt: &now}
+	done := &pgx.Batch{}
 	var err error
 	switch {
 	case dec.reason != "":
@@ -142,13 +146,12 @@ func (s *Service) applyTx(ctx context.Context, tx *store.Tx, provider string, ev
 	case dec.action == models.ActionDispute:
 		err = s.dispute(tx.DB(), charge, ev)
 	case dec.action != models.ActionStale:
-		out.OrderStatus, out.queued, err = s.effect(ctx, tx, provider, ev, o, dec.action, cb.ID, d.RequestID)
+		out.OrderStatus, out.queued, err = s.effect(ctx, tx, done, provider, ev, o, dec.action, cb.ID, d.RequestID)
 	}
 	if err != nil {
 		return Outcome{}, nil, nil, err
 	}
 	out.recorded = true
-	done := &pgx.Batch{}
 	completeStatement(cb.ID, result, s.keep(d, models.CallbackDelivery{
 		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Word(),
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
@@ -305,10 +308,10 @@ func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallba
 
 // effect applies a non-stale action other than a refund (refund.go) to
 // the locked order and returns the order's status afterwards, and whether
-// it wrote tasks to the outbox. The order's transition, the payment row
-// and the tasks go in one round trip; an order that ends (releasing its
-// stock) or takes its stock back first reads and moves its items.
-func (s *Service) effect(ctx context.Context, tx *store.Tx, provider string, ev Event, o *models.Order, action models.Action, callbackID int64, requestID string) (_ models.OrderStatus, queued bool, err error) {
+// it writes tasks to the outbox. The order's transition, the payment row
+// and the tasks are queued in b; an order that ends (releasing its stock)
+// or takes its stock back reads and moves its items first.
+func (s *Service) effect(ctx context.Context, tx *store.Tx, b *pgx.Batch, provider string, ev Event, o *models.Order, action models.Action, callbackID int64, requestID string) (_ models.OrderStatus, queued bool, err error) {
 	now := s.now()
 	cause := orders.Cause{What: models.CauseCallback, CallbackID: &callbackID}
 	payStatus, _ := action.PaymentStatus()
@@ -322,25 +325,25 @@ func (s *Service) effect(ctx context.Context, tx *store.Tx, provider string, ev 
 			payStatus = models.PaymentRefundRequired
 		}
 	}
-	b := &pgx.Batch{}
+	after := o.Status
 	switch from := action.OrderFrom(); {
 	case action.Releases():
 		if err := orders.EndTx(tx.DB(), o, to, now, cause); err != nil {
 			return "", false, err
 		}
+		after = o.Status
 	case from != nil:
+		// The statement fails unless the order moves (orders.NewMove).
 		move := orders.NewMove(o, to, now, cause, from...)
 		move.Statement.Queue(b).Exec(func(tag pgconn.CommandTag) error { return move.Done(tag.RowsAffected()) })
+		after = to
 	}
 	paymentStatement(provider, ev, o.ID, payStatus, now).Queue(b)
-	paid := action.OrderFrom() != nil && to == models.OrderPaid // this event pays the order
+	paid := action.OrderFrom() != nil && after == models.OrderPaid // this event pays the order
 	if paid {
 		outbox.Queue(ctx, b, s.tasks.Paid(o.ID, requestID, now)...)
 	}
-	if err := tx.Send(b); err != nil {
-		return "", false, err
-	}
-	return o.Status, paid, nil
+	return after, paid, nil
 }
 
 // rereserve takes a late-paid order's stock back: paid when every item is

@@ -12,9 +12,9 @@ import (
 )
 
 // The statements of the applying transaction's hot path, each in its file
-// under sql/. A new event sends them in three round trips (store.Tx):
-// BEGIN, reserve and lockOrder; the effect's statements; complete and
-// COMMIT.
+// under sql/. A new event sends them in two round trips (store.Tx):
+// BEGIN, reserve and lockOrder; then the effect's statements, complete
+// and COMMIT.
 
 //go:embed sql/reserve.sql
 var reserveSQL string

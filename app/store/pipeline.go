@@ -37,7 +37,7 @@ func (st Statement) Queue(b *pgx.Batch) *pgx.QueuedQuery {
 // the statements of its batch, and the first one carries BEGIN. On two
 // shared cores a round trip costs CPU time in both processes (a write, a
 // wake-up on each side), not only wall time, so the callback's hot path
-// sends its nine statements in three (docs/performance.md). DB gives
+// sends its nine statements in two (docs/performance.md). DB gives
 // GORM on the same transaction for the statements of the rarer paths,
 // one round trip each.
 type Tx struct {
@@ -104,9 +104,10 @@ func (t *Tx) Send(b *pgx.Batch) error {
 }
 
 // Commit runs the statements of b and COMMIT in one round trip. A result
-// of b that its function finds wrong comes too late to undo them: b holds
-// only statements whose outcome nothing checks (the checked ones go in a
-// Send before). A nil b commits alone.
+// of b that its function finds wrong comes too late to undo them, so b
+// holds only statements that fail by themselves when they cannot do
+// their work (orders.NewMove's, for one): a failed statement ends the
+// round trip before COMMIT. A nil b commits alone.
 func (t *Tx) Commit(b *pgx.Batch) error {
 	if b == nil {
 		b = &pgx.Batch{}

@@ -4,4 +4,4 @@ WITH moved AS (
     RETURNING id
 )
 INSERT INTO order_transitions (order_id, from_status, to_status, cause, callback_id, created_at)
-SELECT id, $6::text, $1::text, $7::text, $8::bigint, $2::timestamptz FROM moved
+VALUES ((SELECT id FROM moved), $6::text, $1::text, $7::text, $8::bigint, $2::timestamptz)
