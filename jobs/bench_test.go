@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -31,58 +30,56 @@ import (
 // benchJobs is the number of invoice jobs per round. It is fixed rather
 // than b.N so that `-benchtime 1x` still measures a real backlog: 300 jobs
 // keep ten workers busy for a few hundred milliseconds, long enough that
-// the server's start-up and the 5 ms poll are noise, short enough that a
+// the server's start-up is noise, short enough that a
 // round (fresh database, fresh Redis, 300 orders) takes seconds. One
 // round's figures swing by about 20% with the disk's fsync latency; a
 // larger -benchtime (5x) runs more rounds and averages them.
 const benchJobs = 300
 
 // BenchmarkGuardVersusBare measures what the guard costs: the same
-// invoice:generate backlog drained by a real asynq.Server, once by a bare
-// handler (IssueTx in a transaction) and once through jobs.Guard, each on
-// its own database and redis-server. Per job it reports this process's
-// CPU (the worker's: user + system, from getrusage), its allocations,
-// the CPU of the database's backends and of the redis-server, and the
-// wall time (jobs/s); the last sub-benchmark, "ratio", reports each as
-// guarded ÷ bare. The product's goal is the worker's CPU per guarded job
-// ≤ 2 × the bare one's (docs/performance.md); wall time is a weaker
-// figure on a shared machine, where other processes take the cores.
+// invoice:generate backlog drained by a real asynq.Server, by a bare
+// handler (IssueTx in a transaction) and through jobs.Guard, each round on
+// its own database and redis-server. The two alternate, a bare round then
+// a guarded one, so that both meet the same machine: other work on shared
+// cores moves a round's figures by half. Per job it reports, for each,
+// this process's CPU (the worker's: user + system, from getrusage), its
+// allocations, the CPU of the database's backends and of the
+// redis-server, and jobs/s; then guarded ÷ bare of each. The product's
+// goal is the worker's CPU per guarded job ≤ 2 × the bare one's
+// (docs/performance.md); wall time is the weaker figure on a shared
+// machine, where other processes take the cores.
 //
 //	go test -run '^$' -bench GuardVersusBare -benchtime 3x ./jobs/
 func BenchmarkGuardVersusBare(b *testing.B) {
-	var bare, guarded drained // handed back by the sub-benchmarks
-	b.Run("bare", func(b *testing.B) {
-		bare = benchDrain(b, func(db *gorm.DB, _ *redis.Client) asynq.Handler {
-			return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-				var p jobs.InvoiceArgs
-				if err := json.Unmarshal(t.Payload(), &p); err != nil {
-					return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
-				}
-				return store.Transaction(ctx, db, func(tx *gorm.DB) error {
-					_, _, err := invoices.IssueTx(tx, p.OrderID, time.Now())
-					return err
-				})
+	bare := func(db *gorm.DB, _ *redis.Client) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			var p jobs.InvoiceArgs
+			if err := json.Unmarshal(t.Payload(), &p); err != nil {
+				return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+			}
+			return store.Transaction(ctx, db, func(tx *gorm.DB) error {
+				_, _, err := invoices.IssueTx(tx, p.OrderID, time.Now())
+				return err
 			})
 		})
-	})
-	b.Run("guarded", func(b *testing.B) {
-		guarded = benchDrain(b, func(db *gorm.DB, rdb *redis.Client) asynq.Handler {
-			g := jobs.NewGuard(db, rdb, slog.New(slog.DiscardHandler), "bench", config.DefaultJobLockTTL, metrics.New())
-			return g.Wrap(jobs.InvoiceEffect(time.Now, metrics.New()))
-		})
-	})
-	if bare.jobs == 0 || guarded.jobs == 0 {
-		return // a sub-benchmark failed or was filtered out
 	}
-	// A benchmark with sub-benchmarks prints no line of its own, so the
-	// ratios go to a leaf.
-	b.Run("ratio", func(b *testing.B) {
-		b.ReportMetric(0, "ns/op")
-		b.ReportMetric(guarded.perJob(guarded.cpu)/bare.perJob(bare.cpu), "cpu-guarded/bare")
-		b.ReportMetric(guarded.perJob(float64(guarded.allocs))/bare.perJob(float64(bare.allocs)), "allocs-guarded/bare")
-		b.ReportMetric(guarded.perJob(guarded.pgCPU)/bare.perJob(bare.pgCPU), "pg-cpu-guarded/bare")
-		b.ReportMetric(guarded.rate()/bare.rate(), "jobs/s-guarded/bare")
-	})
+	guarded := func(db *gorm.DB, rdb *redis.Client) asynq.Handler {
+		g := jobs.NewGuard(db, rdb, slog.New(slog.DiscardHandler), "bench", config.DefaultJobLockTTL, metrics.New())
+		return g.Wrap(jobs.InvoiceEffect(time.Now, metrics.New()))
+	}
+	b.StopTimer()
+	var bareCost, guardedCost drained
+	for range b.N {
+		benchDrain(b, &bareCost, bare)
+		benchDrain(b, &guardedCost, guarded)
+	}
+	bareCost.report(b, "bare-")
+	guardedCost.report(b, "guarded-")
+	b.ReportMetric(float64((bareCost.wall+guardedCost.wall).Nanoseconds())/float64(bareCost.jobs+guardedCost.jobs), "ns/op") // per job
+	b.ReportMetric(guardedCost.perJob(guardedCost.cpu)/bareCost.perJob(bareCost.cpu), "cpu-guarded/bare")
+	b.ReportMetric(guardedCost.perJob(float64(guardedCost.allocs))/bareCost.perJob(float64(bareCost.allocs)), "allocs-guarded/bare")
+	b.ReportMetric(guardedCost.perJob(guardedCost.pgCPU)/bareCost.perJob(bareCost.pgCPU), "pg-cpu-guarded/bare")
+	b.ReportMetric(guardedCost.rate()/bareCost.rate(), "jobs/s-guarded/bare")
 }
 
 // drained is what draining the backlogs of one handler cost, summed over
@@ -97,62 +94,56 @@ type drained struct {
 func (d drained) perJob(v float64) float64 { return v / float64(d.jobs) }
 func (d drained) rate() float64            { return float64(d.jobs) / d.wall.Seconds() }
 
-// report sets the per-job metrics of a sub-benchmark.
-func (d drained) report(b *testing.B) {
-	b.ReportMetric(d.rate(), "jobs/s")
-	b.ReportMetric(float64(d.wall.Nanoseconds())/float64(d.jobs), "ns/op") // per job, not per round
-	b.ReportMetric(d.perJob(d.cpu), "cpu-µs/job")
-	b.ReportMetric(d.perJob(float64(d.allocs)), "allocs/job")
-	b.ReportMetric(d.perJob(float64(d.bytes)), "B/job")
-	b.ReportMetric(d.perJob(d.pgCPU), "pg-cpu-µs/job")
-	b.ReportMetric(d.perJob(d.redisCPU), "redis-cpu-µs/job")
+// report sets the per-job metrics of one handler, their units prefixed
+// with its name.
+func (d drained) report(b *testing.B, name string) {
+	b.ReportMetric(d.rate(), name+"jobs/s")
+	b.ReportMetric(d.perJob(d.cpu), name+"cpu-µs/job")
+	b.ReportMetric(d.perJob(float64(d.allocs)), name+"allocs/job")
+	b.ReportMetric(d.perJob(float64(d.bytes)), name+"B/job")
+	b.ReportMetric(d.perJob(d.pgCPU), name+"pg-cpu-µs/job")
+	b.ReportMetric(d.perJob(d.redisCPU), name+"redis-cpu-µs/job")
 }
 
-// benchDrain runs b.N rounds of benchJobs invoice jobs through the handler
-// that mk builds, measuring each round from the server's start until the
-// handler has finished every job, and reports and returns the sums.
-func benchDrain(b *testing.B, mk func(*gorm.DB, *redis.Client) asynq.Handler) drained {
-	b.StopTimer()
-	var d drained
-	for range b.N {
-		db, rdb := benchBacklog(b, benchJobs)
-		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-			Concurrency:              config.DefaultConcurrency,
-			Queues:                   jobs.QueueWeights(),
-			RetryDelayFunc:           jobs.RetryDelay,
-			TaskCheckInterval:        100 * time.Millisecond, // as RunWorker
-			DelayedTaskCheckInterval: time.Second,
-			ShutdownTimeout:          5 * time.Second,
-			Logger:                   asynqLogger{slog.New(slog.DiscardHandler)},
-			LogLevel:                 asynq.WarnLevel,
-			IsFailure:                func(err error) bool { return !errors.Is(err, jobs.ErrLockBusy) },
-		})
-		// The end is counted in the handler, not polled from the database:
-		// a poll would spend this process's CPU, the figure measured.
-		h, done := countDone(mk(db, rdb), benchJobs)
+// benchDrain runs one round of benchJobs invoice jobs through the handler
+// that mk builds, measuring from the server's start until the handler has
+// finished every job, and adds its costs to d.
+func benchDrain(b *testing.B, d *drained, mk func(*gorm.DB, *redis.Client) asynq.Handler) {
+	db, rdb := benchBacklog(b, benchJobs)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:              config.DefaultConcurrency,
+		Queues:                   jobs.QueueWeights(),
+		RetryDelayFunc:           jobs.RetryDelay,
+		TaskCheckInterval:        100 * time.Millisecond, // as RunWorker
+		DelayedTaskCheckInterval: time.Second,
+		ShutdownTimeout:          5 * time.Second,
+		Logger:                   asynqLogger{slog.New(slog.DiscardHandler)},
+		LogLevel:                 asynq.WarnLevel,
+		IsFailure:                func(err error) bool { return !errors.Is(err, jobs.ErrLockBusy) },
+	})
+	// The end is counted in the handler, not polled from the database: a
+	// poll would spend this process's CPU, the figure measured.
+	h, done := countDone(mk(db, rdb), benchJobs)
 
-		runtime.GC() // the set-up's garbage is not the round's to collect
-		before := sampleCosts(b, db, rdb)
-		b.StartTimer()
-		start := time.Now()
-		if err := srv.Start(h); err != nil {
-			b.Fatal(err)
-		}
-		select {
-		case <-done:
-		case <-time.After(2 * time.Minute): // only keeps a broken run from hanging
-			b.Fatalf("the jobs were not done after 2 minutes")
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		after := sampleCosts(b, db, rdb)
-
-		srv.Shutdown()
-		benchWaitInvoices(b, db, benchJobs)
-		d.add(before, after, elapsed, benchJobs)
+	runtime.GC() // the set-up's garbage is not the round's to collect
+	before := sampleCosts(b, db, rdb)
+	b.StartTimer()
+	start := time.Now()
+	if err := srv.Start(h); err != nil {
+		b.Fatal(err)
 	}
-	d.report(b)
-	return d
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute): // only keeps a broken run from hanging
+		b.Fatalf("the jobs were not done after 2 minutes")
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	after := sampleCosts(b, db, rdb)
+
+	srv.Shutdown()
+	benchWaitInvoices(b, db, benchJobs)
+	d.add(before, after, elapsed, benchJobs)
 }
 
 // countDone wraps h so that done closes once n of its runs succeeded.
@@ -190,7 +181,7 @@ func sampleCosts(b *testing.B, db *gorm.DB, rdb *redis.Client) costs {
 	}
 	c.pg = map[int32]float64{}
 	for _, pid := range pids {
-		c.pg[pid] = procCPU(pid)
+		c.pg[pid] = float64(testenv.ProcessCPU(int(pid)).Microseconds())
 	}
 	c.redis = redisCPU(b, rdb)
 	var m runtime.MemStats
@@ -211,23 +202,6 @@ func (d *drained) add(before, after costs, wall time.Duration, jobs int) {
 	d.redisCPU += after.redis - before.redis
 	d.allocs += after.allocs - before.allocs
 	d.bytes += after.bytes - before.bytes
-}
-
-// procCPU is a process's user + system time in µs, from /proc (clock
-// ticks of 10 ms: a round's sum over its backends is what is precise).
-func procCPU(pid int32) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	k, _ := strconv.ParseFloat(f[12], 64)
-	return (u + k) * 1e4
 }
 
 // redisCPU is the redis-server's own CPU time in µs (INFO cpu).
