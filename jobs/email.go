@@ -133,6 +133,14 @@ func (m *Email) Effect(ctx context.Context, tx *gorm.DB, j Job) (string, error) 
 		return "", err
 	}
 	key := args.Key()
+	sent, err := mail.MarkSentTx(tx, key, m.now(), mail.Logs(m.mailer))
+	if err != nil {
+		return "", err
+	}
+	if sent { // the common case, in one statement; the row's Message-ID derives from its key
+		return mail.MessageID(key), nil
+	}
+	// Nothing marked: the row was sent before, or there is none.
 	var e models.OutboundEmail
 	if err := tx.Where("key = ?", key).Limit(1).Find(&e).Error; err != nil {
 		return "", err
@@ -142,9 +150,6 @@ func (m *Email) Effect(ctx context.Context, tx *gorm.DB, j Job) (string, error) 
 			return "the refund has not succeeded: nothing to send", nil
 		}
 		return "not paid: nothing to send", nil
-	}
-	if _, err := mail.MarkSentTx(tx, key, m.now(), mail.Logs(m.mailer)); err != nil {
-		return "", err
 	}
 	return e.MessageID, nil
 }

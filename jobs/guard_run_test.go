@@ -69,6 +69,16 @@ func TestClaimHonoursTheLease(t *testing.T) {
 	}
 }
 
+// jobRow writes the job row of outbox row m as an earlier run left it:
+// row, with the key, queue and business key of m.
+func (e *env) jobRow(m models.OutboxMessage, row models.JobExecution) {
+	e.t.Helper()
+	row.IdempotencyKey, row.QueueName, row.ExternalJobID, row.BusinessKey = m.TaskID, m.Queue, m.TaskID, jobOf(m).BusinessKey()
+	if err := e.db.Create(&row).Error; err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // A lease that ran out is claimed by the next run, with a higher fence.
 func TestClaimTakesAnExpiredLease(t *testing.T) {
 	t.Parallel()
@@ -76,17 +86,47 @@ func TestClaimTakesAnExpiredLease(t *testing.T) {
 	orderID := e.paidOrder()
 	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
 	past := time.Now().Add(-time.Second).UTC()
-	if err := e.db.Create(&models.JobExecution{IdempotencyKey: m.TaskID, QueueName: m.Queue, ExternalJobID: m.TaskID,
-		BusinessKey: orderID, Status: models.JobProcessing, Attempts: 1, Fence: 1, WorkerID: "dead", LockedUntil: &past,
-		StartedAt: past}).Error; err != nil {
-		t.Fatal(err)
-	}
+	e.jobRow(m, models.JobExecution{Status: models.JobProcessing, Attempts: 1, Fence: 1, WorkerID: "dead", LockedUntil: &past, StartedAt: past})
 	g := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, metrics.New())
 	if outcome, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New())); outcome != "succeeded" || err != nil {
 		t.Fatalf("run after the lease ran out: %s, %v", outcome, err)
 	}
 	checkJob(t, e, m.TaskID, models.JobSucceeded, 2, 2, "w2")
 	checkOneInvoice(t, e, orderID)
+}
+
+// A claim keeps the newest attempts of a job and no more: the run that
+// takes over a job with 60 failed runs records its own attempt (fence 61,
+// ended with the success) and leaves the newest 50 (12…61).
+func TestClaimPrunesOldAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	orderID := e.paidOrder()
+	m := jobs.Row(jobs.InvoiceArgs{OrderID: orderID}, time.Now())
+	past := time.Now().Add(-time.Hour).UTC()
+	e.jobRow(m, models.JobExecution{Status: models.JobFailed, Attempts: 60, Fence: 60, WorkerID: "old", StartedAt: past})
+	for fence := range int64(60) {
+		if err := e.db.Create(&models.JobAttempt{IdempotencyKey: m.TaskID, Fence: fence + 1, WorkerID: "old", StartedAt: past,
+			FinishedAt: &past, Outcome: string(jobs.RunFailed)}).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := jobs.NewGuard(e.db, e.rdb, e.log, "w2", time.Minute, metrics.New())
+	if outcome, err := g.Run(context.Background(), jobOf(m), nil, jobs.InvoiceEffect(time.Now, metrics.New())); outcome != "succeeded" || err != nil {
+		t.Fatalf("run: %s, %v", outcome, err)
+	}
+	var attempts []models.JobAttempt
+	if err := e.db.Order("fence").Find(&attempts, "idempotency_key = ?", m.TaskID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(attempts) != 50 || attempts[0].Fence != 12 {
+		t.Fatalf("%d attempts from fence %d; want the newest 50, from 12", len(attempts), attempts[0].Fence)
+	}
+	last := attempts[49]
+	if last.Fence != 61 || last.WorkerID != "w2" || last.Outcome != string(jobs.RunSucceeded) || last.FinishedAt == nil {
+		t.Errorf("the run's attempt: %+v; want fence 61 by w2, succeeded and ended", last)
+	}
+	checkJob(t, e, m.TaskID, models.JobSucceeded, 61, 61, "w2")
 }
 
 // A job that runs longer than its lock's TTL keeps the lock and the

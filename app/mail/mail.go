@@ -87,10 +87,15 @@ func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.
 }
 
 // intent is the outbound_emails row of e's key: e, created unless it
-// exists, or the row made before (and perhaps sent since).
+// exists, or the row made before (and perhaps sent since). A row it
+// created is e as written, so only a row found is read back.
 func intent(db *gorm.DB, e models.OutboundEmail) (*models.OutboundEmail, error) {
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e).Error; err != nil {
-		return nil, err
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&e)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return &e, nil
 	}
 	if err := db.Take(&e, "key = ?", e.Key).Error; err != nil {
 		return nil, err

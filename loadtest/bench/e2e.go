@@ -12,6 +12,8 @@ import (
 	"io"
 	"log"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,15 @@ type e2eResult struct {
 	MaxOrders  int     `json:"max_orders"`
 	MaxSeconds float64 `json:"max_seconds"`
 	MaxRate    float64 `json:"max_rate_per_s"`
+	// Burst is the callbacks of that run, as fast as they went.
+	Burst *measurement `json:"burst"`
+	// SustainedCPU is the CPU per order from the first callback to the
+	// last email: the server (web, relay and worker), this program (the
+	// load and the SMTP server), and the rest; of the rest, the database
+	// backends of the pipeline's database and the redis-server.
+	SustainedCPU *cpuUse `json:"sustained_cpu_per_order,omitempty"`
+	PostgresUS   float64 `json:"sustained_postgres_us_per_order"`
+	RedisUS      float64 `json:"sustained_redis_us_per_order"`
 	// At 80% of MaxRate: the callbacks, and each order's latency.
 	Rate       int          `json:"rate_per_s"`
 	Callbacks  *measurement `json:"callbacks"`
@@ -77,6 +88,10 @@ func runE2E(ctx context.Context, o runOptions, key []byte) (*e2eResult, error) {
 		return nil, err
 	}
 	var next atomic.Int64
+	pg0, redis0, cpu0 := backendTicks(ctx, db), procTicks(redisPID), sampleCPU()
+	if o.profile {
+		go profileSustained(srv, o)
+	}
 	start := time.Now()
 	burst := attack("pipeline burst", o.conc, 0, o.dur, func(int) vegeta.Target {
 		id := maxIDs[int(next.Add(1)-1)%len(maxIDs)]
@@ -85,16 +100,20 @@ func runE2E(ctx context.Context, o runOptions, key []byte) (*e2eResult, error) {
 	if burst.Errors > 0 {
 		return nil, fmt.Errorf("pipeline: %d callbacks failed", burst.Errors)
 	}
+	r.Burst = burst
 	paid := maxIDs[:min(burst.Requests, len(maxIDs))]
 	last, done, err := waitEmails(ctx, db, paid, 3*time.Minute)
 	if err != nil {
 		return nil, err
 	}
 	r.MaxOrders = done
+	r.SustainedCPU = use(cpu0, sampleCPU(), done)
+	r.PostgresUS = ticksSince(pg0, backendTicks(ctx, db)) * 1e4 / float64(done)
+	r.RedisUS = (procTicks(redisPID) - redis0) * 1e4 / float64(done)
 	r.MaxSeconds = last.Sub(start).Seconds()
 	r.MaxRate = float64(done) / r.MaxSeconds
-	fmt.Printf("  %-24s %8.0f orders/s  (%d orders paid, the last email %.1f s after the first callback)\n",
-		"pipeline sustained", r.MaxRate, done, r.MaxSeconds)
+	fmt.Printf("  %-24s %8.0f orders/s  (%d orders paid, the last email %.1f s after the first callback)%s; PostgreSQL %.0f, Redis %.0f\n",
+		"pipeline sustained", r.MaxRate, done, r.MaxSeconds, r.SustainedCPU, r.PostgresUS, r.RedisUS)
 
 	// 2. At 80% of it: each order's latency.
 	r.Rate = max(int(0.8*r.MaxRate), 1)
@@ -151,6 +170,46 @@ func runE2E(ctx context.Context, o runOptions, key []byte) (*e2eResult, error) {
 	fmt.Printf("  %-24s invoice p50 %6.1f ms  p99 %6.1f ms;  email p50 %6.1f ms  p99 %6.1f ms  (%d of %d orders)\n",
 		"paid → invoice → email", r.InvoiceP50, r.InvoiceP99, r.EmailP50, r.EmailP99, r.Completed, r.Orders)
 	return r, nil
+}
+
+// profileSustained saves the server's CPU profile of the burst and the
+// start of the drain after it: what each stage of the pipeline costs.
+func profileSustained(srv *server, o runOptions) {
+	path := filepath.Join(o.out, fmt.Sprintf("bench-%s-pipeline.cpu.pprof", time.Now().UTC().Format("20060102-150405")))
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		fmt.Printf("  (no profile of the pipeline: %v)\n", err)
+		return
+	}
+	if err := srv.profile(path, 2*o.dur); err != nil {
+		fmt.Printf("  (no profile of the pipeline: %v)\n", err)
+		return
+	}
+	fmt.Printf("  (profile: go tool pprof -top %s)\n", path)
+}
+
+// backendTicks is the CPU time, in clock ticks, of each backend
+// connected to db's database now.
+func backendTicks(ctx context.Context, db *pgx.Conn) map[int]float64 {
+	ticks := map[int]float64{}
+	rows, err := db.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+	if err != nil {
+		return ticks
+	}
+	pids, _ := pgx.CollectRows(rows, pgx.RowTo[int32])
+	for _, pid := range pids {
+		ticks[int(pid)] = procTicks(int(pid))
+	}
+	return ticks
+}
+
+// ticksSince is the backends' CPU between two samples; a backend that
+// was not there at the first spent all its time since.
+func ticksSince(before, after map[int]float64) float64 {
+	var n float64
+	for pid, t := range after {
+		n += t - before[pid]
+	}
+	return n
 }
 
 // waitEmails waits until every order of ids has its email sent, and

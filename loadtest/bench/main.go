@@ -84,6 +84,7 @@ type results struct {
 	Met             bool                    `json:"all_goals_met"`
 	LoadStart       float64                 `json:"load_average_start"`
 	LoadEnd         float64                 `json:"load_average_end"`
+	Guard           *guardRun               `json:"guard_versus_bare,omitempty"` // jobs' BenchmarkGuardVersusBare, per job
 }
 
 // runOptions are the flags of the callbacks section.
@@ -136,9 +137,8 @@ func run() error {
 	case "", "callbacks":
 	case "admin":
 		return runAdmin(ctx, admin)
-	case "pipeline": // the pipeline's latency alone, printed, not written
-		_, err := runE2E(ctx, o, benchKey())
-		return err
+	case "pipeline": // the pipeline alone and its goals, printed, not written
+		return runPipeline(ctx, o)
 	default:
 		return fmt.Errorf("-only must be callbacks, admin or pipeline, not %q", *only)
 	}
@@ -146,6 +146,25 @@ func run() error {
 		return err
 	}
 	return runAdmin(ctx, admin)
+}
+
+// runPipeline measures the pipeline and the guard's cost and prints their
+// goals, judged against the pipeline's own burst of callbacks (no
+// new-event run to compare with).
+func runPipeline(ctx context.Context, o runOptions) error {
+	r := &results{Runs: map[string]*measurement{}}
+	var err error
+	if r.E2E, err = runE2E(ctx, o, benchKey()); err != nil {
+		return err
+	}
+	if r.Guard, err = runGuardBench(ctx); err != nil {
+		fmt.Println("  guard benchmark:", err)
+	}
+	fmt.Println()
+	for _, g := range pipelineGoals(r) {
+		fmt.Printf("  %-56s %6.2f  %-22s %s\n", g.Name, g.Value, g.Goal, yes(g.Met))
+	}
+	return nil
 }
 
 // runCallbacks is the callbacks section: ceilings, the callback paths,
@@ -267,6 +286,11 @@ func runCallbacks(ctx context.Context, o runOptions) error {
 		return err
 	}
 	r.RSSMB["web+worker+relay"] = r.E2E.peakMB
+	// 8. The guard's cost per job, against a bare handler (a failure
+	// leaves the goal unmeasured, not the run unwritten).
+	if r.Guard, err = runGuardBench(ctx); err != nil {
+		fmt.Println("  guard benchmark:", err)
+	}
 	r.LoadEnd = loadAverage()
 	judge(r)
 	return write(r, o.out, stamp)

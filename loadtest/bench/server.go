@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sekali/sekali/app/testenv"
 )
 
 // server is a sekali process under test. Its resident memory is sampled
@@ -187,6 +189,10 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// redisPID is the bench's own redis-server's pid, for the pipeline's CPU
+// split (0 with -redis: then its share stays in the rest).
+var redisPID int
+
 // startRedis starts a redis-server of the bench's own, on a free port,
 // keeping nothing on disk: no task of an earlier run is left in its
 // queues.
@@ -200,6 +206,7 @@ func startRedis() (url string, stop func(), err error) {
 	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("redis-server (or pass -redis): %w", err)
 	}
+	redisPID = cmd.Process.Pid
 	stop = func() { cmd.Process.Kill(); cmd.Wait() }
 	for range 100 {
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -262,24 +269,8 @@ func sampleCPU() cpuSample {
 	return s
 }
 
-// procTicks is a process's user and system time.
-func procTicks(pid int) float64 {
-	if pid == 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	k, _ := strconv.ParseFloat(f[12], 64)
-	return u + k
-}
+// procTicks is a process's user and system time, in clock ticks.
+func procTicks(pid int) float64 { return testenv.ProcessCPU(pid).Seconds() * 100 }
 
 // use splits the CPU time between two samples over n requests. Clock
 // ticks are 1/100 s on Linux; the machine's total counts every core.
