@@ -3,6 +3,7 @@ package payments_test
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -43,5 +44,37 @@ func TestKeptHeadersRedactSecrets(t *testing.T) {
 	}
 	if ua := kept["User-Agent"][0]; len(ua) > 520 || !strings.HasSuffix(ua, "…") {
 		t.Errorf("a 2,000-byte value kept as %d bytes", len(ua))
+	}
+}
+
+// The kept headers are a JSON object of every header, in name order, with
+// each of its values, whatever they hold; a header without values is left
+// out.
+func TestKeptHeadersKeepEveryValue(t *testing.T) {
+	t.Parallel()
+	h := http.Header{
+		"Accept":       {"a", "b"},
+		"X-Quoted":     {`say "hi" \ back`},
+		"X-Note":       {"café …", "bad \xff"},
+		"Content-Type": {"application/json"},
+		"X-Empty":      {},
+	}
+	got := payments.KeptHeaders(h)
+	var kept map[string][]string
+	if err := json.Unmarshal(got, &kept); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	want := map[string][]string{
+		"Accept": {"a", "b"}, "X-Quoted": {`say "hi" \ back`}, "X-Note": {"café …", "bad \ufffd"},
+		"Content-Type": {"application/json"},
+	}
+	if !reflect.DeepEqual(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	if !strings.HasPrefix(string(got), `{"Accept":`) {
+		t.Errorf("not in name order: %s", got)
+	}
+	if got := string(payments.KeptHeaders(http.Header{})); got != "{}" {
+		t.Errorf("no headers kept as %s", got)
 	}
 }
