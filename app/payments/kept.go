@@ -31,13 +31,17 @@ const (
 var KeptColumns = []string{"headers", "body", "body_json"}
 
 // keep sets what row keeps of d, unless bodies are not kept: its body,
-// the body again as searchable JSON (SearchableBody), and its headers
-// once its body was read.
+// the body again as searchable JSON (SearchableBody, remembered with the
+// body's parsed event when it was parsed), and its headers once its body
+// was read.
 func (s *Service) keep(d Delivery, row models.CallbackDelivery) models.CallbackDelivery {
 	if !s.KeepBodies {
 		return row
 	}
-	row.Body, row.BodyJSON = d.body, SearchableBody(d.body)
+	row.Body, row.BodyJSON = d.body, d.searchable
+	if !d.searched {
+		row.BodyJSON = SearchableBody(d.body)
+	}
 	if d.body != nil {
 		row.Headers = keptHeaders(d.Header)
 	}
