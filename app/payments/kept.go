@@ -161,25 +161,27 @@ const (
 	credentialHeader            // never kept
 )
 
+// headerKinds remembers the kind of the header names seen lately: a
+// gateway sends the same few names with every delivery, and reading the
+// words of each, for every delivery's row, cost more than the lookup.
+var headerKinds = newRecent[string, headerKind](1024)
+
 // kindOf is the kind of header name, by the words in it, in any case.
 func kindOf(name string) headerKind {
-	var buf [64]byte // a usual name is lowered without an allocation
-	lower := buf[:0]
-	for i := 0; i < len(name); i++ { // a header's name is ASCII
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower = append(lower, c)
+	if k, ok := headerKinds.get(name); ok {
+		return k
 	}
-	has := func(word string) bool { return bytes.Contains(lower, []byte(word)) }
+	k := plainHeader
+	lower := strings.ToLower(name)
 	switch {
-	case has("signature"):
-		return signatureHeader
-	case has("authorization"), has("token"), has("secret"), has("key"), has("cookie"):
-		return credentialHeader
+	case strings.Contains(lower, "signature"):
+		k = signatureHeader
+	case strings.Contains(lower, "authorization"), strings.Contains(lower, "token"), strings.Contains(lower, "secret"),
+		strings.Contains(lower, "key"), strings.Contains(lower, "cookie"):
+		k = credentialHeader
 	}
-	return plainHeader
+	headerKinds.add(name, k)
+	return k
 }
 
 // redact is header value v as a header of kind k keeps it.
