@@ -43,6 +43,7 @@ func callbackServer(b testing.TB, tp trace.TracerProvider) (*web.Server, *orders
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
 	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
 	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys))
+	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0 // as serve.go sets it: bodies are kept by default
 	b.Cleanup(paymentService.Close)
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:   orderService,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
@@ -19,6 +20,23 @@ type callbackJSON struct {
 	// Detail says, for an unconfirmed notification, what it and the
 	// gateway's API said.
 	Detail string `json:"detail,omitempty"`
+}
+
+// appendJSON appends a as encoding/json writes it (a test holds the two
+// together), without its reflection: every delivery, a gateway's retries
+// most of all, is answered with one.
+func (a callbackJSON) appendJSON(b []byte) []byte {
+	b = canonjson.AppendString(append(b, `{"result":`...), a.Result)
+	b = canonjson.AppendString(append(b, `,"provider":`...), a.Provider)
+	b = canonjson.AppendString(append(b, `,"idempotency_key":`...), a.IdempotencyKey)
+	b = canonjson.AppendString(append(b, `,"order_id":`...), a.OrderID)
+	if a.OrderStatus != "" {
+		b = canonjson.AppendString(append(b, `,"order_status":`...), a.OrderStatus)
+	}
+	if a.Detail != "" {
+		b = canonjson.AppendString(append(b, `,"detail":`...), a.Detail)
+	}
+	return append(b, '}')
 }
 
 // receiveCallback is POST /callbacks/:provider. Everything from the size
@@ -49,7 +67,7 @@ func answerCallback(c echo.Context, out payments.Outcome) error {
 		if out.Result == models.ResultUnconfirmed {
 			answer.Detail = out.Detail
 		}
-		return c.JSON(http.StatusOK, answer)
+		return c.JSONBlob(http.StatusOK, append(answer.appendJSON(make([]byte, 0, 256)), '\n'))
 	}
 	p := newProblem(out.Code(), out.Detail)
 	p.Result, p.Reason = out.Word(), out.Reason

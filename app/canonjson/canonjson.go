@@ -72,6 +72,24 @@ func Encode(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// AppendString appends s as a JSON string, spelled as Encode spells it,
+// for code that writes a small, fixed-shape document by hand rather than
+// through encoding/json's reflection. Plain ASCII, the usual case, is
+// copied between quotes; anything that needs escaping (a quote, a
+// backslash, a control character, any non-ASCII byte) is left to
+// encoding/json, so the two never disagree.
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			encoded, _ := Encode(s) // a string always encodes
+			return append(b, encoded...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // Fingerprint returns the hex SHA-256 of data's canonical encoding.
 func Fingerprint(data []byte) (string, error) {
 	c, err := Canonicalize(data)

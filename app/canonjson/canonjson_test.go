@@ -145,3 +145,19 @@ func BenchmarkFingerprintNumbers(b *testing.B) {
 		})
 	}
 }
+
+// AppendString spells every string as Encode does, whether it takes the
+// plain-ASCII path or leaves the escaping to encoding/json.
+func TestAppendStringSpellsAsEncode(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "plain", "msg_p5jXN8AQM9LWM0D4loKWxJek", `say "hi"`, `back\slash`, "tab\there", "nul\x00",
+		"<script>&", "café", "…", "\u2028", "bad \xff utf-8", "v1,g0hM9SsE+…"} {
+		want, err := canonjson.Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := canonjson.AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("AppendString(%q) = %s, want x%s", s, got, want)
+		}
+	}
+}

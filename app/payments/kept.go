@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/models"
 )
 
@@ -30,13 +31,17 @@ const (
 var KeptColumns = []string{"headers", "body", "body_json"}
 
 // keep sets what row keeps of d, unless bodies are not kept: its body,
-// the body again as searchable JSON (SearchableBody), and its headers
-// once its body was read.
+// the body again as searchable JSON (SearchableBody, remembered with the
+// body's parsed event when it was parsed), and its headers once its body
+// was read.
 func (s *Service) keep(d Delivery, row models.CallbackDelivery) models.CallbackDelivery {
 	if !s.KeepBodies {
 		return row
 	}
-	row.Body, row.BodyJSON = d.body, SearchableBody(d.body)
+	row.Body, row.BodyJSON = d.body, d.searchable
+	if !d.searched {
+		row.BodyJSON = SearchableBody(d.body)
+	}
 	if d.body != nil {
 		row.Headers = keptHeaders(d.Header)
 	}
@@ -112,42 +117,82 @@ func holdable(v any) bool {
 // values that authenticate a sender redacted: a credential (a name with
 // authorization, token, secret, key or cookie in it) is "[redacted]", a
 // signature (signature in its name) keeps its first characters, enough
-// to tell two apart but not to replay one.
+// to tell two apart but not to replay one. Every delivery's row keeps
+// them, so the object is written by hand: json.Marshal of a map, with
+// its reflection and its own sort, was most of a duplicate's cost here.
 func keptHeaders(h http.Header) []byte {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for name := range h {
-			if !yield(http.CanonicalHeaderKey(name)) {
-				return
-			}
-		}
-	})
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, http.CanonicalHeaderKey(name))
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
 	if len(names) > maxKeptHeaders {
 		names = names[:maxKeptHeaders]
 	}
-	kept := make(map[string][]string, len(names))
+	b := append(make([]byte, 0, 512), '{')
 	for _, name := range names {
-		for _, v := range h.Values(name) {
-			kept[name] = append(kept[name], redact(name, v))
+		values := h[name]
+		if len(values) == 0 {
+			continue
 		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(canonjson.AppendString(b, name), ':', '[')
+		kind := kindOf(name)
+		for i, v := range values {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = canonjson.AppendString(b, kind.redact(v))
+		}
+		b = append(b, ']')
 	}
-	b, err := json.Marshal(kept)
-	if err != nil { // only invalid UTF-8, which Marshal replaces: cannot happen
-		return nil
-	}
-	return b
+	return append(b, '}')
 }
 
-// redact is header value v of header name as it is kept.
-func redact(name, v string) string {
+// headerKind is what a header's name says of its values.
+type headerKind int
+
+const (
+	plainHeader      headerKind = iota
+	signatureHeader             // kept in part
+	credentialHeader            // never kept
+)
+
+// headerKinds remembers the kind of the header names seen lately: a
+// gateway sends the same few names with every delivery, and reading the
+// words of each, for every delivery's row, cost more than the lookup.
+var headerKinds = newRecent[string, headerKind](1024)
+
+// kindOf is the kind of header name, by the words in it, in any case.
+func kindOf(name string) headerKind {
+	if k, ok := headerKinds.get(name); ok {
+		return k
+	}
+	k := plainHeader
 	lower := strings.ToLower(name)
 	switch {
 	case strings.Contains(lower, "signature"):
+		k = signatureHeader
+	case strings.Contains(lower, "authorization"), strings.Contains(lower, "token"), strings.Contains(lower, "secret"),
+		strings.Contains(lower, "key"), strings.Contains(lower, "cookie"):
+		k = credentialHeader
+	}
+	headerKinds.add(name, k)
+	return k
+}
+
+// redact is header value v as a header of kind k keeps it.
+func (k headerKind) redact(v string) string {
+	switch k {
+	case signatureHeader:
 		if len(v) > shownSignature {
 			return models.Truncate(v, shownSignature) + "…"
 		}
 		return v
-	case strings.Contains(lower, "authorization"), strings.Contains(lower, "token"), strings.Contains(lower, "secret"),
-		strings.Contains(lower, "key"), strings.Contains(lower, "cookie"):
+	case credentialHeader:
 		return "[redacted]"
 	}
 	if len(v) > maxKeptHeaderValue {

@@ -1,8 +1,10 @@
 package payments_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -25,8 +27,12 @@ func TestKeptHeadersRedactSecrets(t *testing.T) {
 	h.Set("Webhook-Id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
 	h.Set("User-Agent", strings.Repeat("a", 2000))
 	var kept map[string][]string
-	if err := json.Unmarshal(payments.KeptHeaders(h), &kept); err != nil {
+	first := payments.KeptHeaders(h)
+	if err := json.Unmarshal(first, &kept); err != nil {
 		t.Fatal(err)
+	}
+	if again := payments.KeptHeaders(h); !bytes.Equal(again, first) { // the names' kinds from memory
+		t.Errorf("kept again as %s, first as %s", again, first)
 	}
 	for name, want := range map[string]string{
 		"Authorization":     "[redacted]",
@@ -43,5 +49,50 @@ func TestKeptHeadersRedactSecrets(t *testing.T) {
 	}
 	if ua := kept["User-Agent"][0]; len(ua) > 520 || !strings.HasSuffix(ua, "…") {
 		t.Errorf("a 2,000-byte value kept as %d bytes", len(ua))
+	}
+}
+
+// The kept headers are a JSON object of every header, in name order, with
+// each of its values, whatever they hold; a header without values is left
+// out.
+func TestKeptHeadersKeepEveryValue(t *testing.T) {
+	t.Parallel()
+	h := http.Header{
+		"Accept":       {"a", "b"},
+		"X-Quoted":     {`say "hi" \ back`},
+		"X-Note":       {"café …", "bad \xff"},
+		"Content-Type": {"application/json"},
+		"X-Empty":      {},
+	}
+	got := payments.KeptHeaders(h)
+	var kept map[string][]string
+	if err := json.Unmarshal(got, &kept); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	want := map[string][]string{
+		"Accept": {"a", "b"}, "X-Quoted": {`say "hi" \ back`}, "X-Note": {"café …", "bad \ufffd"},
+		"Content-Type": {"application/json"},
+	}
+	if !reflect.DeepEqual(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	if !strings.HasPrefix(string(got), `{"Accept":`) {
+		t.Errorf("not in name order: %s", got)
+	}
+	if got := string(payments.KeptHeaders(http.Header{})); got != "{}" {
+		t.Errorf("no headers kept as %s", got)
+	}
+}
+
+// BenchmarkKeptHeaders is the headers a sandbox delivery's row keeps.
+func BenchmarkKeptHeaders(b *testing.B) {
+	h := http.Header{
+		"Content-Type": {"application/json"}, "User-Agent": {"Go-http-client/1.1"}, "Accept-Encoding": {"gzip"},
+		"Content-Length": {"123"}, "Webhook-Id": {"evt-dup"}, "Webhook-Timestamp": {"1765085000"},
+		"Webhook-Signature": {"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		payments.KeptHeaders(h)
 	}
 }

@@ -3,6 +3,7 @@ package payments
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"hash"
 	"io"
 	"net/http"
@@ -11,9 +12,14 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// parsedCapacity bounds the bodies remembered (an event with its
-// fingerprint: at most about 1.2 KB each).
+// parsedCapacity bounds the bodies remembered: an event with its
+// fingerprint, at most about 1.2 KB each, and a searchable body of at
+// most maxRememberedSearchable — 32 MB for all of them at the most.
 const parsedCapacity = 10_000
+
+// maxRememberedSearchable is the largest searchable body remembered with
+// its event; a larger one is made again for each delivery's row.
+const maxRememberedSearchable = 2 << 10
 
 // parsedBodies remembers what recent bodies parsed to: the event with its
 // fingerprint, by the provider, the values of the headers its Parse reads
@@ -23,30 +29,51 @@ const parsedCapacity = 10_000
 // sees no other header and the fingerprint is a function of the body, so
 // a delivery seen before need not be decoded, canonicalized and parsed
 // again: that was the largest part of a duplicate delivery's cost in the
-// server (docs/performance.md). Refused and ignored bodies are not
+// server (docs/performance.md). Where bodies are kept, the body's
+// searchable form is remembered too: each delivery's row holds it, and
+// it is a function of the body alone. Refused and ignored bodies are not
 // remembered.
 type parsedBodies struct {
-	events *recent[[sha256.Size]byte, Event]
+	events *recent[[sha256.Size]byte, parsedBody]
+}
+
+// parsedBody is what a body parsed to.
+type parsedBody struct {
+	event Event
+	// searchable is SearchableBody of the body, when searched; a body
+	// parsed while bodies are not kept, or whose searchable form is
+	// larger than maxRememberedSearchable, is remembered without it.
+	searchable json.RawMessage
+	searched   bool
 }
 
 func newParsedBodies(capacity int) *parsedBodies {
-	return &parsedBodies{events: newRecent[[sha256.Size]byte, Event](capacity)}
+	return &parsedBodies{events: newRecent[[sha256.Size]byte, parsedBody](capacity)}
 }
 
-// parse returns parseBody(p, h, body), from memory when the same provider
-// had the same body and event headers before.
-func (c *parsedBodies) parse(p Provider, h http.Header, body []byte) (Event, error) {
+// parse returns parseBody(p, h, body), and the body's searchable form
+// when searchable is set (bodies are kept), from memory when the same
+// provider had the same body and event headers before.
+func (c *parsedBodies) parse(p Provider, h http.Header, body []byte, searchable bool) (parsedBody, error) {
 	names := p.EventHeaders()
 	k := parsedKey(p.Name(), names, h, body)
-	if ev, ok := c.events.get(k); ok {
-		return ev, nil
+	if pb, ok := c.events.get(k); ok {
+		return pb, nil
 	}
 	ev, err := parseBody(p, onlyHeaders(h, names), body)
 	if err != nil {
-		return ev, err
+		return parsedBody{event: ev}, err
 	}
-	c.events.add(k, ev)
-	return ev, nil
+	pb := parsedBody{event: ev}
+	if searchable {
+		pb.searchable, pb.searched = SearchableBody(body), true
+	}
+	if len(pb.searchable) > maxRememberedSearchable {
+		c.events.add(k, parsedBody{event: ev})
+	} else {
+		c.events.add(k, pb)
+	}
+	return pb, nil
 }
 
 // parseBody fingerprints body, then has p parse it. The fingerprint is

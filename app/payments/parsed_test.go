@@ -1,9 +1,11 @@
 package payments
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sekali/sekali/app/stdwebhooks"
@@ -48,8 +50,8 @@ func TestParsedBodiesRemembersEvents(t *testing.T) {
 		{"evt-2", "v1,first", "ORD-1", 2}, // another event id, the same body
 		{"evt-1", "v1,first", "ORD-2", 2}, // another body, the same event id: the oldest leaves
 	} {
-		got, err := c.parse(sandbox, header(tc.id, tc.signature), body(tc.order))
-		if w := want(tc.id, body(tc.order)); err != nil || !reflect.DeepEqual(got, w) {
+		pb, err := c.parse(sandbox, header(tc.id, tc.signature), body(tc.order), false)
+		if got, w := pb.event, want(tc.id, body(tc.order)); err != nil || !reflect.DeepEqual(got, w) {
 			t.Fatalf("parse(%s, %s) = %+v, %v; want %+v", tc.id, tc.order, got, err, w)
 		}
 		if len(c.events.items) != tc.remembered {
@@ -80,18 +82,52 @@ func TestParsedBodiesRemembersEvents(t *testing.T) {
 		{"missing field", `{"order_id":"ORD-1"}`, func(err error) bool { return models.ErrorCode(err) == models.EMissingField }},
 	} {
 		for range 2 {
-			if _, err := c.parse(sandbox, header("evt-x", ""), []byte(tc.body)); !tc.ok(err) {
+			if _, err := c.parse(sandbox, header("evt-x", ""), []byte(tc.body), false); !tc.ok(err) {
 				t.Fatalf("%s: err = %v", tc.name, err)
 			}
 		}
 	}
 	for range 2 {
-		if _, err := c.parse(sandbox, header("evt-void", ""), []byte(`{"payment_status":"void"}`)); !errors.Is(err, ErrIgnored) {
+		if _, err := c.parse(sandbox, header("evt-void", ""), []byte(`{"payment_status":"void"}`), false); !errors.Is(err, ErrIgnored) {
 			t.Fatalf("an ignored notification: err = %v", err)
 		}
 	}
 	if len(c.events.items) != 2 {
 		t.Fatalf("%d remembered after refused and ignored bodies", len(c.events.items))
+	}
+}
+
+// Where bodies are kept, a body's searchable form is remembered with its
+// event, and a retry's row takes it from memory; one larger than
+// maxRememberedSearchable is remembered without it, and made again.
+func TestParsedBodiesRememberSearchable(t *testing.T) {
+	t.Parallel()
+	sandbox := testProvider{}
+	c := newParsedBodies(10)
+	h := http.Header{}
+	h.Set(stdwebhooks.HeaderID, "evt-1")
+	small := []byte(`{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":1000,"currency":"IDR"}`)
+	large := []byte(`{"order_id":"ORD-2","transaction_id":"tx-2","payment_status":"paid","paid_amount":1000,"currency":"IDR","note":"` +
+		strings.Repeat("n", maxRememberedSearchable) + `"}`)
+	for _, tc := range []struct {
+		body       []byte
+		remembered bool
+	}{{small, true}, {large, false}} {
+		first, err := c.parse(sandbox, h, tc.body, true)
+		if err != nil || !first.searched || !bytes.Equal(first.searchable, SearchableBody(tc.body)) {
+			t.Fatalf("first parse: searchable %s (searched %t), %v", first.searchable, first.searched, err)
+		}
+		retry, err := c.parse(sandbox, h, tc.body, true)
+		if err != nil || retry.searched != tc.remembered {
+			t.Fatalf("a retry of a %d-byte body: searched %t, %v; want %t", len(tc.body), retry.searched, err, tc.remembered)
+		}
+		if tc.remembered && !bytes.Equal(retry.searchable, first.searchable) {
+			t.Fatalf("a retry's searchable body %s, want %s", retry.searchable, first.searchable)
+		}
+	}
+	notKept := []byte(`{"order_id":"ORD-3","transaction_id":"tx-3","payment_status":"paid","paid_amount":1000,"currency":"IDR"}`)
+	if pb, err := c.parse(sandbox, h, notKept, false); err != nil || pb.searched || pb.searchable != nil {
+		t.Fatalf("bodies not kept: searchable %s (searched %t), %v", pb.searchable, pb.searched, err)
 	}
 }
 
@@ -131,7 +167,7 @@ func TestParseSeesOnlyEventHeaders(t *testing.T) {
 	h.Set("X-Other", "y")
 	p := &headerRecorder{}
 	body := []byte(`{"order_id":"ORD-1","transaction_id":"tx-1","payment_status":"paid","paid_amount":1000,"currency":"IDR"}`)
-	if _, err := newParsedBodies(2).parse(p, h, body); err != nil {
+	if _, err := newParsedBodies(2).parse(p, h, body, false); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.got) != 1 || len(p.got.Values(stdwebhooks.HeaderID)) != 2 {
@@ -170,7 +206,7 @@ func BenchmarkParsedBodies(b *testing.B) {
 		c := newParsedBodies(parsedCapacity)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := c.parse(sandbox, h, body); err != nil {
+			if _, err := c.parse(sandbox, h, body, true); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,6 +8,7 @@ package payments
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -160,6 +161,11 @@ type Delivery struct {
 	TraceID string
 
 	body []byte // Body as read, for a row that keeps it (kept.go)
+	// searchable is body's searchable form (SearchableBody) when searched:
+	// remembered with its parsed event, so that a retry's row need not
+	// decode and encode its body again (parsedBodies).
+	searchable json.RawMessage
+	searched   bool
 }
 
 // Result is what became of a delivery: processed, stale, duplicate,
@@ -385,7 +391,8 @@ func (s *Service) receive(ctx context.Context, p Provider, d *Delivery) (Outcome
 // its charge. done is the delivery's outcome when it ends there (ignored,
 // or refused); err when the order could not be looked up.
 func (s *Service) event(ctx context.Context, p Provider, d *Delivery) (ev Event, done *Outcome, err error) {
-	ev, err = s.parsed.parse(p, d.Header, d.body)
+	pb, err := s.parsed.parse(p, d.Header, d.body, s.KeepBodies)
+	ev, d.searchable, d.searched = pb.event, pb.searchable, pb.searched
 	if errors.Is(err, ErrIgnored) {
 		return ev, &Outcome{Result: models.ResultIgnored, Detail: err.Error()}, nil
 	}
@@ -451,6 +458,9 @@ func refusal(code, detail string) Outcome {
 }
 
 func isJSON(contentType string) bool {
+	if contentType == "application/json" { // the usual one, without ParseMediaType's allocations
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

@@ -4,7 +4,8 @@ import "sync"
 
 // recent is a map bounded to a capacity: once full, each new entry
 // pushes out the oldest. It is safe for concurrent use. The pipeline's
-// two memories are recent maps: seenEvents and parsedBodies.
+// memories are recent maps: seenEvents, parsedBodies and the kinds of
+// header names (kept.go).
 type recent[K comparable, V any] struct {
 	mu    sync.Mutex
 	items map[K]V
