@@ -41,23 +41,13 @@ func queueReserve(b *pgx.Batch, cb *models.PaymentCallback, inserted *bool) {
 var lockOrderSQL string
 
 // lockedOrder is what lockOrder read: the order (nil when there is no such
-// order) and the charge the event names (nil when unknown).
+// order) and the charge the event names (nil when unknown). The order
+// holds what deciding and applying an event read of it — its id, status,
+// total and currency — and nothing else: lock_order.sql names the
+// columns, so that the hot path neither sends nor decodes the rest.
 type lockedOrder struct {
 	order  *models.Order
 	charge *models.Payment
-}
-
-// lockedRow is a row of lock_order.sql.
-type lockedRow struct {
-	models.Order
-	ChargeID             *int64
-	ChargeOrderID        *string
-	ChargeStatus         *models.PaymentStatus
-	ChargeAmount         *int64
-	ChargeRefundedAmount *int64
-	ChargeCurrency       *string
-	ChargeDispute        *models.Dispute
-	ChargeDisputedAmount *int64
 }
 
 // queueLockOrder adds to b the statement that locks the event's order with
@@ -67,18 +57,27 @@ type lockedRow struct {
 // happens under its order's lock.
 func queueLockOrder(b *pgx.Batch, provider string, ev Event, into *lockedOrder) {
 	st := store.Statement{SQL: lockOrderSQL, Args: []any{provider, ev.TransactionID, ev.OrderID}}
-	st.Queue(b).Query(func(rows pgx.Rows) error {
-		found, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[lockedRow])
-		if err != nil || len(found) == 0 {
+	st.Queue(b).QueryRow(func(row pgx.Row) error {
+		var o models.Order
+		var c struct {
+			id, amount, refunded, disputed *int64
+			orderID, status, currency      *string
+			dispute                        *string
+		}
+		err := row.Scan(&o.ID, &o.Status, &o.TotalAmount, &o.Currency,
+			&c.id, &c.orderID, &c.status, &c.amount, &c.refunded, &c.currency, &c.dispute, &c.disputed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		r := found[0]
-		into.order = &r.Order
-		if r.ChargeOrderID != nil {
-			into.charge = &models.Payment{ID: *r.ChargeID, Provider: provider, ProviderReference: ev.TransactionID,
-				OrderID: *r.ChargeOrderID, Status: *r.ChargeStatus, Amount: *r.ChargeAmount,
-				RefundedAmount: *r.ChargeRefundedAmount, Currency: *r.ChargeCurrency, Dispute: *r.ChargeDispute,
-				DisputedAmount: *r.ChargeDisputedAmount}
+		into.order = &o
+		if c.id != nil {
+			into.charge = &models.Payment{ID: *c.id, Provider: provider, ProviderReference: ev.TransactionID,
+				OrderID: *c.orderID, Status: models.PaymentStatus(*c.status), Amount: *c.amount,
+				RefundedAmount: *c.refunded, Currency: *c.currency, Dispute: models.Dispute(*c.dispute),
+				DisputedAmount: *c.disputed}
 		}
 		return nil
 	})
