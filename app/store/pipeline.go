@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -127,13 +128,21 @@ func (t *Tx) DB() *gorm.DB {
 	return t.db
 }
 
-// rollback ends a transaction that failed. When the connection is broken
-// there is nothing to end: pgx has closed it, and the pool drops it.
+// rollbackTimeout bounds a ROLLBACK sent after the caller's context has
+// ended: a connection that cannot roll back within it is closed by pgx,
+// and the pool drops it.
+const rollbackTimeout = 5 * time.Second
+
+// rollback ends a transaction that failed, even when its context was
+// cancelled. When the connection is broken there is nothing to end: pgx
+// has closed it, and the pool drops it.
 func (t *Tx) rollback() {
 	if !t.begun || t.committed {
 		return
 	}
-	_, _ = t.conn.ExecContext(context.WithoutCancel(t.ctx), "ROLLBACK")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), rollbackTimeout)
+	defer cancel()
+	_, _ = t.conn.ExecContext(ctx, "ROLLBACK")
 }
 
 // connInTx is the held connection as GORM sees it: inside a transaction.

@@ -16,8 +16,9 @@ import (
 )
 
 // pgbenchScript is the SQL of one new-event callback, statement for
-// statement and round trip for round trip (app/payments/apply.go: BEGIN,
-// six statements, COMMIT), each transaction on its own order and key,
+// statement (app/payments/statements.go: BEGIN, six statements, COMMIT;
+// the application sends them in two round trips, between one per
+// statement and the pipelined run's one), each transaction on its own order and key,
 // taken from a sequence in the first statement. {{ORDER}}, {{TX}} and
 // {{CB}} are the order id, the charge's reference and the callback row's
 // id. Colons inside literals are written chr(58): pgbench would read
