@@ -91,7 +91,7 @@ fuzz: ## fuzz each gateway's callback parser, the canonicaliser and the amount p
 	$(GO) test -run='^$$' -fuzz=FuzzParseAmount -fuzztime=30s ./app/payments/
 
 .PHONY: bench
-bench: build ## the goals of docs/performance.md as ratios to /healthz and the best pgbench ceiling, a pool sweep, paid → invoice → email latency, the admin console on 200k orders (loadtest/results/), then the Go benchmarks; BENCH_FLAGS=-only=callbacks|admin|pipeline, -profile
+bench: build ## the goals of docs/performance.md: server CPU per callback ÷ per /healthz, the pipeline ÷ the callbacks, a guarded job ÷ a bare one, paid → email latency; the pgbench ceiling, a pool sweep, the admin console on 200k orders (loadtest/results/), then the Go benchmarks; BENCH_FLAGS=-only=callbacks|admin|pipeline, -profile
 	$(GO) run ./loadtest/bench -bin $(BIN) $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem ./web/
 
