@@ -79,7 +79,7 @@ func (r Refund) state() models.RefundStatus {
 // refunds are new, which known ones change state, which placeholders
 // they take the place of, and the difference a stated total leaves. It
 // runs under the order's lock, and first reads the charge again:
-// lockOrder's join read it in the snapshot taken before it waited for
+// the locking query's join read it in the snapshot taken before it waited for
 // the lock, so a refund committed meanwhile would be missing from it.
 func planRefunds(tx *gorm.DB, provider string, ev Event, charge *models.Payment) (refundPlan, error) {
 	plan := refundPlan{}

@@ -13,8 +13,8 @@ import (
 
 // The statements of the applying transaction's hot path, each in its file
 // under sql/. A new event sends them in two round trips (store.Tx):
-// BEGIN, reserve and lockOrder; then the effect's statements, complete
-// and COMMIT.
+// BEGIN, queueReserve's and queueLockOrder's; then the effect's
+// statements, completeStatement's and COMMIT.
 
 //go:embed sql/reserve.sql
 var reserveSQL string
@@ -40,7 +40,7 @@ func queueReserve(b *pgx.Batch, cb *models.PaymentCallback, inserted *bool) {
 //go:embed sql/lock_order.sql
 var lockOrderSQL string
 
-// lockedOrder is what lockOrder read: the order (nil when there is no such
+// lockedOrder is what queueLockOrder read: the order (nil when there is no such
 // order) and the charge the event names (nil when unknown). The order
 // holds what deciding and applying an event read of it — its id, status,
 // total and currency — and nothing else: lock_order.sql names the
