@@ -228,21 +228,27 @@ func (s *Shop) ExpectRefundFailedLater(g *sandboxgw.Sandbox, refunder gatewaycal
 	s.MustAudit()
 }
 
-// Delivered waits until the gateway's refund notification of order was
-// answered, and expects it answered 200 with result.
+// Delivered waits until the gateway's first refund notification of order
+// was answered, and expects that answer to be 200 with result. A gateway may
+// tell one refund in several events, one after the other (Stripe's
+// refund.updated, then charge.refunded with the charge's total): the
+// first is the one that tells Sekali of the refund, and the later ones
+// find it applied. Deliveries lists the newest first.
 func Delivered(t testing.TB, g *sandboxgw.Sandbox, orderID, result string) {
 	t.Helper()
-	var d sandboxgw.Delivery
+	var first sandboxgw.Delivery
 	testenv.Eventually(t, "the gateway's refund notification answered", func() bool {
-		for _, d = range g.Deliveries(orderID) {
-			if d.Event == string(models.EventRefunded) && d.Status != 0 {
+		ds := g.Deliveries(orderID)
+		for i := len(ds) - 1; i >= 0; i-- {
+			if ds[i].Event == string(models.EventRefunded) && ds[i].Status != 0 { // 0: no answer, sent again later
+				first = ds[i]
 				return true
 			}
 		}
 		return false
 	})
-	if d.Status != http.StatusOK || d.Result != result {
-		t.Errorf("the refund notification: %d %s, want 200 %s", d.Status, d.Result, result)
+	if first.Status != http.StatusOK || first.Result != result {
+		t.Errorf("the refund notification: %d %s, want 200 %s", first.Status, first.Result, result)
 	}
 }
 
