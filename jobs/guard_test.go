@@ -165,8 +165,8 @@ func TestDeliveredTwiceAtOnce(t *testing.T) {
 		}
 		<-start
 	}
-	w1 := e.normalWorker("w1", withHold(hold))
-	w2 := e.normalWorker("w2", withHold(hold))
+	w1 := e.normalWorker("w1", withHold(hold), retryWhileLocked())
+	w2 := e.normalWorker("w2", withHold(hold), retryWhileLocked())
 	t.Cleanup(func() { once.Do(func() { close(start) }) }) // before the workers shut down
 	orderID := e.paidOrder()
 	tasks := []models.OutboxMessage{

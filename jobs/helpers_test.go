@@ -211,6 +211,17 @@ func withHold(hold func()) workerOption {
 	return func(_ *asynq.Config, w *worker) { w.hold = hold }
 }
 
+// retryWhileLocked brings a delivery that the lock turned away back for
+// as long as the lock is held, without spending its retries: at the
+// tests' 10 ms between retries, its 25 run out in a quarter of a second,
+// less than the holder's run may take on a busy machine (production waits
+// a second between them, jobs.RetryDelay).
+func retryWhileLocked() workerOption {
+	return func(cfg *asynq.Config, _ *worker) {
+		cfg.IsFailure = func(err error) bool { return !errors.Is(err, jobs.ErrLockBusy) }
+	}
+}
+
 // startWorker runs h on queue until the test ends.
 func (e *env) startWorker(queue string, h asynq.Handler, opts ...workerOption) *worker {
 	e.t.Helper()
