@@ -413,7 +413,7 @@ func TestPoisonTasksSkipRetry(t *testing.T) {
 func TestRefundEmailIsSentOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	w1, w2 := e.normalWorker("w1"), e.normalWorker("w2")
+	w1, w2 := e.normalWorker("w1", retryWhileLocked()), e.normalWorker("w2", retryWhileLocked())
 	orderID := e.paidOrder()
 	body := fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":20000,"currency":"IDR","refund_id":"r-mail"}`,
 		orderID, "tx-"+orderID)
