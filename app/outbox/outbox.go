@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -43,10 +42,14 @@ func Queue(ctx context.Context, b *pgx.Batch, msgs ...models.OutboxMessage) {
 		return
 	}
 	ctx, span := tracing.Start(ctx, "outbox.add", attribute.Int("sekali.outbox.rows", len(msgs)))
-	addStatement(ctx, msgs).Queue(b).Exec(func(pgconn.CommandTag) error {
-		tracing.End(span, nil)
-		return nil
-	})
+	// The span ends with the statement's own result, an error included.
+	// When an earlier statement of b fails, this one never runs, and its
+	// span is never ended, so never exported: the trace shows no add.
+	addStatement(ctx, msgs).Queue(b).Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		tracing.End(span, err)
+		return err
+	}
 }
 
 //go:embed sql/add.sql

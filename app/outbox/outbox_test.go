@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/outbox"
+	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
@@ -460,5 +466,41 @@ func TestAddDoesNotNotify(t *testing.T) {
 	}
 	if ch := nextNotification(t, conn); ch != marker {
 		t.Errorf("first notification on %q, want %q: Add notified", ch, marker)
+	}
+}
+
+// Queue's span ends with its statement's result: a row the table refuses
+// (a traceparent over 128 bytes) fails the round trip, and the exported
+// span carries that error.
+func TestQueueSpanEndsWithItsError(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	spans := tracetest.NewInMemoryExporter()
+	tp := tracing.NewProvider(sdktrace.NewSimpleSpanProcessor(spans), "", "web", 1)
+	ctx, root := tp.Tracer("test").Start(context.Background(), "callback")
+	defer root.End()
+
+	tooLong := strings.Repeat("0", 200)
+	refused := task(invoiceKind, "ORD-SPAN", time.Now())
+	refused.Traceparent = &tooLong
+	err := store.Pipelined(ctx, db, func(tx *store.Tx) error {
+		b := &pgx.Batch{}
+		outbox.Queue(ctx, b, refused)
+		return tx.Send(b)
+	})
+	if err == nil {
+		t.Fatal("a row over the traceparent bound was written")
+	}
+	var add []tracetest.SpanStub
+	for _, s := range spans.GetSpans() {
+		if s.Name == "outbox.add" {
+			add = append(add, s)
+		}
+	}
+	if len(add) != 1 || add[0].Status.Code != codes.Error {
+		t.Fatalf("outbox.add spans %+v, want one, ended with the statement's error", add)
+	}
+	if n := len(allRows(t, db)); n != 0 {
+		t.Errorf("%d outbox rows after the failed round trip", n)
 	}
 }
