@@ -3,7 +3,9 @@ package mail_test
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sekali/sekali/app/mail"
@@ -50,4 +52,113 @@ func TestNewSMTPRefusesOtherSchemes(t *testing.T) {
 	if _, err := mail.NewSMTP("smtp://plain.example"); err != nil {
 		t.Errorf("smtp://: %v", err)
 	}
+}
+
+// messageN is message with a Message-ID of its own.
+func messageN(n int) mail.Message {
+	m := message
+	m.MessageID = fmt.Sprintf("m%d@sekali.local", n)
+	return m
+}
+
+// startSender starts an SMTP server for the test and a sender to it,
+// whose kept sessions are closed before the server stops.
+func startSender(t *testing.T) (*testenv.SMTPServer, *mail.SMTP) {
+	t.Helper()
+	srv := testenv.StartSMTP(t)
+	s, err := mail.NewSMTP(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return srv, s
+}
+
+// A session stays open after its message: three messages one after
+// another go over one session, and Close ends it with QUIT.
+func TestSendKeepsTheSessionOpen(t *testing.T) {
+	t.Parallel()
+	srv, s := startSender(t)
+	for i := range 3 {
+		if err := s.Send(context.Background(), messageN(i)); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if got := len(srv.Messages()); got != 3 {
+		t.Fatalf("server took %d messages, want 3", got)
+	}
+	if opened, _ := srv.Sessions(); opened != 1 {
+		t.Errorf("%d sessions for three messages, want 1", opened)
+	}
+	s.Close()
+	testenv.Eventually(t, "the kept session ended", func() bool { _, open := srv.Sessions(); return open == 0 })
+}
+
+// A server that ended a kept session (idle too long, or a limit of
+// messages per session) refuses its next MAIL: nothing of the message was
+// sent, so it goes over a new session, once.
+func TestSendAfterTheServerEndedTheSession(t *testing.T) {
+	t.Parallel()
+	srv, s := startSender(t)
+	if err := s.Send(context.Background(), messageN(1)); err != nil {
+		t.Fatal(err)
+	}
+	srv.EndSessions()
+	testenv.Eventually(t, "the server ended the session", func() bool { _, open := srv.Sessions(); return open == 0 })
+	if err := s.Send(context.Background(), messageN(2)); err != nil {
+		t.Fatalf("send after the server ended the session: %v", err)
+	}
+	got := srv.Messages()
+	if len(got) != 2 || got[0].MessageID != "m1@sekali.local" || got[1].MessageID != "m2@sekali.local" {
+		t.Errorf("server took %+v, want m1 and m2 once each", got)
+	}
+	if opened, _ := srv.Sessions(); opened != 2 {
+		t.Errorf("%d sessions, want 2", opened)
+	}
+}
+
+// Senders at once each get a session of their own, kept or new; every
+// message arrives once, and at most MaxIdleSessions stay open after.
+func TestSendFromManySendersAtOnce(t *testing.T) {
+	t.Parallel()
+	srv, s := startSender(t)
+	const senders, each = 16, 3
+	start := make(chan struct{})
+	errs := make(chan error, senders*each)
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range each {
+				errs <- s.Send(context.Background(), messageN(g*each+i))
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	for _, m := range srv.Messages() {
+		seen[m.MessageID]++
+	}
+	if len(seen) != senders*each {
+		t.Errorf("%d distinct messages, want %d", len(seen), senders*each)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s arrived %d times", id, n)
+		}
+	}
+	opened, _ := srv.Sessions()
+	if opened > senders*each {
+		t.Errorf("%d sessions for %d messages", opened, senders*each)
+	}
+	testenv.Eventually(t, "at most MaxIdleSessions kept", func() bool { _, open := srv.Sessions(); return open <= mail.MaxIdleSessions })
 }

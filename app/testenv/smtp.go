@@ -29,6 +29,8 @@ type SMTPServer struct {
 
 	mu       sync.Mutex
 	messages []ReceivedMail
+	opened   int                 // sessions ever opened
+	open     map[*smtp.Conn]bool // sessions open now
 	// DataDelay holds each message in DATA for a while before accepting
 	// it, to widen the window between "the server has it" and "the
 	// sender recorded it".
@@ -90,8 +92,14 @@ func selfSigned(tb testing.TB) (tls.Certificate, *x509.CertPool) {
 }
 
 func serveSMTP(tb testing.TB, ln net.Listener) *SMTPServer {
-	s := &SMTPServer{Addr: ln.Addr().String()}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &smtpSession{server: s}, nil }))
+	s := &SMTPServer{Addr: ln.Addr().String(), open: map[*smtp.Conn]bool{}}
+	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.opened++
+		s.open[c] = true
+		return &smtpSession{server: s, conn: c}, nil
+	}))
 	srv.Domain = "localhost"
 	srv.AllowInsecureAuth = true
 	srv.ErrorLog = log.New(io.Discard, "", 0) // clients killed mid-session are the point of some tests
@@ -110,8 +118,32 @@ func (s *SMTPServer) Messages() []ReceivedMail {
 	return append([]ReceivedMail(nil), s.messages...)
 }
 
+// Sessions returns how many sessions clients have opened so far, and how
+// many of them are open now. (A STARTTLS ends the session it upgrades and
+// its EHLO opens another: a client that uses it counts two.)
+func (s *SMTPServer) Sessions() (opened, open int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened, len(s.open)
+}
+
+// EndSessions closes every open session from the server's side, as a
+// server does with a session idle for too long.
+func (s *SMTPServer) EndSessions() {
+	s.mu.Lock()
+	conns := make([]*smtp.Conn, 0, len(s.open))
+	for c := range s.open {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
 type smtpSession struct {
 	server *SMTPServer
+	conn   *smtp.Conn
 	to     string
 }
 
@@ -123,8 +155,13 @@ func (*smtpSession) Auth(string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(_, _, _ string) error { return nil }), nil
 }
 
-func (*smtpSession) Reset()                                      {}
-func (*smtpSession) Logout() error                               { return nil }
+func (*smtpSession) Reset() {}
+func (s *smtpSession) Logout() error {
+	s.server.mu.Lock()
+	defer s.server.mu.Unlock()
+	delete(s.server.open, s.conn)
+	return nil
+}
 func (*smtpSession) Mail(string, *smtp.MailOptions) error        { return nil }
 func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error { s.to = to; return nil }
 

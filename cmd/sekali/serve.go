@@ -232,12 +232,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		g.Go(func() error { return serveHTTP(ctx, mux, ln, log) })
 	}
 	if slices.Contains(roles, "worker") {
-		mailer, err := newMailer(cfg, log)
+		mailer, closeMailer, err := newMailer(cfg, log)
 		if err != nil {
 			return err
 		}
 		statusClients := gatewaySet.StatusClients()
 		g.Go(func() error {
+			defer closeMailer()
 			return jobs.RunWorker(ctx, db, rdb, log, orderService, mailer, metricSet, jobs.WorkerConfig{
 				Concurrency: cfg.JobConcurrency, LockTTL: cfg.JobLockTTL, WorkerID: cfg.WorkerID,
 				MailFrom: cfg.MailFrom, PruneAfter: cfg.PruneAfter, KeepBodiesFor: cfg.DeliveryBodyRetention, ShutdownTimeout: shutdownTimeout,
@@ -298,16 +299,18 @@ func serveHTTP(ctx context.Context, h http.Handler, ln net.Listener, log *slog.L
 	return nil
 }
 
-// newMailer sends email through SMTP_URL, or logs it when that is unset.
-func newMailer(cfg config.Config, log *slog.Logger) (mail.Mailer, error) {
+// newMailer sends email through SMTP_URL, or logs it when that is unset;
+// closeMailer ends the SMTP sessions it keeps open, once the worker has
+// stopped.
+func newMailer(cfg config.Config, log *slog.Logger) (mailer mail.Mailer, closeMailer func(), err error) {
 	if cfg.SMTPURL == "" {
-		return mail.LogMailer{Log: log}, nil
+		return mail.LogMailer{Log: log}, func() {}, nil
 	}
 	s, err := mail.NewSMTP(cfg.SMTPURL)
 	if err != nil {
-		return nil, fmt.Errorf("SMTP_URL: %w", err)
+		return nil, nil, fmt.Errorf("SMTP_URL: %w", err)
 	}
-	return s, nil
+	return s, s.Close, nil
 }
 
 func parseRoles(s string) ([]string, error) {

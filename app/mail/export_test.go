@@ -1,0 +1,3 @@
+package mail
+
+const MaxIdleSessions = maxIdleSessions
