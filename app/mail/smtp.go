@@ -34,6 +34,7 @@ type SMTP struct {
 	// Tests set RootCAs to trust their own server.
 	TLS  *tls.Config
 	idle chan *session
+	now  func() time.Time // the clock of the sessions' idle times
 }
 
 const (
@@ -63,7 +64,7 @@ func NewSMTP(rawURL string) (*SMTP, error) {
 	if err != nil {
 		host, port = u.Host, defaultPort
 	}
-	s := &SMTP{addr: net.JoinHostPort(host, port), host: host, idle: make(chan *session, maxIdleSessions)}
+	s := &SMTP{addr: net.JoinHostPort(host, port), host: host, idle: make(chan *session, maxIdleSessions), now: time.Now}
 	if u.Scheme == "smtps" {
 		s.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
@@ -198,7 +199,7 @@ func (s *SMTP) takeIdle() *session {
 	for {
 		select {
 		case ss := <-s.idle:
-			if time.Since(ss.used) < idleSessionFor {
+			if s.now().Sub(ss.used) < idleSessionFor {
 				return ss
 			}
 			ss.quit()
@@ -210,7 +211,7 @@ func (s *SMTP) takeIdle() *session {
 
 // keep keeps ss open for the next message, or ends it when enough are.
 func (s *SMTP) keep(ss *session) {
-	ss.used = time.Now()
+	ss.used = s.now()
 	select {
 	case s.idle <- ss:
 	default:

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/testenv"
@@ -114,6 +116,59 @@ func TestSendAfterTheServerEndedTheSession(t *testing.T) {
 	}
 	if opened, _ := srv.Sessions(); opened != 2 {
 		t.Errorf("%d sessions, want 2", opened)
+	}
+}
+
+// A session idle for IdleSessionFor is not used again: the next message
+// opens a new one, and the old one is ended with QUIT.
+func TestSendAfterTheSessionWasIdleTooLong(t *testing.T) {
+	t.Parallel()
+	srv, s := startSender(t)
+	var clock atomic.Int64 // nanoseconds added to the real time
+	mail.SetClock(s, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	if err := s.Send(context.Background(), messageN(1)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Store(int64(mail.IdleSessionFor))
+	if err := s.Send(context.Background(), messageN(2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(srv.Messages()); got != 2 {
+		t.Fatalf("server took %d messages, want 2", got)
+	}
+	if opened, _ := srv.Sessions(); opened != 2 {
+		t.Errorf("%d sessions, want 2: the idle one was used again", opened)
+	}
+	testenv.Eventually(t, "the idle session ended", func() bool { _, open := srv.Sessions(); return open == 1 })
+}
+
+// A message refused after MAIL (here at RCPT) has begun: it fails, and
+// is not tried again on a new session; the session it failed on is not
+// kept, and the next message opens a new one.
+func TestSendRefusedOnAKeptSession(t *testing.T) {
+	t.Parallel()
+	srv, s := startSender(t)
+	if err := s.Send(context.Background(), messageN(1)); err != nil {
+		t.Fatal(err)
+	}
+	srv.RefuseRecipient("nobody@example.com")
+	refused := messageN(2)
+	refused.To = "nobody@example.com"
+	if err := s.Send(context.Background(), refused); err == nil || !strings.Contains(err.Error(), "550") {
+		t.Fatalf("send to a refused recipient: %v, want the server's 550", err)
+	}
+	if opened, _ := srv.Sessions(); opened != 1 {
+		t.Errorf("%d sessions after the refusal, want 1: a begun message was tried again", opened)
+	}
+	if err := s.Send(context.Background(), messageN(3)); err != nil {
+		t.Fatal(err)
+	}
+	if opened, _ := srv.Sessions(); opened != 2 {
+		t.Errorf("%d sessions, want 2: the session of the refusal was kept", opened)
+	}
+	got := srv.Messages()
+	if len(got) != 2 || got[0].MessageID != "m1@sekali.local" || got[1].MessageID != "m3@sekali.local" {
+		t.Errorf("server took %+v, want m1 and m3", got)
 	}
 }
 

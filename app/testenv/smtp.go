@@ -31,6 +31,7 @@ type SMTPServer struct {
 	messages []ReceivedMail
 	opened   int                 // sessions ever opened
 	open     map[*smtp.Conn]bool // sessions open now
+	refused  string              // a recipient RCPT refuses
 	// DataDelay holds each message in DATA for a while before accepting
 	// it, to widen the window between "the server has it" and "the
 	// sender recorded it".
@@ -141,6 +142,14 @@ func (s *SMTPServer) EndSessions() {
 	}
 }
 
+// RefuseRecipient has RCPT refuse to with 550, as a server does with a
+// mailbox it does not have.
+func (s *SMTPServer) RefuseRecipient(to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused = to
+}
+
 type smtpSession struct {
 	server *SMTPServer
 	conn   *smtp.Conn
@@ -162,8 +171,17 @@ func (s *smtpSession) Logout() error {
 	delete(s.server.open, s.conn)
 	return nil
 }
-func (*smtpSession) Mail(string, *smtp.MailOptions) error        { return nil }
-func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error { s.to = to; return nil }
+func (*smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
+
+func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.server.mu.Lock()
+	defer s.server.mu.Unlock()
+	if to == s.server.refused {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such mailbox"}
+	}
+	s.to = to
+	return nil
+}
 
 func (s *smtpSession) Data(r io.Reader) error {
 	br := bufio.NewReader(r)
