@@ -432,10 +432,15 @@ func jsStat(label string) string { return statJS + "(" + jsString(label) + ")" }
 // smtpSwitch is an SMTP front of the test's own: while it refuses, every
 // session gets "554" at once, as from a mail server that is down for
 // maintenance; once healed, it passes sessions to a real SMTP server.
+// refuse also ends the sessions it is passing, as a server going down
+// does: the app keeps sessions open between messages.
 type smtpSwitch struct {
 	addr     string
 	upstream string
 	refusing atomic.Bool
+
+	mu      sync.Mutex
+	passing map[net.Conn]bool
 }
 
 func startSMTPSwitch(t *testing.T, upstream string) *smtpSwitch {
@@ -444,7 +449,7 @@ func startSMTPSwitch(t *testing.T, upstream string) *smtpSwitch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &smtpSwitch{addr: ln.Addr().String(), upstream: upstream}
+	s := &smtpSwitch{addr: ln.Addr().String(), upstream: upstream, passing: map[net.Conn]bool{}}
 	s.refusing.Store(true)
 	var wg sync.WaitGroup
 	wg.Add(1) // the accept loop; each session adds itself while it runs
@@ -471,16 +476,35 @@ func startSMTPSwitch(t *testing.T, upstream string) *smtpSwitch {
 
 func (s *smtpSwitch) URL() string { return "smtp://" + s.addr }
 
-func (s *smtpSwitch) heal()   { s.refusing.Store(false) }
-func (s *smtpSwitch) refuse() { s.refusing.Store(true) }
+func (s *smtpSwitch) heal() { s.refusing.Store(false) }
+
+func (s *smtpSwitch) refuse() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusing.Store(true)
+	for c := range s.passing {
+		c.Close()
+	}
+}
 
 func (s *smtpSwitch) serve(c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Minute))
-	if s.refusing.Load() {
+	s.mu.Lock()
+	refusing := s.refusing.Load()
+	if !refusing {
+		s.passing[c] = true
+	}
+	s.mu.Unlock()
+	if refusing {
 		io.WriteString(c, "554 5.3.2 Service unavailable, try again later\r\n")
 		return
 	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.passing, c)
+		s.mu.Unlock()
+	}()
 	up, err := net.DialTimeout("tcp", s.upstream, 5*time.Second)
 	if err != nil {
 		return
