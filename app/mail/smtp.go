@@ -195,6 +195,8 @@ func (ss *session) transact(deadline time.Time, from string, m Message) (began b
 }
 
 // takeIdle returns a kept session that has not been idle too long, or nil.
+// One idle too long is closed without QUIT: a server that stopped
+// answering it must not hold up the message waiting to go.
 func (s *SMTP) takeIdle() *session {
 	for {
 		select {
@@ -202,7 +204,7 @@ func (s *SMTP) takeIdle() *session {
 			if s.now().Sub(ss.used) < idleSessionFor {
 				return ss
 			}
-			ss.quit()
+			ss.c.Close()
 		default:
 			return nil
 		}

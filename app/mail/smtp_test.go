@@ -120,7 +120,7 @@ func TestSendAfterTheServerEndedTheSession(t *testing.T) {
 }
 
 // A session idle for IdleSessionFor is not used again: the next message
-// opens a new one, and the old one is ended with QUIT.
+// opens a new one, and the old one is closed.
 func TestSendAfterTheSessionWasIdleTooLong(t *testing.T) {
 	t.Parallel()
 	srv, s := startSender(t)
