@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,10 +436,10 @@ func jsStat(label string) string { return statJS + "(" + jsString(label) + ")" }
 type smtpSwitch struct {
 	addr     string
 	upstream string
-	refusing atomic.Bool
 
-	mu      sync.Mutex
-	passing map[net.Conn]bool
+	mu       sync.Mutex
+	refusing bool
+	passing  map[net.Conn]bool // the sessions it is passing on
 }
 
 func startSMTPSwitch(t *testing.T, upstream string) *smtpSwitch {
@@ -449,8 +448,7 @@ func startSMTPSwitch(t *testing.T, upstream string) *smtpSwitch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &smtpSwitch{addr: ln.Addr().String(), upstream: upstream, passing: map[net.Conn]bool{}}
-	s.refusing.Store(true)
+	s := &smtpSwitch{addr: ln.Addr().String(), upstream: upstream, refusing: true, passing: map[net.Conn]bool{}}
 	var wg sync.WaitGroup
 	wg.Add(1) // the accept loop; each session adds itself while it runs
 	go func() {
@@ -476,12 +474,16 @@ func startSMTPSwitch(t *testing.T, upstream string) *smtpSwitch {
 
 func (s *smtpSwitch) URL() string { return "smtp://" + s.addr }
 
-func (s *smtpSwitch) heal() { s.refusing.Store(false) }
+func (s *smtpSwitch) heal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusing = false
+}
 
 func (s *smtpSwitch) refuse() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.refusing.Store(true)
+	s.refusing = true
 	for c := range s.passing {
 		c.Close()
 	}
@@ -491,7 +493,7 @@ func (s *smtpSwitch) serve(c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Minute))
 	s.mu.Lock()
-	refusing := s.refusing.Load()
+	refusing := s.refusing
 	if !refusing {
 		s.passing[c] = true
 	}
