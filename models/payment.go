@@ -157,6 +157,9 @@ const (
 	// ReasonRefundExceedsPayment: the refunds would add up to more than
 	// the charge.
 	ReasonRefundExceedsPayment = "refund_exceeds_payment"
+	// ReasonRefundOfOtherCharge: the event names a refund that Sekali
+	// knows as another charge's.
+	ReasonRefundOfOtherCharge = "refund_of_other_charge"
 )
 
 // PaymentCallback is one provider event, keyed by (Provider,

@@ -376,6 +376,8 @@ func rejectionDetail(reason string, ev Event, o *models.Order) string {
 		return fmt.Sprintf("transaction_id %q belongs to another order", ev.TransactionID)
 	case models.ReasonRefundExceedsPayment:
 		return fmt.Sprintf("the refunds of %q would exceed what it paid", ev.TransactionID)
+	case models.ReasonRefundOfOtherCharge:
+		return fmt.Sprintf("it names a refund of another charge than %q", ev.TransactionID)
 	}
 	return reason
 }

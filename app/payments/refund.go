@@ -50,6 +50,9 @@ type refundPlan struct {
 	shrink []refundShrink  // placeholders that named refunds take the place of
 	// before and after are what counts as refunded of the charge.
 	before, after int64
+	// otherCharge is a refund the event names that is another charge's:
+	// a refund belongs to one charge, so the event is rejected whole.
+	otherCharge string
 }
 
 // refundMove is a known refund's new state.
@@ -92,7 +95,7 @@ func planRefunds(tx *gorm.DB, provider string, ev Event, charge *models.Payment)
 		keys[i] = r.Key
 	}
 	// The charge's refunds, and any row of another charge under one of
-	// the event's keys (left alone: a key names one refund).
+	// the event's keys: a key names one refund, of one charge.
 	var known []models.Refund
 	q := tx.Where("provider = ? AND payment_id = ?", provider, charge.ID)
 	if len(keys) > 0 {
@@ -124,6 +127,8 @@ func planRefunds(tx *gorm.DB, provider string, ev Event, charge *models.Payment)
 		row, seen := byKey[r.Key]
 		switch {
 		case seen && row.PaymentID != charge.ID:
+			plan.otherCharge = r.Key
+			return plan, nil
 		case seen && models.RefundMoves(row.Status, to):
 			plan.moves = append(plan.moves, refundMove{row: row, to: to, reason: r.Reason})
 			if row.Status.Counts() && !to.Counts() {
@@ -169,6 +174,11 @@ func planRefunds(tx *gorm.DB, provider string, ev Event, charge *models.Payment)
 // after (models.DecideRefund), or ActionRefundUpdate when only refunds'
 // states change.
 func decideRefund(ev Event, o *models.Order, charge *models.Payment, plan refundPlan) (models.Action, string) {
+	if charge != nil && plan.otherCharge != "" {
+		// Counting it here, or moving its row, would change money of
+		// another order on the word of an event about this one.
+		return models.ActionStale, models.ReasonRefundOfOtherCharge
+	}
 	if charge == nil || !plan.changes() {
 		return models.ActionStale, ""
 	}
@@ -255,7 +265,7 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 			return "", false, 0, err
 		}
 	}
-	if err := FailAfterAcceptance(tx, s.tasks, charge.Provider, failed, now); err != nil {
+	if err := FailAfterAcceptance(tx, s.tasks, charge, failed, now); err != nil {
 		return "", false, 0, err
 	}
 	var rows []models.OutboxMessage
@@ -306,21 +316,23 @@ func changedOne(res *gorm.DB, what, key string) error {
 }
 
 // FailAfterAcceptance marks failed the done refunds Sekali asked for
-// (console, admin API) whose gateway refunds, named by keys (the
-// gateway's id of the refund, or Sekali's key where the gateway names it
-// so), failed after the gateway had accepted them: their record says
-// why, and what they asked no longer counts as asked. The news of the
-// failure calls it; so does refunds.Service for a refund whose answer it
-// records after that news was applied. Each request it fails raises
-// refund.failed in tx, with tasks making its send task.
-func FailAfterAcceptance(tx *gorm.DB, tasks alerts.Tasks, provider string, keys []string, now time.Time) error {
+// (console, admin API) of charge whose gateway refunds, named by keys
+// (the gateway's id of the refund, or Sekali's key where the gateway
+// names it so), failed after the gateway had accepted them: their record
+// says why, and what they asked no longer counts as asked. Only the
+// charge's own requests: news about one charge never fails a refund of
+// another, whatever key it names. The news of the failure calls it; so
+// does refunds.Service for a refund whose answer it records after that
+// news was applied. Each request it fails raises refund.failed in tx,
+// with tasks making its send task.
+func FailAfterAcceptance(tx *gorm.DB, tasks alerts.Tasks, charge *models.Payment, keys []string, now time.Time) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	var failed []models.GatewayRequest
 	err := tx.Model(&failed).Clauses(clause.Returning{}).
-		Where("kind = ? AND provider = ? AND (provider_object_id IN ? OR idempotency_key IN ?) AND phase = ?",
-			models.GatewayRefund, provider, keys, keys, models.GatewayDone).
+		Where("kind = ? AND provider = ? AND payment_id = ? AND (provider_object_id IN ? OR idempotency_key IN ?) AND phase = ?",
+			models.GatewayRefund, charge.Provider, charge.ID, keys, keys, models.GatewayDone).
 		Updates(map[string]any{"phase": models.GatewayFailed, "last_error": FailedAfterAcceptance, "updated_at": now}).Error
 	if err != nil {
 		return err

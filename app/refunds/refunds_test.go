@@ -42,6 +42,7 @@ type fakeGateway struct {
 	keys    []string
 	answer  func(call int64) error
 	refuse  error
+	down    error         // when set, a call fails with it before the gateway acts (a 500)
 	gate    chan struct{} // when set, a call waits for it to close
 }
 
@@ -54,6 +55,9 @@ func (g *fakeGateway) Refund(_ context.Context, r gatewaycalls.RefundRequest) (g
 	}
 	if g.refuse != nil {
 		return gatewaycalls.Refunded{}, g.refuse
+	}
+	if g.down != nil {
+		return gatewaycalls.Refunded{}, g.down
 	}
 	g.mu.Lock()
 	if g.refunds == nil {
@@ -638,4 +642,71 @@ func TestRefundFailedAfterAcceptance(t *testing.T) {
 		t.Errorf("%d calls to the gateway, want 1: a done refund is never asked again", calls)
 	}
 	e.assertAlerted(r.ID) // failed twice, raised once
+}
+
+// refundBody is a sandbox notification of refund id of charge, in state,
+// of amount.
+func refundBody(orderID, charge, id string, state models.RefundStatus, amount int64) []byte {
+	return fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":%d,"currency":"IDR","refund_id":%q,"refund_status":%q}`,
+		orderID, charge, amount, id, state)
+}
+
+// paidOrder is a second order of the env's product, paid through the
+// sandbox; it returns its id and its charge's reference.
+func (e *env) paidOrder() (string, string) {
+	e.t.Helper()
+	o, err := orders.NewService(e.db, testenv.Logger(e.t), time.Now, time.Hour, jobs.Tasks{}).Create(context.Background(),
+		orders.CreateRequest{CustomerEmail: "other@example.com", Items: []orders.ItemRequest{{SKU: "RF", Qty: 1}}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	charge := "tx-" + o.ID
+	e.notify("evt_paid_"+o.ID, testenv.SandboxBody(o.ID, charge, models.EventPaid, price))
+	return o.ID, charge
+}
+
+// News about one charge changes only that charge's refunds, whatever
+// refund it names. Order A's refund is done (the gateway's id rf-1,
+// Sekali's key A-R1); a failure naming rf-1 told on order B's charge
+// fails nothing of A's, and a failure naming A-R1 — a refund Sekali
+// knows as A's — is rejected whole: nothing counted on B either.
+func TestRefundNewsOfAnotherChargeChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.mustAsk("50000")
+	if done, err := e.refunds.Send(context.Background(), r.ID, "req-1"); err != nil || done.Phase != models.GatewayDone || done.ProviderObjectID != "rf-1" {
+		t.Fatalf("send: %+v, %v", done, err)
+	}
+	otherID, otherCharge := e.paidOrder()
+	// The gateway's id of A's refund, failed, on B's charge.
+	e.notify("evt_fail_rf1", refundBody(otherID, otherCharge, "rf-1", models.RefundFailed, 50000))
+	if after := e.get(r.ID); after.Phase != models.GatewayDone {
+		t.Fatalf("A's refund after a failure told on B's charge: %s (%q), want done", after.Phase, after.LastError)
+	}
+	// Sekali's key of A's refund, which names A's refunds row.
+	body := refundBody(otherID, otherCharge, r.IdempotencyKey, models.RefundFailed, 50000)
+	out := e.pay.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name,
+		Header: testenv.SandboxHeaders("evt_fail_key", body, time.Now()), Body: bytes.NewReader(body), ContentType: "application/json"})
+	if out.Status() != 422 || out.Reason != models.ReasonRefundOfOtherCharge {
+		t.Fatalf("a refund of A's told on B's charge: %d %s, want 422 %s", out.Status(), out.Reason, models.ReasonRefundOfOtherCharge)
+	}
+	if status, refunded, _ := e.state(); status != models.OrderPartiallyRefunded || refunded != 50000 {
+		t.Fatalf("order A: %s with %d refunded; want partially_refunded with 50000", status, refunded)
+	}
+	var b models.Payment
+	if err := e.db.Take(&b, "provider_reference = ?", otherCharge).Error; err != nil {
+		t.Fatal(err)
+	}
+	var bOrder models.Order
+	if err := e.db.Take(&bOrder, "id = ?", otherID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if b.RefundedAmount != 0 || b.Status != models.PaymentSucceeded || bOrder.Status != models.OrderPaid {
+		t.Fatalf("order B: %s, payment %s with %d refunded; want paid, nothing refunded", bOrder.Status, b.Status, b.RefundedAmount)
+	}
+	var raised int64
+	e.db.Model(&models.Alert{}).Where("type = ?", alerts.RefundFailed).Count(&raised)
+	if raised != 0 {
+		t.Fatalf("%d refund.failed alerts, want none: nothing failed", raised)
+	}
 }

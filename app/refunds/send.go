@@ -45,7 +45,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 			return nil, fmt.Errorf("refunds.Send: %w", err)
 		}
 		return s.get(ctx, r.ID)
-	case models.GatewayFailed, models.GatewayDeclined:
+	case models.GatewayFailed, models.GatewayDeclined, models.GatewayDiscarded: // over: never sent (again)
 		return r, nil
 	case models.GatewayAwaitingApproval: // nothing is sent before an owner approves it
 		return nil, models.Errorf(models.EInvalidTransition, "refund %d of order %s awaits an owner's approval: it is not sent before", r.ID, r.OrderID)
@@ -57,6 +57,15 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 	var charge models.Payment
 	if err := s.db.WithContext(ctx).Take(&charge, *r.PaymentID).Error; err != nil {
 		return nil, fmt.Errorf("refunds.Send: the charge: %w", store.Classify(err))
+	}
+	if r.Phase == models.GatewayPlanned {
+		// Never sent: what was left when it was asked may be gone.
+		if over, err := s.failIfUnfit(ctx, r); err != nil || over {
+			if err != nil {
+				return nil, fmt.Errorf("refunds.Send: %w", err)
+			}
+			return s.get(ctx, r.ID)
+		}
 	}
 	claimed, err := s.ledger.Claim(ctx, r, gatewaycalls.Lease(s.CallTimeout))
 	if err != nil {
@@ -179,15 +188,56 @@ func (s *Service) failIfFailed(ctx context.Context, r *models.GatewayRequest) er
 		if _, err := orders.Lock(tx, r.OrderID); err != nil {
 			return err
 		}
+		var charge models.Payment
+		if err := tx.Take(&charge, *r.PaymentID).Error; err != nil {
+			return err
+		}
 		var failed int64
 		err := tx.Model(&models.Refund{}).Where("provider = ? AND payment_id = ? AND refund_key IN ? AND status IN ?",
 			r.Provider, r.PaymentID, keys, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).Count(&failed).Error
 		if err != nil || failed == 0 {
 			return err
 		}
-		return payments.FailAfterAcceptance(tx, s.tasks, r.Provider, keys, s.now().UTC())
+		return payments.FailAfterAcceptance(tx, s.tasks, &charge, keys, s.now().UTC())
 	})
 	return store.Classify(err)
+}
+
+// failIfUnfit fails planned refund r, unsent, when it no longer fits in
+// what is left of its charge (stillFits) — a refund made in the gateway's
+// dashboard since, a dispute opened — and raises refund.failed: sending
+// it would refund more than the charge, or pay the customer twice. It
+// reports whether r is over.
+func (s *Service) failIfUnfit(ctx context.Context, r *models.GatewayRequest) (bool, error) {
+	var over bool
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		o, err := orders.Lock(tx, r.OrderID)
+		if err != nil {
+			return err
+		}
+		var charge models.Payment
+		if err := tx.Take(&charge, *r.PaymentID).Error; err != nil {
+			return err
+		}
+		unfit := s.stillFits(tx, o, &charge, r)
+		if code := models.ErrorCode(unfit); code != models.EInvalidTransition && code != models.EChargeDisputed {
+			return unfit // nil: it fits
+		}
+		why := "not sent: " + models.ErrorMessage(unfit)
+		res := tx.Model(&models.GatewayRequest{}).Where("id = ? AND phase = ?", r.ID, models.GatewayPlanned).
+			Updates(map[string]any{"phase": models.GatewayFailed, "last_error": why, "updated_at": s.now().UTC()})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error // claimed meanwhile: the claim's caller sends it
+		}
+		over = true
+		failed := *r
+		failed.Phase, failed.LastError = models.GatewayFailed, why
+		e := alerts.RefundFailedEvent(failed, s.now())
+		e.Data["error"] = why
+		_, err = alerts.Raise(tx, s.tasks, e)
+		return err
+	})
+	return over, store.Classify(err)
 }
 
 // get reads refund request id.
