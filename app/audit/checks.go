@@ -150,7 +150,7 @@ GROUP BY o.id HAVING count(e.id) <> 1 OR count(e.id) FILTER (WHERE e.status = 's
 	},
 	{
 		ID: 8, Name: "jobs",
-		Description: "no job is processing more than a minute past its lease; every succeeded invoice or email job has its effect",
+		Description: "no job is processing more than a minute past its lease; every succeeded invoice or email job has its effect (a refund's email is not owed once the refund failed before it went out)",
 		Query: `
 SELECT format('job %s has been processing %s past its lease', idempotency_key, date_trunc('second', now() - locked_until)), 'job:' || idempotency_key
 FROM job_executions
@@ -165,7 +165,13 @@ SELECT format('job %s succeeded but its email is not sent', j.idempotency_key), 
 FROM job_executions j
 WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
   -- e.key = the job key without its prefix, so the lookup uses the unique index on key
-  AND NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.key = substr(j.idempotency_key, length('email:send:') + 1) AND e.status = 'sent')`,
+  AND NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.key = substr(j.idempotency_key, length('email:send:') + 1) AND e.status = 'sent')
+  -- A refund that succeeded and then failed before its email went out:
+  -- the job found nothing true to tell, and rightly sent nothing.
+  AND NOT EXISTS (SELECT 1 FROM refunds r
+                  WHERE j.idempotency_key LIKE 'email:send:refund_succeeded:%'
+                    AND r.id = substring(j.idempotency_key FROM ':([0-9]{1,18})$')::bigint
+                    AND r.order_id = j.business_key AND r.status IN ('failed', 'canceled'))`,
 	},
 	{
 		ID: 9, Name: "gateway refunds",
@@ -173,7 +179,7 @@ WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
 		Query: `
 SELECT format('payment %s of %s: the refunds asked of the gateway add up to %s', p.provider_reference, p.amount, g.asked), 'order:' || p.order_id
 FROM payments p JOIN (SELECT payment_id, sum(amount) AS asked FROM gateway_requests
-                      WHERE kind = 'refund' AND phase NOT IN ('failed', 'declined') GROUP BY payment_id) g ON g.payment_id = p.id
+                      WHERE kind = 'refund' AND phase NOT IN ('failed', 'declined', 'discarded') GROUP BY payment_id) g ON g.payment_id = p.id
 WHERE g.asked > p.amount
 UNION ALL
 SELECT format('payment %s has %s refunded, less than the %s its done refunds took at the gateway', p.provider_reference, p.refunded_amount, g.done), 'order:' || p.order_id
