@@ -84,6 +84,11 @@ func (c *Console) discard(ctx context.Context, d jobview.Discard) error {
 				return models.Errorf(models.EInvalidTransition, "job %s is %s in the queue; discard it once it has run", d.Key, info.State)
 			}
 		}
+		if spec, ok := specOfTask(d.Key); ok && spec.Discard != nil {
+			if err := spec.Discard(tx, d.Key, fmt.Sprintf("discarded by %s: %s", d.Admin, d.Reason)); err != nil {
+				return err
+			}
+		}
 		res := tx.Model(&models.JobExecution{}).
 			Where("id = ? AND status IN ?", j.ID, []models.JobStatus{models.JobFailed, models.JobProcessing}).
 			Updates(map[string]any{

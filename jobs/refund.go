@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/models"
 )
 
@@ -98,6 +100,15 @@ func refundJob() Spec {
 		Handler: func(d Deps) asynq.HandlerFunc {
 			return d.Guard.WrapPrepared(RefundPrepare(d.Refunds), RefundEffect())
 		},
+		// Giving up on the job gives up on the refund: never sent again,
+		// its amount no longer held back.
+		Discard: func(tx *gorm.DB, taskID, why string) error {
+			id, err := strconv.ParseInt(strings.TrimPrefix(taskID, TaskRefundSend+":"), 10, 64)
+			if err != nil {
+				return models.Errorf(models.EInvalid, "job %s names no refund", taskID)
+			}
+			return gatewaycalls.DiscardIn(tx, id, why)
+		},
 	}
 }
 
@@ -139,6 +150,8 @@ func RefundEffect() Effect {
 			return "refused by the gateway", nil
 		case models.GatewayDeclined: // an owner declined it: it is never sent
 			return "declined by " + r.DeclinedBy, nil
+		case models.GatewayDiscarded:
+			return "discarded: " + r.LastError, nil
 		}
 		return "", fmt.Errorf("refund %d is still %s", r.ID, r.Phase)
 	}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -33,6 +34,11 @@ type Spec struct {
 	Every time.Duration
 	// Handler builds the task's handler from the worker's parts.
 	Handler func(Deps) asynq.HandlerFunc
+	// Discard, when set, is what discarding the job task id gives up on
+	// beyond the job itself, in the discard's transaction (why says who
+	// and why): a refund's record stops being sent. An error refuses the
+	// discard.
+	Discard func(tx *gorm.DB, taskID, why string) error
 }
 
 // specs is every job the worker runs, as Asynq's mux registers handlers:
@@ -55,6 +61,16 @@ func specs() []Spec {
 		watchJob(),
 		catchUpJob(),
 	}
+}
+
+// specOfTask is the spec of task id taskID ({type}:{key}).
+func specOfTask(taskID string) (Spec, bool) {
+	for _, s := range specs() {
+		if strings.HasPrefix(taskID, s.Task.Type+":") {
+			return s, true
+		}
+	}
+	return Spec{}, false
 }
 
 // Deps are the parts handlers are built from; RunWorker builds them once.

@@ -35,6 +35,11 @@ const (
 	// GatewayDeclined: a refund awaiting approval that an owner declined;
 	// it was never sent and holds nothing back.
 	GatewayDeclined GatewayPhase = "declined"
+	// GatewayDiscarded: a refund whose refund:send job an operator
+	// discarded (say, refunded by hand in the gateway's dashboard). It is
+	// never sent again and holds nothing back; if an earlier call did
+	// refund, the gateway's notification of that refund counts it.
+	GatewayDiscarded GatewayPhase = "discarded"
 )
 
 // Held: the phase of a refund that is asked and not over, whose amount
@@ -51,6 +56,11 @@ func (p GatewayPhase) WentOut() bool {
 
 // HeldPhases are the phases for which Held is true, for queries.
 var HeldPhases = []GatewayPhase{GatewayAwaitingApproval, GatewayPlanned, GatewaySent}
+
+// CameToNothing are the phases of a refund that asked for money and
+// will never move any: the gateway said no, an owner declined it, an
+// operator discarded it.
+var CameToNothing = []GatewayPhase{GatewayFailed, GatewayDeclined, GatewayDiscarded}
 
 // GatewayRequest is one call Sekali means to make to a gateway, written
 // before it is made, with the provider idempotency key every repeat of it

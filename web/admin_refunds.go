@@ -231,7 +231,7 @@ func (s *Server) adminRefundConfirm(c echo.Context) error {
 		return s.page(c, http.StatusUnprocessableEntity, "Refund order "+o.ID, "orders", views.RefundAskPage(orderRow(*o), f))
 	}
 	v := views.RefundConfirm{Order: orderRow(*o), Payment: f.Payment, Provider: f.Provider, Amount: amount, Currency: f.Currency, Left: f.Left,
-		AmountText: f.Amount, Reason: f.Reason, Key: newFormKey(), NeedsApproval: s.deps.Refunds.NeedsApproval(amount, f.Currency)}
+		AmountText: f.Amount, Reason: f.Reason, Key: newFormKey(), NeedsApproval: s.deps.Refunds.NeedsApproval(r, amount)}
 	return s.page(c, http.StatusOK, "Refund order "+o.ID+"?", "orders", views.RefundConfirmPage(v))
 }
 

@@ -146,7 +146,8 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	t.Cleanup(gateway.Close)
 	pages := &recordingOpener{PageOpener: gateway}
 	refundService := refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, gateway)
-	refundService.ApprovalAbove = cfg.RefundApprovalAbove // as serve.go sets it
+	refundService.ApprovalAbove = cfg.RefundApprovalAbove // as serve.go sets them
+	refundService.ApprovalWindow = cfg.RefundApprovalWindow
 	srv := web.NewServer(log, cfg, web.Deps{
 		Orders:      orderService,
 		Payments:    paymentService,

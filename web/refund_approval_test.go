@@ -35,19 +35,23 @@ func TestRefundApprovedByASecondOwner(t *testing.T) {
 	c.login()
 	o := c.paidUSDOrder(t, "RF-APPROVE") // 50.00 USD
 
-	// At the threshold: sent as before.
-	c.askInConsole(o.ID, "10", "a scratch")
-	// Above it, asked by the API token and by the owner in the console.
-	p := c.refundAPI(o.ID, "approval-key-0000001", `{"amount":"25","reason":"never arrived"}`)
-	var fromAPI refundRecord
-	if err := json.Unmarshal([]byte(p.Body), &fromAPI); err != nil || p.StatusCode != http.StatusAccepted || fromAPI.Phase != "awaiting_approval" {
-		t.Fatalf("the API's refund above the threshold: %d %s; want 202 awaiting_approval", p.StatusCode, p.Body)
-	}
 	confirm := func(amount string) string {
 		return c.get("/admin/orders/" + o.ID + "/refund?" + url.Values{"amount": {amount}, "reason": {"x"}}.Encode()).Doc(t).Find(".card .flash.warn").Text()
 	}
 	if at, above := confirm("10"), confirm("10.01"); at != "" || !strings.Contains(above, "until another owner approves it") {
 		t.Errorf("the confirm page's warning: %q at the threshold, %q above it; want none, then one", at, above)
+	}
+	// At the threshold: sent as before.
+	c.askInConsole(o.ID, "10", "a scratch")
+	// What the order asked counts: a cent more now takes it above.
+	if more := confirm("0.01"); !strings.Contains(more, "until another owner approves it") {
+		t.Errorf("the confirm page's warning for 0.01 after 10 asked: %q; want one", more)
+	}
+	// Above it, asked by the API token and by the owner in the console.
+	p := c.refundAPI(o.ID, "approval-key-0000001", `{"amount":"25","reason":"never arrived"}`)
+	var fromAPI refundRecord
+	if err := json.Unmarshal([]byte(p.Body), &fromAPI); err != nil || p.StatusCode != http.StatusAccepted || fromAPI.Phase != "awaiting_approval" {
+		t.Fatalf("the API's refund above the threshold: %d %s; want 202 awaiting_approval", p.StatusCode, p.Body)
 	}
 	c.askInConsole(o.ID, "10.01", "the box was crushed")
 	if f := c.get("/admin/orders/" + o.ID).Doc(t).Find(".flash").Text(); !strings.Contains(f, "awaits approval") {

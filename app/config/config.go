@@ -56,6 +56,9 @@ const (
 	DefaultMailFrom          = "Sekali <shop@example.com>"
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultSessionMax        = 12 * time.Hour
+	// DefaultRefundApprovalWindow: a day of an order's refunds counts
+	// towards REFUND_APPROVAL_ABOVE.
+	DefaultRefundApprovalWindow = 24 * time.Hour
 	// DefaultPaymentGateway: new payments go to the sandbox gateway's
 	// pages unless PAYMENT_GATEWAY names another.
 	DefaultPaymentGateway = "sandbox"
@@ -175,6 +178,9 @@ type Config struct {
 	// major units) is, per currency, the amount in minor units above
 	// which a refund waits for another owner's approval. Unset: none does.
 	RefundApprovalAbove map[string]int64
+	// RefundApprovalWindow (REFUND_APPROVAL_WINDOW) is how far back what
+	// an order asked counts towards RefundApprovalAbove.
+	RefundApprovalWindow time.Duration
 
 	// The admin console's sessions.
 	SessionIdle     time.Duration // ADMIN_SESSION_IDLE: a session unused this long ends
@@ -236,6 +242,7 @@ func Load(getenv func(string) string) (Config, error) {
 		AdminAPIToken:         r.str("ADMIN_API_TOKEN", ""),
 		AdminMFARequired:      r.choice("ADMIN_MFA", "optional", "optional", "required") == "required",
 		RefundApprovalAbove:   r.amounts("REFUND_APPROVAL_ABOVE"),
+		RefundApprovalWindow:  r.duration("REFUND_APPROVAL_WINDOW", DefaultRefundApprovalWindow),
 		SessionIdle:           r.duration("ADMIN_SESSION_IDLE", DefaultSessionIdle),
 		SessionLifetime:       r.duration("ADMIN_SESSION_LIFETIME", DefaultSessionMax),
 		CookieSecure:          r.boolean("COOKIE_SECURE", true),

@@ -21,6 +21,7 @@ var allVars = []string{
 	"SMTP_URL", "LOG_LEVEL", "ADMIN_SESSION_IDLE", "ADMIN_SESSION_LIFETIME", "COOKIE_SECURE",
 	"ORDER_MAX_UNITS", "DATABASE_LISTEN_URL", "DB_PGBOUNCER", "OPEN_ORDERS_PER_CLIENT", "TRUSTED_PROXIES",
 	"PUBLIC_URL", "CLIENT_IPV6_PREFIX", "ORDER_TOKEN_SECRET", "REFUND_APPROVAL_ABOVE",
+	"REFUND_APPROVAL_WINDOW",
 }
 
 func env(m map[string]string) func(string) string {
@@ -117,6 +118,7 @@ func TestLoadOverrides(t *testing.T) {
 		"CLIENT_IPV6_PREFIX":     "56",
 		"ORDER_TOKEN_SECRET":     "w2v0bQk1r9Yt3n8ZcXeL4pHsA6uJfD7g",
 		"REFUND_APPROVAL_ABOVE":  "IDR:1000000,USD:500",
+		"REFUND_APPROVAL_WINDOW": "168h",
 	}
 	if len(vars) != len(allVars) {
 		t.Fatalf("override %d variables, Load reads %d", len(vars), len(allVars))
@@ -156,6 +158,7 @@ func TestLoadOverrides(t *testing.T) {
 		{"SandboxSecretIsDefault", c.SandboxSecretIsDefault, false},
 		{"len(SandboxKeys)", len(c.SandboxKeys), 1},
 		{"RefundApprovalAbove", fmt.Sprint(c.RefundApprovalAbove), "map[IDR:1000000 USD:50000]"},
+		{"RefundApprovalWindow", c.RefundApprovalWindow, 7 * 24 * time.Hour},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {

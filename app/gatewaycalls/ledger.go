@@ -129,3 +129,30 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// DiscardIn ends refund request id for good, in tx: an operator
+// discarded the job that sends it, and why says who and why. A
+// discarded request is never claimed again, so never sent, and holds
+// nothing back from what is left to refund. A request being sent — its
+// lease has not passed, so a call may be under way — is refused
+// (EInvalidTransition): whatever that call does would land on a request
+// that says it was given up. One that is over (done, failed, declined)
+// is left as it is: there is nothing left to give up.
+func DiscardIn(tx *gorm.DB, id int64, why string) error {
+	res := tx.Exec(`UPDATE gateway_requests
+		SET phase = ?, locked_until = NULL, last_error = ?, updated_at = now()
+		WHERE id = ? AND kind = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < now())))`,
+		models.GatewayDiscarded, truncate(why), id, models.GatewayRefund, models.GatewayPlanned, models.GatewaySent)
+	if res.Error != nil || res.RowsAffected == 1 {
+		return store.Classify(res.Error)
+	}
+	var r models.GatewayRequest
+	if err := tx.Take(&r, "id = ?", id).Error; err != nil {
+		return store.Classify(err)
+	}
+	if r.Phase == models.GatewaySent && r.LockedUntil != nil {
+		return models.Errorf(models.EInvalidTransition, "refund %d of order %s is being sent right now (its call's lease runs until %s): discard it once that has passed, or once the gateway answered",
+			r.ID, r.OrderID, r.LockedUntil.UTC().Format(time.RFC3339))
+	}
+	return nil
+}

@@ -18,11 +18,14 @@ import (
 // It may ask for refunds, never approve or decline one.
 const APIActor = "api"
 
-// NeedsApproval: a refund of amount (minor units) of currency is above
-// its currency's REFUND_APPROVAL_ABOVE, so it waits for another owner.
-func (s *Service) NeedsApproval(amount int64, currency string) bool {
-	above, ok := s.ApprovalAbove[currency]
-	return ok && amount > above
+// NeedsApproval: a refund of amount (minor units) of r's charge takes
+// what its order asked within the approval window above its currency's
+// REFUND_APPROVAL_ABOVE, so it waits for another owner. Counting what
+// was asked before, not this refund alone, is what makes the rule bind:
+// ten refunds of a tenth each would otherwise need no one.
+func (s *Service) NeedsApproval(r Refundable, amount int64) bool {
+	above, ok := s.ApprovalAbove[r.Currency]
+	return ok && r.Recent+amount > above
 }
 
 // Decision is an owner's answer to a refund awaiting approval.
@@ -53,6 +56,9 @@ func (s *Service) Approve(ctx context.Context, d Decision) (*models.GatewayReque
 			return models.Errorf(models.EChargeDisputed, "payment %s of order %s has a dispute that is %s: refund %d cannot be sent; decline it and answer the dispute in the gateway's dashboard",
 				charge.ProviderReference, o.ID, charge.Dispute, r.ID)
 		}
+		if err := s.stillFits(tx, o, &charge, r); err != nil {
+			return err // it stays awaiting; an owner declines it
+		}
 		now := s.now().UTC()
 		if err := s.leave(tx, r, map[string]any{"phase": models.GatewayPlanned, "approved_by": d.Admin, "approved_at": now, "updated_at": now}); err != nil {
 			return err
@@ -66,6 +72,24 @@ func (s *Service) Approve(ctx context.Context, d Decision) (*models.GatewayReque
 		}
 	}
 	return r, err
+}
+
+// stillFits checks, under o's lock, that refund r — asked, not sent —
+// still fits in what is left of its charge: a refund made since in the
+// gateway's dashboard, or a dispute opened meanwhile, may have taken the
+// money it was asked of (EInvalidTransition, EChargeDisputed). r holds
+// its own amount back, so what is left for it is the charge's left and
+// its own amount.
+func (s *Service) stillFits(tx *gorm.DB, o *models.Order, charge *models.Payment, r *models.GatewayRequest) error {
+	a, err := s.assessCharge(tx, o, charge)
+	if err != nil {
+		return err
+	}
+	if left := a.left + r.Amount; r.Amount > left {
+		return models.Errorf(models.EInvalidTransition, "only %s is left to refund of payment %s of order %s, less than refund %d asks (%s): it cannot be sent",
+			money(max(left, 0), charge.Currency), charge.ProviderReference, o.ID, r.ID, money(r.Amount, r.Currency))
+	}
+	return nil
 }
 
 // Decline ends a refund that awaits approval unsent: declined, with who

@@ -3,8 +3,12 @@ package refunds_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/alerts"
 
 	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/jobs"
@@ -154,5 +158,86 @@ func TestConcurrentApprovalsApproveOnce(t *testing.T) {
 	e.db.Model(&models.AdminAction{}).Where("action = ? AND target = ?", "approve refund", fmt.Sprintf("refund %d", held.ID)).Count(&logged)
 	if r := e.get(held.ID); ok != 1 || e.tasksOf(held.ID) != 1 || r.Phase != models.GatewayPlanned || logged != 1 {
 		t.Fatalf("%d approvals, %d tasks, phase %s, %d logged; want exactly one of each", ok, e.tasksOf(held.ID), r.Phase, logged)
+	}
+}
+
+// The threshold weighs what the order asked, not one refund: two refunds
+// of 30000 are one of 60000, so the second waits; one that came to
+// nothing (declined) no longer counts, and neither does one asked
+// before the window.
+func TestApprovalCountsWhatTheOrderAsked(t *testing.T) {
+	t.Parallel()
+	e := newApprovalEnv(t)
+	first := e.mustAsk("30000")
+	second := e.mustAsk("30000")
+	if first.Phase != models.GatewayPlanned || second.Phase != models.GatewayAwaitingApproval {
+		t.Fatalf("30000 then 30000 under a threshold of %d: %s, %s; want planned, awaiting_approval", threshold, first.Phase, second.Phase)
+	}
+	if _, err := e.refunds.Decline(context.Background(), refunds.Decision{ID: second.ID, Admin: "owner2@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if third := e.mustAsk("20000"); third.Phase != models.GatewayPlanned {
+		t.Fatalf("20000 after a declined one (50000 asked in all): %s, want planned", third.Phase)
+	}
+	// Ten small refunds: the ones that take the sum above it wait.
+	e2 := newApprovalEnv(t)
+	var waiting int
+	for range 10 {
+		if e2.mustAsk("10000").Phase == models.GatewayAwaitingApproval {
+			waiting++
+		}
+	}
+	if waiting != 5 {
+		t.Fatalf("10 × 10000 under a threshold of %d: %d wait, want 5 (the sixth on)", threshold, waiting)
+	}
+	// Outside the window the earlier refunds no longer count.
+	e3 := newApprovalEnv(t)
+	e3.mustAsk("30000")
+	if err := e3.db.Model(&models.GatewayRequest{}).Where("order_id = ?", e3.orderID).
+		Update("created_at", time.Now().Add(-refunds.DefaultApprovalWindow-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	if r := e3.mustAsk("30000"); r.Phase != models.GatewayPlanned {
+		t.Fatalf("30000 a window after another 30000: %s, want planned", r.Phase)
+	}
+}
+
+// Approval looks at what is left when it is given: a refund made in the
+// gateway's dashboard while this one waited took the money, so approving
+// it is refused and nothing is sent; it stays awaiting for an owner to
+// decline.
+func TestApprovalChecksWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	e := newApprovalEnv(t)
+	waiting := e.mustAsk("60000")
+	// The dashboard refund names no Sekali key: its own id.
+	e.notify("evt_dash_"+e.orderID, refundBody(e.orderID, e.charge(), "dash-1", models.RefundSucceeded, 70000))
+	_, err := e.refunds.Approve(context.Background(), refunds.Decision{ID: waiting.ID, Admin: "owner2@example.com"})
+	if models.ErrorCode(err) != models.EInvalidTransition {
+		t.Fatalf("approve with 30000 left: %v, want %s", err, models.EInvalidTransition)
+	}
+	if r := e.get(waiting.ID); r.Phase != models.GatewayAwaitingApproval || e.tasksOf(waiting.ID) != 0 || e.gw.calls.Load() != 0 {
+		t.Fatalf("after the refused approval: %s, %d tasks, %d calls; want awaiting, nothing queued or sent", r.Phase, e.tasksOf(waiting.ID), e.gw.calls.Load())
+	}
+}
+
+// A refund planned, not sent yet, that no longer fits — the dashboard
+// refunded meanwhile — fails unsent when its job comes to send it.
+func TestPlannedRefundThatNoLongerFitsIsNotSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	planned := e.mustAsk("60000")
+	e.notify("evt_dash_"+e.orderID, refundBody(e.orderID, e.charge(), "dash-1", models.RefundSucceeded, 70000))
+	r, err := e.refunds.Send(context.Background(), planned.ID, "req-test")
+	if err != nil || r.Phase != models.GatewayFailed || !strings.Contains(r.LastError, "not sent") || e.gw.calls.Load() != 0 {
+		t.Fatalf("send: %+v, %v, %d calls; want failed unsent", r, err, e.gw.calls.Load())
+	}
+	if status, refunded, _ := e.state(); status != models.OrderPartiallyRefunded || refunded != 70000 {
+		t.Fatalf("%s with %d refunded; want the dashboard's 70000 only", status, refunded)
+	}
+	var raised int64
+	e.db.Model(&models.Alert{}).Where("type = ?", alerts.RefundFailed).Count(&raised)
+	if raised != 1 {
+		t.Fatalf("%d refund.failed alerts, want 1", raised)
 	}
 }

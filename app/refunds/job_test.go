@@ -5,13 +5,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
+	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/app/testenv"
@@ -131,5 +136,66 @@ func TestRefundJobLogsTheAdminsRequestAndTheRefund(t *testing.T) {
 	}
 	if !done {
 		t.Errorf("no job line names the first version's refund %d", old.ID)
+	}
+}
+
+// Discarding a refund's job gives up on the refund: with the gateway
+// answering 500, the operator discards the failed job ("refunded by
+// hand"); the refund is discarded too, holds nothing back, and neither
+// "Send again now" nor a copy of the job the queue still delivers calls
+// the gateway again. While a call's lease runs, the discard is refused:
+// that call may still refund.
+func TestDiscardedRefundIsNeverSent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	rdb := testenv.NewRedis(t)
+	guard := jobs.NewGuard(e.db, rdb, testenv.Logger(t), "worker-1", 30*time.Second, metrics.New())
+	console := jobs.NewConsole(e.db, asynq.NewInspectorFromRedisClient(rdb), asynq.NewClientFromRedisClient(rdb), time.Hour, metrics.New())
+	// The lease outlasts the discard's first try however slow the
+	// machine; the test then moves it into the past, as time would.
+	e.refunds.CallTimeout = testenv.Budget(t)
+	asked := e.mustAsk("50000")
+	var task models.OutboxMessage
+	if err := e.db.Take(&task, "task_id = ?", fmt.Sprintf("%s:%d", jobs.TaskRefundSend, asked.ID)).Error; err != nil {
+		t.Fatal(err)
+	}
+	// Handed to the queue, as the relay does; the queue's copy is run
+	// here by hand.
+	e.db.Model(&task).Update("status", models.OutboxDispatched)
+	j := jobs.Job{Key: task.TaskID, Type: task.TaskType, Queue: task.Queue, Payload: task.Payload, Attempt: 1}
+	e.gw.down = errors.New("500 Internal Server Error")
+	if outcome, _ := guard.Run(ctx, j, jobs.RefundPrepare(e.refunds), jobs.RefundEffect()); outcome != jobs.RunFailed {
+		t.Fatalf("the job against a gateway answering 500: %s, want failed", outcome)
+	}
+	discard := jobview.Discard{Key: task.TaskID, Reason: "refunded by hand in the dashboard", Admin: "ops@example.com"}
+	if err := console.Discard(ctx, discard); models.ErrorCode(err) != models.EInvalidTransition {
+		t.Fatalf("discard while the call's lease runs: %v, want %s", err, models.EInvalidTransition)
+	}
+	e.db.Model(&models.GatewayRequest{}).Where("id = ?", asked.ID).Update("locked_until", time.Now().Add(-time.Second))
+	if err := console.Discard(ctx, discard); err != nil {
+		t.Fatalf("discard once the lease has passed: %v", err)
+	}
+	r := e.get(asked.ID)
+	if r.Phase != models.GatewayDiscarded || !strings.Contains(r.LastError, "ops@example.com") {
+		t.Fatalf("the refund after its job's discard: %s (%q), want discarded, saying by whom", r.Phase, r.LastError)
+	}
+	if left, err := e.refunds.Refundable(ctx, e.orderID, ""); err != nil || left.Left != price || left.Open != 0 {
+		t.Fatalf("refundable after the discard: %+v, %v; want all of it, nothing held", left, err)
+	}
+	e.gw.down = nil
+	calls := e.gw.calls.Load()
+	if again, err := e.refunds.Send(ctx, asked.ID, "req-send-again"); err != nil || again.Phase != models.GatewayDiscarded {
+		t.Fatalf("send again: %+v, %v; want it left discarded", again, err)
+	}
+	j.Attempt = 2
+	if outcome, _ := guard.Run(ctx, j, jobs.RefundPrepare(e.refunds), jobs.RefundEffect()); outcome != jobs.RunDiscarded {
+		t.Fatalf("a copy of the job run after the discard: %s, want discarded", outcome)
+	}
+	if e.gw.calls.Load() != calls || e.gw.made() != 0 {
+		t.Fatalf("%d calls after the discard, %d refunds made; want none", e.gw.calls.Load()-calls, e.gw.made())
+	}
+	if status, refunded, _ := e.state(); status != models.OrderPaid || refunded != 0 {
+		t.Fatalf("order %s with %d refunded; want paid, nothing refunded", status, refunded)
 	}
 }

@@ -60,20 +60,28 @@ type Service struct {
 	CallTimeout time.Duration
 	// ApprovalAbove (REFUND_APPROVAL_ABOVE) is, per currency, the amount
 	// in minor units above which a refund waits for another owner's
-	// approval before it is sent; a currency not named needs none.
+	// approval before it is sent; a currency not named needs none. The
+	// amount is what the order asked within ApprovalWindow, this refund
+	// included: three refunds of a third each are one large refund.
 	ApprovalAbove map[string]int64
+	// ApprovalWindow (REFUND_APPROVAL_WINDOW) is how far back the
+	// refunds an order asked count towards ApprovalAbove.
+	ApprovalWindow time.Duration
 }
 
 // NewService returns the refunds of the charges of refunders' gateways,
 // counting the gateways' answers in m.
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, applier answerApplier, tasks Tasks, refunders ...gatewaycalls.Refunder) *Service {
 	s := &Service{db: db, ledger: gatewaycalls.NewLedger(db, now, m), payments: applier, refunders: map[string]gatewaycalls.Refunder{},
-		tasks: tasks, log: log, now: now, CallTimeout: gatewaycalls.DefaultCallTimeout}
+		tasks: tasks, log: log, now: now, CallTimeout: gatewaycalls.DefaultCallTimeout, ApprovalWindow: DefaultApprovalWindow}
 	for _, r := range refunders {
 		s.refunders[r.Provider()] = r
 	}
 	return s
 }
+
+// DefaultApprovalWindow is REFUND_APPROVAL_WINDOW's default.
+const DefaultApprovalWindow = 24 * time.Hour
 
 // Request is an admin's refund of an order.
 type Request struct {
@@ -167,7 +175,8 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 		return nil, err
 	}
 	charge := a.charge
-	amount, err := a.refundable(o.ID).Amount(r.Amount)
+	left := a.refundable(o.ID)
+	amount, err := left.Amount(r.Amount)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +188,7 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 		Amount:         amount, Currency: charge.Currency, Phase: models.GatewayPlanned,
 		Reason: strings.TrimSpace(r.Reason), RequestedBy: r.Admin,
 	}
-	if s.NeedsApproval(amount, charge.Currency) {
+	if s.NeedsApproval(left, amount) {
 		// Written with no job: nothing is sent until another owner
 		// approves it (Approve), and its amount is held back meanwhile.
 		req.Phase = models.GatewayAwaitingApproval
@@ -207,6 +216,7 @@ type assessment struct {
 	left   int64 // minor units: the charge less what is refunded and what open refunds ask
 	open   int64 // minor units that open (awaiting approval, planned, sent) refunds ask
 	asked  int64 // how many refunds were asked of the order before
+	recent int64 // minor units the order's refunds asked within the approval window, but those that came to nothing
 }
 
 // assess finds the charge a refund of o refunds (payment names it by its
@@ -230,17 +240,20 @@ func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Paym
 		return assessment{}, models.Errorf(models.EChargeDisputed, "payment %s of order %s has a dispute that is %s (%s): it cannot be refunded; answer the dispute in the gateway's dashboard",
 			charge.ProviderReference, o.ID, charge.Dispute, money(charge.DisputedAmount, charge.Currency))
 	}
-	var asked struct{ Open, Count int64 }
+	var asked struct{ Open, Count, Recent int64 }
 	// Open refunds hold back money of their own charge; the count, which
-	// numbers the keys, is of the whole order.
-	err := tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count
+	// numbers the keys, and what was asked recently, which the approval
+	// threshold weighs, are of the whole order.
+	err := tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count,
+		coalesce(sum(amount) FILTER (WHERE phase NOT IN ? AND currency = ? AND created_at > ?), 0) AS recent
 		FROM gateway_requests WHERE order_id = ? AND kind = ?`,
-		models.HeldPhases, charge.ID, o.ID, models.GatewayRefund).Scan(&asked).Error
+		models.HeldPhases, charge.ID, models.CameToNothing, charge.Currency, s.now().Add(-s.ApprovalWindow),
+		o.ID, models.GatewayRefund).Scan(&asked).Error
 	if err != nil {
 		return assessment{}, err
 	}
 	left := charge.Amount - charge.RefundedAmount - asked.Open - charge.DisputedAmount
-	return assessment{charge: charge, left: left, open: asked.Open, asked: asked.Count}, nil
+	return assessment{charge: charge, left: left, open: asked.Open, asked: asked.Count, recent: asked.Recent}, nil
 }
 
 // Refundable is what is left to refund of an order, and through whom;
@@ -252,7 +265,12 @@ type Refundable struct {
 	Currency string
 	Left     int64 // minor units
 	Open     int64 // minor units asked by refunds the gateway has not answered, held back from Left
-	Why      string
+	// Recent is what the order's refunds asked within the approval
+	// window (minor units), those that came to nothing left out: a
+	// refund needs approval when Recent and its amount are together
+	// above the threshold (NeedsApproval).
+	Recent int64
+	Why    string
 	// Disputed: the charge's dispute is open or lost, and Why says so.
 	Disputed bool
 }
@@ -260,7 +278,7 @@ type Refundable struct {
 // refundable is what a says of the order's refunds.
 func (a assessment) refundable(orderID string) Refundable {
 	return Refundable{OrderID: orderID, Payment: a.charge.ProviderReference, Provider: a.charge.Provider, Currency: a.charge.Currency,
-		Left: a.left, Open: a.open}
+		Left: a.left, Open: a.open, Recent: a.recent}
 }
 
 // Amount reads text, an amount in major units ("" is all that is left),

@@ -164,6 +164,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	refundService := refunds.NewService(db, log, time.Now, metricSet, paymentService, jobs.Tasks{}, refunders...)
 	refundService.ApprovalAbove = cfg.RefundApprovalAbove
+	refundService.ApprovalWindow = cfg.RefundApprovalWindow
 	catchUps := catchup.New(db, log, time.Now, paymentService, gatewaySet.Listers(), gatewaySet.StatusClients(), jobs.Tasks{})
 
 	g, ctx := errgroup.WithContext(ctx)

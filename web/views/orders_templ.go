@@ -1949,7 +1949,7 @@ func RefundConfirmPage(v RefundConfirm) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if v.NeedsApproval {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 170, "<p class=\"flash warn\">This amount is above REFUND_APPROVAL_ABOVE: the refund is recorded and its amount held back, but nothing is sent until another owner approves it.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 170, "<p class=\"flash warn\">This amount, with what the order asked within REFUND_APPROVAL_WINDOW, is above REFUND_APPROVAL_ABOVE: the refund is recorded and its amount held back, but nothing is sent until another owner approves it.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
