@@ -54,9 +54,9 @@ func emailJob() Spec {
 		Task:     EmailArgs{}.Kind(),
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  2 * time.Minute,
-		Handler: func(d Deps) asynq.HandlerFunc {
+		Guarded: func(d Deps) (Prepare, Effect) {
 			email := NewEmail(d.DB, d.Mailer, d.MailFrom, d.Now, d.Metrics)
-			return d.Guard.WrapPrepared(email.Prepare, email.Effect)
+			return email.Prepare, email.Effect
 		},
 	}
 }

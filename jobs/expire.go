@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 )
 
@@ -31,7 +30,7 @@ func expireJob() Spec {
 		Task:     ExpireArgs{}.Kind(),
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  time.Minute,
-		Handler:  func(d Deps) asynq.HandlerFunc { return d.Guard.Wrap(ExpireEffect(d.Orders)) },
+		Guarded:  func(d Deps) (Prepare, Effect) { return nil, ExpireEffect(d.Orders) },
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/invoices"
@@ -35,7 +34,7 @@ func invoiceJob() Spec {
 		Task:     InvoiceArgs{}.Kind(),
 		MaxRetry: 25, // it must happen eventually, and a retry of a job that is done costs one read
 		Timeout:  time.Minute,
-		Handler:  func(d Deps) asynq.HandlerFunc { return d.Guard.Wrap(InvoiceEffect(d.Now, d.Metrics)) },
+		Guarded:  func(d Deps) (Prepare, Effect) { return nil, InvoiceEffect(d.Now, d.Metrics) },
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
@@ -97,9 +96,7 @@ func refundJob() Spec {
 		// until it does: the retries grow to ten minutes apart (RetryDelay).
 		MaxRetry: 50,
 		Timeout:  2 * time.Minute,
-		Handler: func(d Deps) asynq.HandlerFunc {
-			return d.Guard.WrapPrepared(RefundPrepare(d.Refunds), RefundEffect())
-		},
+		Guarded:  func(d Deps) (Prepare, Effect) { return RefundPrepare(d.Refunds), RefundEffect() },
 		// Giving up on the job gives up on the refund: never sent again,
 		// its amount no longer held back.
 		Discard: func(tx *gorm.DB, taskID, why string) error {

@@ -61,7 +61,7 @@ type WorkerConfig struct {
 func NewMux(d Deps) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	for _, s := range specs() {
-		mux.Handle(s.Task.Type, s.Handler(d))
+		mux.Handle(s.Task.Type, s.handler(d))
 	}
 	return mux
 }

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -32,7 +33,12 @@ type Spec struct {
 	// Every makes the task periodic: the Scheduler enqueues it once per
 	// period. Zero for tasks that come from the outbox.
 	Every time.Duration
-	// Handler builds the task's handler from the worker's parts.
+	// Guarded builds a business job's two parts from the worker's parts:
+	// the guard runs them (Guard.Run), once in effect however often the
+	// task is delivered. Handler builds the handler of a task that needs
+	// no guard (the maintenance tasks, alert:send). A spec has one of the
+	// two.
+	Guarded func(Deps) (Prepare, Effect)
 	Handler func(Deps) asynq.HandlerFunc
 	// Discard, when set, is what discarding the job task id gives up on
 	// beyond the job itself, in the discard's transaction (why says who
@@ -61,6 +67,29 @@ func specs() []Spec {
 		watchJob(),
 		catchUpJob(),
 	}
+}
+
+// handler is the task's handler: its own, or its guarded parts behind
+// d's guard.
+func (s Spec) handler(d Deps) asynq.HandlerFunc {
+	if s.Guarded != nil {
+		return d.Guard.WrapPrepared(s.Guarded(d))
+	}
+	return s.Handler(d)
+}
+
+// RunGuarded runs outbox row m's job once, in this goroutine, through
+// d.Guard: what a worker does with the task the relay hands it, without
+// the queue — for a test that steps through the work in an order of its
+// choosing. attempt is the run's number, 1 for the first. A task that is
+// not a guarded job is an error.
+func RunGuarded(ctx context.Context, d Deps, m models.OutboxMessage, attempt int) (RunOutcome, error) {
+	s, ok := specOfTask(m.TaskID)
+	if !ok || s.Guarded == nil || s.Task.Type != m.TaskType {
+		return "", fmt.Errorf("jobs.RunGuarded: %s is not a guarded job", m.TaskID)
+	}
+	prepare, effect := s.Guarded(d)
+	return d.Guard.Run(ctx, Job{Key: m.TaskID, Type: m.TaskType, Queue: m.Queue, Payload: m.Payload, Attempt: attempt}, prepare, effect)
 }
 
 // specOfTask is the spec of task id taskID ({type}:{key}).

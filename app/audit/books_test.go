@@ -1,0 +1,754 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/models"
+)
+
+// TestBooks drives the real application — orders over HTTP, signed
+// notifications in every gateway's format, refunds through the admin
+// API and the console, jobs through the guard — through random
+// sequences of money operations over several orders, and after every
+// step compares the rows with the reference model (books_model_test.go)
+// and asks the audit, which must be green exactly when the model's books
+// hold. A failing sequence is shrunk to a shortest one and printed with
+// its seed (-rapid.seed=N reproduces it); RAPID_CHECKS and RAPID_STEPS
+// make the run longer (make chaos).
+func TestBooks(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		b := newBooks(rt, a)
+		rt.Repeat(b.actions())
+	})
+}
+
+// books is one run of the model against the application.
+type books struct {
+	t      tb
+	a      *app
+	m      *model
+	n      int               // numbers ids made up in this run
+	tokens map[string]string // the orders' access tokens
+	facts  map[string][]told // each order's notifications sent, to send again
+	failed map[int64]bool    // the refunds whose job's last run failed
+}
+
+func newBooks(t tb, a *app) *books {
+	a.reset(t)
+	b := &books{t: t, a: a, m: newModel(approvalAbove), tokens: map[string]string{}, facts: map[string][]told{}, failed: map[int64]bool{}}
+	// Two products: plenty of one, and one of the other, which a late
+	// payment may find gone.
+	for sku, stock := range map[string]int64{"MUG": 100, "LAST": 1} {
+		r := a.api(t, "POST", "/api/products", "", map[string]any{"sku": sku, "name": sku, "price": price, "currency": "IDR", "stock": stock})
+		if r.status != 201 {
+			t.Fatalf("product %s: %d %s", sku, r.status, r.body)
+		}
+		b.m.stock[sku] = stock
+	}
+	return b
+}
+
+// price is every order's total: one unit of either product.
+const price = 100000
+
+// maxOrders bounds the orders of one run.
+const maxOrders = 6
+
+// actions are the operations a run draws from, with the comparison
+// after each ("").
+func (b *books) actions() map[string]func(*rapid.T) {
+	order := func(t *rapid.T) *mOrder {
+		if len(b.m.ids) == 0 {
+			t.Skip("no order yet")
+		}
+		return b.m.orders[rapid.SampledFrom(b.m.ids).Draw(t, "order")]
+	}
+	request := func(t *rapid.T, phases ...models.GatewayPhase) *mRequest {
+		var rs []*mRequest
+		for _, r := range b.m.requests {
+			if len(phases) == 0 || slices.Contains(phases, r.phase) {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) == 0 {
+			t.Skip("no such refund")
+		}
+		return rapid.SampledFrom(rs).Draw(t, "refund")
+	}
+	amount := func(t *rapid.T) int64 {
+		return rapid.SampledFrom([]int64{0, 10000, 25000, 50000, 70000, price, price + 1}).Draw(t, "amount")
+	}
+	return map[string]func(*rapid.T){
+		"": func(t *rapid.T) { b.check() },
+		"create": func(t *rapid.T) {
+			if len(b.m.ids) >= maxOrders {
+				t.Skip("enough orders")
+			}
+			b.create(rapid.SampledFrom(b.a.providers()).Draw(t, "gateway"), rapid.SampledFrom([]string{"MUG", "LAST"}).Draw(t, "sku"))
+		},
+		"pay": func(t *rapid.T) {
+			o := order(t)
+			b.pay(o, b.chargeRef(t, o), rapid.SampledFrom([]int64{price, price, price - 1}).Draw(t, "paid"))
+		},
+		"attempt": func(t *rapid.T) {
+			o := order(t)
+			b.attempt(o, b.chargeRef(t, o), rapid.SampledFrom([]models.PaymentEvent{models.EventDeclined, models.EventFailed,
+				models.EventExpired, models.EventPending}).Draw(t, "status"))
+		},
+		"send again": func(t *rapid.T) {
+			o := order(t)
+			if len(b.facts[o.id]) == 0 {
+				t.Skip("nothing sent")
+			}
+			b.resend(rapid.SampledFrom(b.facts[o.id]).Draw(t, "notification"))
+		},
+		"cancel":                   func(t *rapid.T) { b.cancel(order(t)) },
+		"expire":                   func(t *rapid.T) { b.expire(order(t)) },
+		"refund":                   func(t *rapid.T) { b.ask(order(t), amount(t)) },
+		"refund all twice at once": func(t *rapid.T) { b.askTwiceAtOnce(order(t)) },
+		"approve":                  func(t *rapid.T) { b.approve(request(t)) },
+		"decline":                  func(t *rapid.T) { b.decline(request(t)) },
+		"run jobs": func(t *rapid.T) {
+			b.runJobs(rapid.SampledFrom([]string{"", "", "", "fail next call", "fail refunds later"}).Draw(t, "fault"))
+		},
+		"deliver the gateways' news": func(t *rapid.T) {
+			b.deliverWorld(rapid.Bool().Draw(t, "newest first"), rapid.Bool().Draw(t, "twice"))
+		},
+		"dashboard refund": func(t *rapid.T) {
+			o := order(t)
+			b.dashboardRefund(o, b.takenCharge(t, o), amount(t))
+		},
+		"refund fails at the gateway": func(t *rapid.T) {
+			o := order(t)
+			c := b.takenCharge(t, o)
+			if len(c.refunds) == 0 {
+				t.Skip("no refund")
+			}
+			b.refundFails(o, c, rapid.SampledFrom(c.refunds).Draw(t, "failed refund"))
+		},
+		"refund news of another charge's refund": func(t *rapid.T) {
+			o := order(t)
+			c := b.takenCharge(t, o)
+			var others []*mRefund
+			for _, other := range b.m.charges {
+				if other != c && other.provider == c.provider {
+					others = append(others, other.refunds...)
+				}
+			}
+			if len(others) == 0 {
+				t.Skip("no refund of another charge")
+			}
+			b.forgedRefundNews(o, c, rapid.SampledFrom(others).Draw(t, "another's refund"),
+				rapid.SampledFrom([]models.RefundStatus{models.RefundFailed, models.RefundSucceeded}).Draw(t, "state"))
+		},
+		"dispute": func(t *rapid.T) {
+			o := order(t)
+			b.dispute(o, b.takenCharge(t, o), rapid.SampledFrom([]models.PaymentEvent{models.EventDisputed, models.EventDisputeWon,
+				models.EventDisputeLost}).Draw(t, "dispute"))
+		},
+		"discard a failed refund job": func(t *rapid.T) {
+			r := request(t, models.GatewaySent)
+			if !b.failed[r.id] {
+				t.Skip("its job did not fail")
+			}
+			b.discard(r)
+		},
+		"send a refund again now": func(t *rapid.T) { b.sendAgain(request(t)) },
+	}
+}
+
+// next is a fresh number for an id, unique in the test binary: the
+// payments service remembers recent event ids across runs.
+func (b *books) next() string {
+	b.n++
+	return strconv.FormatInt(ids.Add(1), 10)
+}
+
+var ids atomic.Int64
+
+// chargeRef is a reference for a payment of o: a new one, or one of its
+// charges again.
+func (b *books) chargeRef(t *rapid.T, o *mOrder) string {
+	if len(o.charges) > 0 && rapid.Bool().Draw(t, "a charge told before") {
+		return rapid.SampledFrom(o.charges).Draw(t, "charge").ref
+	}
+	return "tx_" + o.id + "_" + b.next()
+}
+
+// takenCharge is one of o's charges that took money.
+func (b *books) takenCharge(t *rapid.T, o *mOrder) *mCharge {
+	var cs []*mCharge
+	for _, c := range o.charges {
+		if taken(c.status) {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		t.Skip("no charge taken")
+	}
+	return rapid.SampledFrom(cs).Draw(t, "charge")
+}
+
+// create makes an order of one unit of sku, paid through gateway.
+func (b *books) create(gateway, sku string) {
+	b.t.Helper()
+	r := b.a.do(b.t, "POST", "/api/orders", map[string][]string{"Content-Type": {"application/json"}, "Idempotency-Key": {"books-create-key-" + b.next() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}},
+		fmt.Appendf(nil, `{"customer_email":"buyer%d@example.com","items":[{"sku":%q,"qty":1}]}`, b.n, sku))
+	var o struct {
+		ID          string `json:"id"`
+		AccessToken string `json:"access_token"`
+	}
+	json.Unmarshal(r.body, &o)
+	if r.status == 201 && !b.m.create(o.ID, sku, gateway, price) || r.status == 409 && b.m.stock[sku] > 0 || r.status != 201 && r.status != 409 {
+		b.t.Fatalf("create an order of %s: %d %s; the model has %d in stock", sku, r.status, r.body, b.m.stock[sku])
+	}
+	if r.status == 201 {
+		b.tokens[o.ID] = o.AccessToken
+	}
+	b.t.Logf("order %s of %s through %s: %d", o.ID, sku, gateway, r.status)
+}
+
+// send delivers notification f of o's gateway and checks the answer
+// against the model's.
+func (b *books) send(provider string, f payments.Fact) {
+	b.t.Helper()
+	if f.EventID == "" {
+		f.EventID = "evt_books_" + b.next()
+	}
+	r, ev := b.a.notify(b.t, provider, f)
+	b.facts[f.OrderID] = append(b.facts[f.OrderID], told{provider: provider, fact: f})
+	want := b.m.deliver(eventOf(provider, ev, r))
+	result, reason := r.result()
+	b.t.Logf("%s %s %s of %s %d (refund %s %s): %d %s %s", provider, f.EventID, f.Status, f.TransactionID, f.Amount, f.RefundID, f.RefundStatus, r.status, result, reason)
+	if r.status != want.status || result != want.result || reason != want.reason {
+		b.t.Fatalf("%s notification %+v: %d %s %s; the model says %d %s %s", provider, f, r.status, result, reason, want.status, want.result, want.reason)
+	}
+}
+
+// eventOf is what Sekali read in a notification, for the model; its
+// fingerprint is the body's, which the answer does not carry, so
+// the key and the fact stand for it.
+func eventOf(provider string, ev payments.Event, _ answer) event {
+	e := event{provider: provider, key: ev.Key, order: ev.OrderID, ref: ev.TransactionID, status: ev.Status, amount: ev.Amount, currency: ev.Currency}
+	for _, r := range ev.Refunds {
+		state := r.Status
+		if state == "" {
+			state = models.RefundSucceeded
+		}
+		e.refunds = append(e.refunds, mRefund{key: r.Key, amount: r.Amount, state: state})
+	}
+	e.fingerprint = fmt.Sprintf("%s|%s|%s|%d|%s|%v", e.order, e.ref, e.status, e.amount, e.currency, e.refunds)
+	return e
+}
+
+// expressible: provider has a notification of status (Xendit has no
+// failed or declined invoice, Stripe no expired PaymentIntent).
+func (b *books) expressible(provider string, f payments.Fact) bool {
+	_, err := b.a.senders[provider].Body(f)
+	return err == nil
+}
+
+// pay is the gateway's notification that ref paid amount for o.
+func (b *books) pay(o *mOrder, ref string, amount int64) {
+	b.send(o.gateway, payments.Fact{OrderID: o.id, TransactionID: ref, Status: models.EventPaid, Amount: amount, Currency: "IDR"})
+}
+
+// attempt is a notification of status (declined, failed, expired,
+// pending) of charge ref of o.
+func (b *books) attempt(o *mOrder, ref string, status models.PaymentEvent) {
+	f := payments.Fact{OrderID: o.id, TransactionID: ref, Status: status, Amount: o.total, Currency: "IDR"}
+	if !b.expressible(o.gateway, f) {
+		return
+	}
+	b.send(o.gateway, f)
+}
+
+// resend delivers an earlier notification again, under its event id.
+func (b *books) resend(n told) { b.send(n.provider, n.fact) }
+
+// cancel is the customer's cancel.
+func (b *books) cancel(o *mOrder) {
+	b.t.Helper()
+	r := b.a.do(b.t, "POST", "/api/orders/"+o.id+"/cancel", map[string][]string{"Authorization": {"Bearer " + b.tokens[o.id]}}, nil)
+	b.t.Logf("cancel %s (%s): %d", o.id, o.status, r.status)
+	if want := b.m.cancel(o); r.status != want {
+		b.t.Fatalf("cancel %s (%s): %d %s, the model says %d", o.id, o.status, r.status, r.body, want)
+	}
+}
+
+// expire runs o's order:expire job now, as if its time had come.
+func (b *books) expire(o *mOrder) {
+	b.t.Helper()
+	var m models.OutboxMessage
+	if err := b.a.db.Take(&m, "task_id = ?", "order:expire:"+o.id).Error; err != nil {
+		b.t.Fatalf("the expiry of %s: %v", o.id, err)
+	}
+	if out := b.a.runTask(b.t, m, 1); out != "succeeded" && out != "duplicate_ignored" {
+		b.t.Fatalf("the expiry of %s: %s", o.id, out)
+	}
+	b.t.Logf("expire %s (%s)", o.id, o.status)
+	b.m.expire(o)
+}
+
+// ask is an admin's refund of o through the admin API; 0 asks all that
+// is left.
+func (b *books) ask(o *mOrder, amount int64) {
+	b.t.Helper()
+	got := b.askAPI(o, amount)
+	want, _ := b.m.ask(o, amount)
+	b.t.Logf("refund %d of %s (%s): %d", amount, o.id, o.status, got)
+	if got != want {
+		b.t.Fatalf("refund %d of %s (%s): %d, the model says %d", amount, o.id, o.status, got, want)
+	}
+}
+
+func (b *books) askAPI(o *mOrder, amount int64) int {
+	body := map[string]any{"reason": "books"}
+	if amount > 0 {
+		body["amount"] = strconv.FormatInt(amount, 10)
+	}
+	return b.a.api(b.t, "POST", "/api/admin/orders/"+o.id+"/refunds", "books-refund-key-"+b.next()+"-"+o.id, body).status
+}
+
+// askTwiceAtOnce is two admins refunding all of o at the same moment.
+func (b *books) askTwiceAtOnce(o *mOrder) {
+	b.t.Helper()
+	start := make(chan struct{})
+	got := make([]int, 2)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			<-start
+			got[i] = b.askAPI(o, 0)
+		})
+	}
+	close(start)
+	wg.Wait()
+	w1, _ := b.m.ask(o, 0)
+	w2, _ := b.m.ask(o, 0)
+	want := []int{w1, w2}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		b.t.Fatalf("two refunds of all of %s at once: %v, the model says %v", o.id, got, want)
+	}
+}
+
+// approve and decline are the owner's answers in the console.
+func (b *books) approve(r *mRequest) {
+	b.t.Helper()
+	got := b.a.console(b.t, "/admin/gateway-requests/"+strconv.FormatInt(r.id, 10)+"/approve", url.Values{}).status
+	b.t.Logf("approve refund %d (%s): %d", r.id, r.phase, got)
+	if want := b.m.approve(r); got != want {
+		b.t.Fatalf("approve refund %d (%s): %d, the model says %d", r.id, r.phase, got, want)
+	}
+}
+
+func (b *books) decline(r *mRequest) {
+	b.t.Helper()
+	got := b.a.console(b.t, "/admin/gateway-requests/"+strconv.FormatInt(r.id, 10)+"/decline", url.Values{}).status
+	b.t.Logf("decline refund %d (%s): %d", r.id, r.phase, got)
+	if want := b.m.decline(r); got != want {
+		b.t.Fatalf("decline refund %d (%s): %d, the model says %d", r.id, r.phase, got, want)
+	}
+}
+
+// runJobs runs every due task whose job has not succeeded or been
+// discarded, oldest first, as workers would; fault is set on the
+// gateways for the refund calls.
+func (b *books) runJobs(fault string) {
+	b.t.Helper()
+	var due []models.OutboxMessage
+	err := b.a.db.Where(`process_at <= now() AND task_type IN ('invoice:generate', 'email:send', 'refund:send')
+		AND NOT EXISTS (SELECT 1 FROM job_executions j WHERE j.idempotency_key = outbox_messages.task_id AND j.status IN ('succeeded', 'discarded'))`).
+		Order("id").Find(&due).Error
+	if err != nil {
+		b.t.Fatalf("due tasks: %v", err)
+	}
+	for _, m := range due {
+		b.a.db.Model(&m).Update("status", models.OutboxDispatched) // handed to the queue
+		switch m.TaskType {
+		case "refund:send":
+			b.sendRefund(m, fault)
+		default:
+			b.runEffect(m)
+		}
+	}
+}
+
+// runEffect runs an invoice or email task, and tells the model what it
+// must have done.
+func (b *books) runEffect(m models.OutboxMessage) {
+	b.t.Helper()
+	var p struct {
+		OrderID  string `json:"order_id"`
+		Template string `json:"template"`
+		RefundID int64  `json:"refund_id"`
+	}
+	json.Unmarshal(m.Payload, &p)
+	o := b.m.orders[p.OrderID]
+	// What the job tells is read as it stands when the job runs.
+	refundSucceeded := false
+	if p.RefundID > 0 {
+		var r models.Refund
+		if err := b.a.db.Take(&r, p.RefundID).Error; err != nil {
+			b.t.Fatalf("%s: its refund: %v", m.TaskID, err)
+		}
+		if c := b.m.charges[r.Provider+" "+b.refOf(r.PaymentID)]; c != nil {
+			if named := c.refund(r.RefundKey); named != nil && named.state == models.RefundSucceeded {
+				refundSucceeded = true
+			}
+		}
+	}
+	if out := b.a.runTask(b.t, m, 1); out != "succeeded" {
+		b.t.Fatalf("%s: %s", m.TaskID, out)
+	}
+	b.t.Logf("%s run (order %s)", m.TaskID, o.status)
+	// A sale's paperwork is owed once it was paid, refunded since or not.
+	wasPaid := o.status == models.OrderPaid || o.status == models.OrderPartiallyRefunded || o.status == models.OrderRefunded
+	switch {
+	case m.TaskType == "invoice:generate":
+		o.invoiced = o.invoiced || wasPaid
+	case p.Template == "order_paid":
+		o.emailed = o.emailed || wasPaid
+	case refundSucceeded:
+		o.refundEmails++
+	}
+}
+
+// refOf is the reference of payment id.
+func (b *books) refOf(id int64) string {
+	var ref string
+	b.a.db.Raw("SELECT provider_reference FROM payments WHERE id = ?", id).Scan(&ref)
+	return ref
+}
+
+// sendRefund runs a refund's job: the call to the gateway, with fault.
+func (b *books) sendRefund(m models.OutboxMessage, fault string) {
+	b.t.Helper()
+	id, _ := strconv.ParseInt(strings.TrimPrefix(m.TaskID, "refund:send:"), 10, 64)
+	r := b.m.requests[id-1]
+	switch fault {
+	case "fail next call":
+		b.a.world.FailNext(1)
+	case "fail refunds later":
+		b.a.world.FailRefundsLater(1)
+	}
+	defer b.a.world.FailNext(0)
+	defer b.a.world.FailRefundsLater(0)
+	before := r.phase
+	out := b.a.runTask(b.t, m, 1)
+	b.t.Logf("refund %d (%s, %d of %s) sent with fault %q: job %s", r.id, before, r.amount, r.charge.ref, fault, out)
+	b.observeSend(r, before, fault)
+	b.failed[r.id] = out == "failed"
+}
+
+// observeSend tells the model what the gateway answered refund r's
+// call: nothing (a 500: unanswered), or its refund, whose id Sekali
+// recorded.
+func (b *books) observeSend(r *mRequest, before models.GatewayPhase, fault string) {
+	b.t.Helper()
+	var row models.GatewayRequest
+	if err := b.a.db.Take(&row, r.id).Error; err != nil {
+		b.t.Fatalf("refund %d: %v", r.id, err)
+	}
+	switch {
+	case before != models.GatewayPlanned && before != models.GatewaySent: // over: the job asks nothing
+	case before == models.GatewayPlanned && !b.m.fits(r):
+		b.m.unfit(r)
+	case fault == "fail next call":
+		b.m.unanswered(r)
+		// The lease passes, as time would: the next try may call.
+		b.a.db.Model(&models.GatewayRequest{}).Where("id = ?", r.id).Update("locked_until", time.Now().Add(-time.Second))
+	case row.Phase == models.GatewayFailed && row.ProviderObjectID == "":
+		// The gateway said no (its own view of the charge: a refund made
+		// in its dashboard took the money). Nothing moved.
+		b.t.Logf("refund %d refused by the gateway: %s", r.id, row.LastError)
+		b.m.refused(r)
+	default:
+		// The refund's state in the answer: Xendit answers every refund
+		// PENDING and tells how it settled by callback; Stripe answers
+		// pending one that fails later.
+		state := models.RefundSucceeded
+		if r.charge.provider == "xendit" || fault == "fail refunds later" && r.charge.provider == "stripe" {
+			state = models.RefundPending
+		}
+		var total int64
+		if r.charge.provider == "stripe" { // Stripe answers with the charge's refunded total at Stripe
+			total = b.gatewayTotal(r.charge) + r.amount
+		}
+		b.m.sent(r, row.ProviderObjectID, state, total)
+	}
+}
+
+// later are the gateways whose emulation can accept a refund and fail it
+// afterwards (FailRefundsLater).
+var later = map[string]bool{"stripe": true, "xendit": true}
+
+// gatewayTotal is what the gateway's emulation counts as refunded of c
+// before a new refund: the refunds Sekali asked it for that are done
+// and did not fail.
+func (b *books) gatewayTotal(c *mCharge) int64 {
+	var total int64
+	for _, r := range b.m.requests {
+		if r.charge == c && r.phase == models.GatewayDone {
+			if named := c.refund(r.object); named == nil || counts(named.state) {
+				total += r.amount
+			}
+		}
+	}
+	return total
+}
+
+// deliverWorld delivers the notifications the gateways' emulations
+// kept, oldest or newest first, once or twice.
+func (b *books) deliverWorld(newestFirst, twice bool) {
+	b.t.Helper()
+	q := b.a.world.take()
+	if newestFirst {
+		slices.Reverse(q)
+	}
+	for _, n := range q {
+		if !b.expressible(n.provider, n.fact) {
+			continue
+		}
+		b.send(n.provider, n.fact)
+		if twice {
+			b.send(n.provider, n.fact)
+		}
+	}
+}
+
+// dashboardRefund is a refund made in the gateway's dashboard: its
+// notification, naming a refund Sekali never asked for.
+func (b *books) dashboardRefund(o *mOrder, c *mCharge, amount int64) {
+	if amount == 0 {
+		amount = c.amount
+	}
+	b.send(c.provider, payments.Fact{OrderID: o.id, TransactionID: c.ref, Status: models.EventRefunded, Amount: amount, Currency: "IDR",
+		RefundID: "rf_dash_" + b.next()})
+}
+
+// refundFails is the gateway's news that refund r of c failed.
+func (b *books) refundFails(o *mOrder, c *mCharge, r *mRefund) {
+	f := payments.Fact{OrderID: o.id, TransactionID: c.ref, Status: models.EventRefunded, Amount: r.amount, Currency: "IDR",
+		RefundID: r.key, RefundStatus: models.RefundFailed, RefundReason: "account closed"}
+	if !later[c.provider] && c.provider != "sandbox" { // Midtrans tells no refund's failure
+		return
+	}
+	b.send(c.provider, f)
+}
+
+// forgedRefundNews is news, signed, of another charge's refund told on
+// o's charge c.
+func (b *books) forgedRefundNews(o *mOrder, c *mCharge, r *mRefund, state models.RefundStatus) {
+	if c.provider == "midtrans" { // its notifications are confirmed with its API, which knows better
+		return
+	}
+	b.send(c.provider, payments.Fact{OrderID: o.id, TransactionID: c.ref, Status: models.EventRefunded, Amount: r.amount, Currency: "IDR",
+		RefundID: r.key, RefundStatus: state})
+}
+
+// dispute is the bank's dispute of c.
+func (b *books) dispute(o *mOrder, c *mCharge, status models.PaymentEvent) {
+	f := payments.Fact{OrderID: o.id, TransactionID: c.ref, Status: status, Amount: c.amount, Currency: "IDR"}
+	if !b.expressible(c.provider, f) {
+		return
+	}
+	b.send(c.provider, f)
+}
+
+// discard is an operator discarding refund r's failed job through the
+// admin API.
+func (b *books) discard(r *mRequest) {
+	b.t.Helper()
+	key := "refund:send:" + strconv.FormatInt(r.id, 10)
+	got := b.a.api(b.t, "POST", "/api/admin/jobs/"+url.PathEscape(key)+"/discard", "", map[string]string{"reason": "refunded by hand"}).status
+	b.t.Logf("discard %s (%s): %d", key, r.phase, got)
+	if want := b.m.discard(r); got != want {
+		b.t.Fatalf("discard %s (%s): %d, the model says %d", key, r.phase, got, want)
+	}
+	delete(b.failed, r.id)
+}
+
+// sendAgain is "Send again now" on refund r in the console.
+func (b *books) sendAgain(r *mRequest) {
+	b.t.Helper()
+	before := r.phase
+	got := b.a.console(b.t, "/admin/gateway-requests/"+strconv.FormatInt(r.id, 10)+"/retry", url.Values{}).status
+	b.t.Logf("send refund %d (%s) again now: %d", r.id, before, got)
+	want := 303
+	if before == models.GatewayAwaitingApproval {
+		want = 409
+	}
+	if got != want {
+		b.t.Fatalf("send refund %d (%s) again: %d, want %d", r.id, before, got, want)
+	}
+	b.observeSend(r, before, "")
+}
+
+// check compares the application's rows with the model's books, and
+// asks the audit.
+func (b *books) check() {
+	b.t.Helper()
+	db := b.a.db
+	type orderRow struct {
+		ID, Status, SKU     string
+		Invoices, Emails    int
+		RefundTasks, Sent   int
+		RefundEmails, Tasks int
+	}
+	var rows []orderRow
+	db.Raw(`SELECT o.id, o.status, i.sku,
+		(SELECT count(*) FROM invoices v WHERE v.order_id = o.id) AS invoices,
+		(SELECT count(*) FROM outbound_emails e WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent') AS emails,
+		(SELECT count(*) FROM outbox_messages m WHERE m.task_id LIKE 'email:send:refund_succeeded:' || o.id || ':%') AS refund_tasks,
+		(SELECT count(*) FROM outbound_emails e WHERE e.key LIKE 'refund_succeeded:' || o.id || ':%' AND e.status = 'sent') AS refund_emails
+		FROM orders o JOIN order_items i ON i.order_id = o.id ORDER BY o.id`).Scan(&rows)
+	if len(rows) != len(b.m.orders) {
+		b.t.Fatalf("%d orders, the model has %d", len(rows), len(b.m.orders))
+	}
+	for _, r := range rows {
+		o := b.m.orders[r.ID]
+		switch {
+		case o == nil:
+			b.t.Fatalf("order %s is not the model's", r.ID)
+		case r.Status != string(o.status):
+			b.t.Fatalf("order %s is %s, the model says %s", r.ID, r.Status, o.status)
+		case (r.Invoices == 1) != o.invoiced || r.Invoices > 1:
+			b.t.Fatalf("order %s has %d invoices, the model says invoiced %v", r.ID, r.Invoices, o.invoiced)
+		case (r.Emails == 1) != o.emailed || r.Emails > 1:
+			b.t.Fatalf("order %s has %d order_paid emails sent, the model says %v", r.ID, r.Emails, o.emailed)
+		case r.RefundTasks != o.refundTasks:
+			b.t.Fatalf("order %s has %d refund email tasks, the model says %d", r.ID, r.RefundTasks, o.refundTasks)
+		case r.RefundEmails != o.refundEmails:
+			b.t.Fatalf("order %s has %d refund emails sent, the model says %d", r.ID, r.RefundEmails, o.refundEmails)
+		}
+	}
+	var stock []struct {
+		SKU   string
+		Stock int64
+	}
+	db.Raw("SELECT sku, stock FROM products").Scan(&stock)
+	for _, p := range stock {
+		if p.Stock != b.m.stock[p.SKU] {
+			b.t.Fatalf("product %s has %d in stock, the model says %d", p.SKU, p.Stock, b.m.stock[p.SKU])
+		}
+	}
+	var payments []models.Payment
+	db.Order("id").Find(&payments)
+	if len(payments) != len(b.m.charges) {
+		b.t.Fatalf("%d payments, the model has %d charges", len(payments), len(b.m.charges))
+	}
+	for _, p := range payments {
+		c := b.m.charges[p.Provider+" "+p.ProviderReference]
+		switch {
+		case c == nil:
+			b.t.Fatalf("payment %s %s is not the model's", p.Provider, p.ProviderReference)
+		case p.Status != c.status || p.Amount != c.amount || p.RefundedAmount != c.refunded() || p.RefundedFrom != c.from ||
+			p.Dispute != c.dispute || p.DisputedAmount != c.disputed || p.OrderID != c.order.id:
+			b.t.Fatalf("payment %s: %s %d, refunded %d (from %q), dispute %q %d; the model says %s %d, refunded %d (from %q), dispute %q %d",
+				p.ProviderReference, p.Status, p.Amount, p.RefundedAmount, p.RefundedFrom, p.Dispute, p.DisputedAmount,
+				c.status, c.amount, c.refunded(), c.from, c.dispute, c.disputed)
+		}
+		var named []models.Refund
+		db.Where("payment_id = ? AND refund_key NOT LIKE '%:refunded:%'", p.ID).Order("id").Find(&named)
+		if len(named) != len(c.refunds) {
+			var got, want []string
+			for _, r := range named {
+				got = append(got, fmt.Sprintf("%s %s %d", r.RefundKey, r.Status, r.Amount))
+			}
+			for _, r := range c.refunds {
+				want = append(want, fmt.Sprintf("%s %s %d", r.key, r.state, r.amount))
+			}
+			b.t.Fatalf("payment %s has named refunds %v, the model %v", p.ProviderReference, got, want)
+		}
+		for _, r := range named {
+			mr := c.refund(r.RefundKey)
+			if mr == nil || mr.amount != r.Amount || mr.state != r.Status {
+				b.t.Fatalf("refund %s of %s: %s %d; the model says %+v", r.RefundKey, p.ProviderReference, r.Status, r.Amount, mr)
+			}
+		}
+	}
+	var requests []models.GatewayRequest
+	db.Where("kind = ?", models.GatewayRefund).Order("id").Find(&requests)
+	if len(requests) != len(b.m.requests) {
+		b.t.Fatalf("%d refund requests, the model has %d", len(requests), len(b.m.requests))
+	}
+	for i, r := range requests {
+		mr := b.m.requests[i]
+		if r.ID != mr.id || r.Phase != mr.phase || r.Amount != mr.amount || r.IdempotencyKey != mr.key {
+			b.t.Fatalf("refund request %d: %s %d %s; the model says %d %s %d %s (%s)", r.ID, r.Phase, r.Amount, r.IdempotencyKey,
+				mr.id, mr.phase, mr.amount, mr.key, r.LastError)
+		}
+	}
+	var tasks []struct {
+		TaskID string
+		N      int
+	}
+	db.Raw(`SELECT task_id, count(*) AS n FROM outbox_messages WHERE task_type IN ('invoice:generate', 'email:send', 'refund:send', 'order:expire')
+		AND task_id NOT LIKE 'email:send:refund_succeeded:%' GROUP BY task_id`).Scan(&tasks)
+	got := map[string]int{}
+	for _, t := range tasks {
+		got[t.TaskID] = t.N
+	}
+	if !mapsEqual(got, b.m.tasks) {
+		b.t.Fatalf("outbox tasks %v, the model says %v", sortedKeys(got), sortedKeys(b.m.tasks))
+	}
+	var alerted []string
+	db.Raw("SELECT payload->'data'->>'refund_request_id' FROM alerts WHERE type = 'refund.failed'").Scan(&alerted)
+	var want []string
+	for id := range b.m.alerts {
+		want = append(want, strconv.FormatInt(id, 10))
+	}
+	slices.Sort(alerted)
+	slices.Sort(want)
+	if !slices.Equal(alerted, want) {
+		b.t.Fatalf("refund.failed alerts for refunds %v, the model says %v", alerted, want)
+	}
+	report, err := audit.New(db).Run(context.Background(), 0)
+	if err != nil {
+		b.t.Fatalf("audit: %v", err)
+	}
+	if !report.OK {
+		b.t.Fatalf("the audit is red where the model's books hold: %+v", report.Violations)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]int) []string {
+	var ks []string
+	for k, v := range m {
+		ks = append(ks, fmt.Sprintf("%s×%d", k, v))
+	}
+	sort.Strings(ks)
+	return ks
+}
