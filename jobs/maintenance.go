@@ -131,12 +131,29 @@ func pollPaymentsJob() Spec {
 	return periodic(TaskPollPayments, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Maintenance.PollPayments })
 }
 
+// pollMargin is how long before its task's deadline a poll stops asking:
+// Asynq counts a handler still running at its deadline as failed —
+// retried, then archived, with a jobs.archived alert about a task —
+// while a poll that stops in time has asked what it could, and the next
+// minute's run asks the rest. A request (or the applying of an answer)
+// still under way then is cut off — what was applied stays applied —
+// and the margin is what the poll needs to return after that.
+const pollMargin = 10 * time.Second
+
 // PollPayments is the payments:poll task: it applies what the gateways
 // answer about orders nearing expiry through the callback pipeline, so a
 // lost notification is made up for before the order's stock is released.
+// A gateway that cannot be asked does not fail it (payments.Service.Poll:
+// logged, and counted in sekali_status_requests_total, which an alert
+// watches); its error is Sekali's own — the database — and is retried.
 func (m *Maintenance) PollPayments(ctx context.Context, _ *asynq.Task) error {
 	if m.Poll == nil {
 		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-pollMargin))
+		defer cancel()
 	}
 	applied, err := m.Poll(ctx)
 	if applied > 0 {

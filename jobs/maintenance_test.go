@@ -16,7 +16,9 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -469,8 +471,11 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 }
 
 // TestMaintenancePollPayments: the payments:poll task runs the configured
-// poll and hands its error to Asynq (which retries it); without a poll
-// (no gateway can be asked) it does nothing and succeeds.
+// poll and hands its error (the database's: payments.Service.Poll
+// returns none for a gateway) to Asynq, which retries it; without a poll
+// (no gateway can be asked) it does nothing and succeeds. The poll's
+// time ends before the task's, so that a slow gateway leaves it time to
+// return rather than be failed by Asynq.
 func TestMaintenancePollPayments(t *testing.T) {
 	t.Parallel()
 	db := testenv.NewDB(t)
@@ -487,6 +492,64 @@ func TestMaintenancePollPayments(t *testing.T) {
 	}
 	if !slices.ContainsFunc(jobs.Periodic(), func(s jobs.Spec) bool { return s.Task.Type == jobs.TaskPollPayments }) {
 		t.Error("payments:poll is not on the maintenance schedule")
+	}
+	taskDeadline := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), taskDeadline)
+	defer cancel()
+	var pollDeadline time.Time
+	m.Poll = func(ctx context.Context) (int, error) { pollDeadline, _ = ctx.Deadline(); return 0, nil }
+	if err := m.PollPayments(ctx, task); err != nil || pollDeadline.IsZero() || !pollDeadline.Before(taskDeadline) {
+		t.Errorf("the poll's deadline %v, the task's %v (%v): want the poll's first", pollDeadline, taskDeadline, err)
+	}
+}
+
+// The payments:poll task, scheduled as the scheduler does and run by an
+// Asynq worker, asking a gateway whose API answers 404: the gateway is
+// asked, the task succeeds on its first run — no retry, nothing archived
+// — and alerts:watch raises no jobs.archived for it.
+func TestPollOfAGatewayAnswering404IsNotArchived(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.pendingOrder()
+	gateway := gatewaytest.NewUnaskable(t)
+	m := jobs.NewMaintenance(e.db, e.orders, e.log, time.Hour, metrics.New())
+	m.Poll = func(ctx context.Context) (int, error) {
+		return e.pay.Poll(ctx, []payments.StatusClient{gateway}, 2*time.Hour)
+	}
+	w := e.startWorker(jobs.QueueMaintenance, asynq.HandlerFunc(m.PollPayments)) // as the mux routes payments:poll
+
+	i := slices.IndexFunc(jobs.Periodic(), func(s jobs.Spec) bool { return s.Task.Type == jobs.TaskPollPayments })
+	ctx, stop := context.WithCancel(context.Background())
+	scheduled := make(chan struct{})
+	go func() {
+		defer close(scheduled)
+		jobs.NewScheduler(e.client, e.log, jobs.Periodic()[i:i+1]).Run(ctx)
+	}()
+	t.Cleanup(func() { stop(); <-scheduled })
+
+	var done []*asynq.TaskInfo
+	eventually(t, "the poll task completed or was archived", func() bool {
+		completed, _ := e.insp.ListCompletedTasks(jobs.QueueMaintenance)
+		archived, _ := e.insp.ListArchivedTasks(jobs.QueueMaintenance)
+		done = append(completed, archived...)
+		return len(done) > 0
+	})
+	for _, task := range done {
+		if task.State != asynq.TaskStateCompleted || task.Retried != 0 || !slices.Equal(w.results(task.ID), []error{nil}) {
+			t.Errorf("task %s: %s after %d retries, runs %v; want completed on its first run", task.ID, task.State, task.Retried, w.results(task.ID))
+		}
+	}
+	if gateway.Asked() == 0 {
+		t.Error("the gateway was not asked")
+	}
+	if retrying, _ := e.insp.ListRetryTasks(jobs.QueueMaintenance); len(retrying) > 0 {
+		t.Errorf("%d poll tasks waiting to be retried", len(retrying))
+	}
+	if _, err := jobs.NewWatch(e.db, e.insp, e.log, time.Now).Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count("SELECT count(*) FROM alerts WHERE type = ?", alerts.JobsArchived); n != 0 {
+		t.Errorf("%d jobs.archived alerts, want none", n)
 	}
 }
 

@@ -58,10 +58,11 @@ func behindProxy(cfg *config.Config) {
 	cfg.TrustedProxies = []*net.IPNet{loopback}
 }
 
-// answer is a status and body, for requests sent from goroutines (which
-// must not stop the test).
+// answer is a status, header and body, for requests sent from
+// goroutines (which must not stop the test).
 type answer struct {
 	status int
+	header http.Header
 	body   string
 	err    error
 }
@@ -78,7 +79,7 @@ func send(method, target string, header http.Header, body string) answer {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, body: string(b), err: err}
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
 }
 
 func orderHeader(from string) http.Header {

@@ -41,7 +41,7 @@ type orderJSON struct {
 	// AccessToken is in the answer to the order's creation only, and in
 	// its replays to the same client (placeOrder): the customer's
 	// credential to read and cancel the order. The stored answer never
-	// holds it.
+	// holds it, and another client's replay shows none of the order.
 	AccessToken string `json:"access_token,omitempty"`
 }
 
@@ -90,10 +90,12 @@ func (s *Server) createOrder(c echo.Context) error {
 
 // placeOrder creates req's order under once — the API's and the shop's
 // orders alike — and answers with its access token. The answer is
-// stored without the token: a replay derives it again, and adds it only
-// for the client that made the order (orders.Service.ReplayToken); to
-// anyone else who sends the same key and body, a replay is the same
-// answer without it.
+// stored without the token. A replay (the same key and body) shows the
+// order again to the client that made it, with its token derived again
+// (orders.Service.ReplayFor); to anyone else — who may have learnt or
+// guessed the key — it is the same 201 with the order's id only
+// (orderIDJSON): never the customer's email, the total, the status or
+// the items.
 func (s *Server) placeOrder(ctx context.Context, once idempotency.Once, req orders.CreateRequest) (idempotency.Response, error) {
 	var token string // the new order's, from inside the transaction
 	resp, err := s.deps.Orders.CreateOnce(ctx, once, req, answerJSON(http.StatusCreated, func(o *models.Order) orderJSON {
@@ -108,15 +110,28 @@ func (s *Server) placeOrder(ctx context.Context, once idempotency.Once, req orde
 		return resp, fmt.Errorf("web: a stored order answer: %w", err)
 	}
 	if resp.Replayed {
-		if token, err = s.deps.Orders.ReplayToken(ctx, v.ID, req.Client); err != nil {
+		r, err := s.deps.Orders.ReplayFor(ctx, v.ID, req.Client)
+		if err != nil {
 			return resp, err
 		}
+		if !r.Own {
+			resp.Body, err = json.Marshal(orderIDJSON{ID: v.ID})
+			return resp, err
+		}
+		token = r.Token
 	}
 	// Also drops a token from an answer stored before tokens were left
 	// out (migration 00020 removed those).
 	v.AccessToken = token
 	resp.Body, err = json.Marshal(v)
 	return resp, err
+}
+
+// orderIDJSON is a replayed creation as another client sees it: the
+// order exists, and under which id — which opens nothing without the
+// token (openOrder) — and nothing the customer told the shop.
+type orderIDJSON struct {
+	ID string `json:"id"`
 }
 
 // runIdempotent is every JSON endpoint under an Idempotency-Key: read the

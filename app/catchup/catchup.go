@@ -146,8 +146,8 @@ func (s *Service) Run(ctx context.Context, since time.Time, trigger string) (mod
 	for _, cl := range s.clients {
 		a := asked[cl.Provider()]
 		c := models.CatchUpCount{Provider: cl.Provider(), Asked: a.Asked, Found: a.Found, Applied: a.Applied}
-		if a.FirstError != nil {
-			c.Error = fmt.Sprintf("%d of %d status requests failed; first: %v", a.Failed, a.Asked, a.FirstError)
+		if err := a.Err(); err != nil {
+			c.Error = err.Error()
 		}
 		run.Gateways = append(run.Gateways, c)
 	}

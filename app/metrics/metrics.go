@@ -59,6 +59,11 @@ type Set struct {
 	// done, refused (its "no"), unanswered (a timeout, a 5xx: repeated
 	// later with the same key).
 	GatewayCalls *prometheus.CounterVec
+	// StatusRequests counts the status poll's (and the catch-up's)
+	// requests to a gateway's status API by provider and result:
+	// answered (found or not), failed (an error status, a broken
+	// answer, no answer).
+	StatusRequests *prometheus.CounterVec
 	// RefundsFailed counts refunds a gateway reported failed or canceled
 	// (its notification, or its answer to Sekali's call), by provider.
 	RefundsFailed *prometheus.CounterVec
@@ -111,6 +116,8 @@ func New() *Set {
 		}),
 		GatewayCalls: counterVec("sekali_gateway_calls_total",
 			"Calls to a gateway's API by provider, kind and answer: done, refused, unanswered.", "provider", "kind", "result"),
+		StatusRequests: counterVec("sekali_status_requests_total",
+			"Requests to a gateway's status API (the status poll, the catch-up) by provider and result: answered, failed.", "provider", "result"),
 		RefundsFailed: counterVec("sekali_refunds_failed_total",
 			"Refunds a gateway reported failed or canceled, by provider.", "provider"),
 		Registry: prometheus.NewRegistry(),
@@ -128,7 +135,7 @@ func (s *Set) Collectors() []prometheus.Collector {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.Callbacks, s.CallbackDuplicates, s.CallbackConflicts, s.CallbackDuration, s.DeliveryRowsDropped, s.RefusedRowsSkipped, s.UniqueViolationSaves,
 		s.JobRuns, s.JobRetries, s.JobDuration, s.LockFailures, s.StuckJobsSwept, s.OutboxDispatched, s.OutboxReconciled, s.OutboxErrors,
-		s.GatewayCalls, s.RefundsFailed,
+		s.GatewayCalls, s.StatusRequests, s.RefundsFailed,
 	}
 }
 

@@ -308,35 +308,48 @@ func TokenOpens(o *models.Order, token string) bool {
 	return subtle.ConstantTimeCompare([]byte(HashAccessToken(token)), []byte(o.AccessTokenHash)) == 1
 }
 
-// ReplayToken is the access token that a replay of order id's creation
-// under its Idempotency-Key shows to client: derived again, for the
-// client that made the order only (orders.client_addr; the web layer's
-// client identity), and only when it is the token whose hash the order
-// keeps. Anyone else who sends the same key and body gets the same
-// answer without the token, and so does the order's own client when
-// the token cannot be derived again: an order made before tokens were
-// derived (no nonce), or under another ORDER_TOKEN_SECRET.
-func (s *Service) ReplayToken(ctx context.Context, id, client string) (string, error) {
+// Replay is what a replay of an order's creation under its
+// Idempotency-Key may show the client that sends it (ReplayFor).
+type Replay struct {
+	// Own says the client is the one that made the order: it may see
+	// the order again. Anyone else who sends the same key and body
+	// learns no more than the order's id.
+	Own bool
+	// Token is the order's access token, derived again: for its own
+	// client only, and only when it is the token whose hash the order
+	// keeps — not for an order made before tokens were derived (no
+	// nonce), or under another ORDER_TOKEN_SECRET.
+	Token string
+}
+
+// ReplayFor is what a replay of order id's creation shows to client:
+// the order and its token to the client that made it (orders.client_addr;
+// the web layer's client identity), nothing of it to anyone else. A
+// client that is not known — none given, an order kept without one
+// (made before client_addr), an order that is gone — is anyone else.
+func (s *Service) ReplayFor(ctx context.Context, id, client string) (Replay, error) {
 	client = models.Truncate(client, 255) // as CreateTx keeps it
 	if client == "" || !models.ValidOrderID(id) {
-		return "", nil
+		return Replay{}, nil
 	}
 	var o models.Order
 	err := s.db.WithContext(ctx).Select("id", "access_token_hash", "access_token_nonce", "client_addr").Take(&o, "id = ?", id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", nil
+		return Replay{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("orders.ReplayToken: %w", store.Classify(err))
+		return Replay{}, fmt.Errorf("orders.ReplayFor: %w", store.Classify(err))
 	}
-	if o.ClientAddr != client || o.AccessTokenNonce == "" {
-		return "", nil
+	if o.ClientAddr != client {
+		return Replay{}, nil
 	}
-	token := AccessToken(s.TokenKey, id, o.AccessTokenNonce)
-	if !TokenOpens(&o, token) {
-		return "", nil
+	r := Replay{Own: true}
+	if o.AccessTokenNonce != "" {
+		if token := AccessToken(s.TokenKey, id, o.AccessTokenNonce); TokenOpens(&o, token) {
+			r.Token = token
+		}
 	}
-	return token, nil
+	return r, nil
 }
 
 // Open returns the order when token is its access token (or admin is

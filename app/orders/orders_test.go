@@ -428,11 +428,12 @@ func TestAccessTokenIsDerived(t *testing.T) {
 	}
 }
 
-// A replay of an order's creation shows the token again to the client
-// that made the order only, and only the token whose hash the order
-// keeps: not to another client, not for an order whose token was random
-// (made before tokens were derived) or derived under another key.
-func TestReplayTokenIsForTheOrdersClientOnly(t *testing.T) {
+// A replay of an order's creation shows the order again to the client
+// that made it only, and the token only the one whose hash the order
+// keeps: not to another client, nor to an unknown one; not for an order
+// whose token was random (made before tokens were derived) or derived
+// under another key — its own client still sees the order.
+func TestReplayIsForTheOrdersClientOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.product("MUG", 75_000, 10)
@@ -440,33 +441,37 @@ func TestReplayTokenIsForTheOrdersClientOnly(t *testing.T) {
 	req.Client = "2001:db8:1:2::/64"
 	o := e.order(req)
 	ctx := t.Context()
-	replay := func(s *orders.Service, id, client string) string {
+	replay := func(s *orders.Service, id, client string) orders.Replay {
 		t.Helper()
-		token, err := s.ReplayToken(ctx, id, client)
+		r, err := s.ReplayFor(ctx, id, client)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return token
+		return r
 	}
-	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != o.AccessToken {
-		t.Errorf("the order's own client: %q, want its token %q", got, o.AccessToken)
+	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != (orders.Replay{Own: true, Token: o.AccessToken}) {
+		t.Errorf("the order's own client: %+v, want the order and its token %q", got, o.AccessToken)
 	}
 	for what, client := range map[string]string{"another client": "2001:db8:1:3::/64", "no client": ""} {
-		if got := replay(e.s, o.ID, client); got != "" {
-			t.Errorf("%s: %q, want no token", what, got)
+		if got := replay(e.s, o.ID, client); got != (orders.Replay{}) {
+			t.Errorf("%s: %+v, want nothing", what, got)
 		}
 	}
-	if got := replay(e.s, models.NewOrderID(e.clock.Now()), "2001:db8:1:2::/64"); got != "" {
-		t.Errorf("an unknown order: %q, want no token", got)
+	if got := replay(e.s, models.NewOrderID(e.clock.Now()), "2001:db8:1:2::/64"); got != (orders.Replay{}) {
+		t.Errorf("an unknown order: %+v, want nothing", got)
 	}
 	rotated := orders.NewService(e.db, testenv.Logger(t), e.clock.Now, ttl, jobs.Tasks{}) // a key of its own
-	if got := replay(rotated, o.ID, "2001:db8:1:2::/64"); got != "" {
-		t.Errorf("under another key: %q, want no token (it would not open the order)", got)
+	if got := replay(rotated, o.ID, "2001:db8:1:2::/64"); got != (orders.Replay{Own: true}) {
+		t.Errorf("under another key: %+v, want the order without a token (it would not open the order)", got)
 	}
 	e.exec("UPDATE orders SET access_token_hash = ?, access_token_nonce = '' WHERE id = ?",
 		orders.HashAccessToken("a random token of an older order"), o.ID)
-	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != "" {
-		t.Errorf("an order from before derived tokens: %q, want no token", got)
+	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != (orders.Replay{Own: true}) {
+		t.Errorf("an order from before derived tokens: %+v, want the order without a token", got)
+	}
+	e.exec("UPDATE orders SET client_addr = '' WHERE id = ?", o.ID)
+	if got := replay(e.s, o.ID, "2001:db8:1:2::/64"); got != (orders.Replay{}) {
+		t.Errorf("an order kept without its client: %+v, want nothing: nobody is known to be its client", got)
 	}
 }
 

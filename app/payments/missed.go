@@ -75,10 +75,14 @@ func (s *Service) AskOpen(ctx context.Context, clients []StatusClient, requestID
 			break
 		}
 		asked, err := s.ask(ctx, clients, ids, Delivery{RemoteAddr: "catch-up", RequestID: requestID})
-		for p, a := range asked {
-			t := total[p]
+		for _, c := range clients {
+			a, t := asked[c.Provider()], total[c.Provider()]
 			t.Asked, t.Found, t.Applied, t.Failed = t.Asked+a.Asked, t.Found+a.Found, t.Applied+a.Applied, t.Failed+a.Failed
+			t.NotAsked += a.NotAsked
 			t.FirstError = cmp.Or(t.FirstError, a.FirstError)
+			if err := a.Err(); err != nil { // the run is not complete: the next one starts where this one did
+				errs = append(errs, err)
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -34,6 +34,17 @@ type StatusClient interface {
 // `within` (their stock is about to be released, and a payment whose
 // notification was lost would then need a refund) and applies what they
 // answer. It returns how many answers changed something.
+//
+// A gateway that cannot be asked — its API answers an error (a 404 for
+// a route it lacks, a 401 for a wrong key, a 5xx), a broken answer, or
+// nothing — is not an error of the run: the run is a look at the
+// gateways, repeated every minute, and the next one asks again; a run
+// that failed for it would be retried at once, then archived, and raise
+// an alert that names a task instead of the gateway. Each gateway's
+// requests are counted (sekali_status_requests_total), and one that
+// could not be asked is logged with its first error. A run whose ctx
+// ends stops asking and returns what it applied. The error is only
+// Sekali's own: the pending orders could not be read.
 func (s *Service) Poll(ctx context.Context, clients []StatusClient, within time.Duration) (applied int, err error) {
 	if len(clients) == 0 {
 		return 0, nil
@@ -47,26 +58,62 @@ func (s *Service) Poll(ctx context.Context, clients []StatusClient, within time.
 		return 0, fmt.Errorf("payments.Poll: %w", store.Classify(err))
 	}
 	asked, err := s.ask(ctx, clients, ids, Delivery{RemoteAddr: "status poll", RequestID: "poll"})
-	for _, a := range asked {
-		applied += a.Applied
+	notAsked := 0
+	for _, c := range clients {
+		a := asked[c.Provider()]
+		applied, notAsked = applied+a.Applied, notAsked+a.NotAsked
+		if a.Failed > 0 {
+			s.log.WarnContext(ctx, "status poll could not ask the gateway", "provider", c.Provider(), "asked", a.Asked,
+				"failed", a.Failed, "not_asked", a.NotAsked, "error", a.FirstError)
+		}
 	}
 	if err != nil {
 		return applied, fmt.Errorf("payments.Poll: %w", err)
+	}
+	if ctx.Err() != nil && notAsked > 0 {
+		s.log.WarnContext(ctx, "status poll stopped before it asked about every order", "orders", len(ids), "not_asked", notAsked, "error", ctx.Err())
 	}
 	return applied, nil
 }
 
 // Asked is what one gateway's status API answered to a round of
 // questions: how many were asked, how many answers named a fact (found)
-// and changed something (applied), and how many could not be asked.
+// and changed something (applied), how many could not be asked
+// (failed), and about how many orders it was not asked at all
+// (NotAsked: it had failed unaskableAfter times in a row, or the round's
+// ctx ended).
 type Asked struct {
-	Asked, Found, Applied, Failed int
-	FirstError                    error
+	Asked, Found, Applied, Failed, NotAsked int
+	FirstError                              error
 }
 
+// Err says how many of the round's requests failed, with the first
+// error; nil when none did.
+func (a *Asked) Err() error {
+	if a.Failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d status requests failed; first: %w", a.Failed, a.Asked, a.FirstError)
+}
+
+// unaskableAfter is how many failures in a row make a gateway one that
+// cannot be asked for the rest of a round: its API is down, or answers
+// every request with an error (a route it lacks, a wrong key). Asking it
+// about every order would only take the round's time — up to a
+// request's time-out each — from the gateways that answer.
+const unaskableAfter = 3
+
+// Status request results, the result label of
+// sekali_status_requests_total.
+const (
+	statusAnswered = "answered" // found or not: the gateway said
+	statusFailed   = "failed"   // an error status, a broken answer, no answer
+)
+
 // ask asks every client about each of orders ids and applies what they
-// answer as deliveries like d, by provider. The error says how many
-// requests failed; the answers that came are applied all the same.
+// answer as deliveries like d, by provider. A request that fails is
+// counted in its gateway's Asked, not returned; the error is the
+// database's. The answers that came are applied all the same.
 func (s *Service) ask(ctx context.Context, clients []StatusClient, ids []string, d Delivery) (map[string]*Asked, error) {
 	asked := map[string]*Asked{}
 	for _, c := range clients {
@@ -76,19 +123,25 @@ func (s *Service) ask(ctx context.Context, clients []StatusClient, ids []string,
 	if err != nil {
 		return asked, err
 	}
-	var errs []error
+	inARow := map[string]int{} // failures, by provider
 	for _, id := range ids {
 		for _, c := range clients {
 			a := asked[c.Provider()]
+			if inARow[c.Provider()] >= unaskableAfter || ctx.Err() != nil {
+				a.NotAsked++
+				continue
+			}
 			a.Asked++
 			ev, found, err := c.Status(ctx, cmp.Or(pageKeys[[2]string{c.Provider(), id}], id))
 			if err != nil {
-				err = fmt.Errorf("%s %s: %w", c.Provider(), id, err)
+				s.metrics.StatusRequests.WithLabelValues(c.Provider(), statusFailed).Inc()
+				inARow[c.Provider()]++
 				a.Failed++
-				a.FirstError = cmp.Or(a.FirstError, err)
-				errs = append(errs, err)
+				a.FirstError = cmp.Or(a.FirstError, fmt.Errorf("%s %s: %w", c.Provider(), id, err))
 				continue
 			}
+			s.metrics.StatusRequests.WithLabelValues(c.Provider(), statusAnswered).Inc()
+			inARow[c.Provider()] = 0
 			if !found {
 				continue
 			}
@@ -98,9 +151,6 @@ func (s *Service) ask(ctx context.Context, clients []StatusClient, ids []string,
 				a.Applied++
 			}
 		}
-	}
-	if len(errs) > 0 {
-		return asked, fmt.Errorf("%d status requests failed; first: %w", len(errs), errs[0])
 	}
 	return asked, nil
 }

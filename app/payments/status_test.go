@@ -9,9 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/sandbox"
+	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
 
@@ -89,6 +95,83 @@ func TestPollAsksAboutOrdersNearExpiry(t *testing.T) {
 	if out := f.send(delivery{provider: sandbox.Name, header: h, body: body}); out.Result != models.ResultDuplicate {
 		t.Errorf("the notification after the poll: %s (%s), want duplicate", out.Result, out.Detail)
 	}
+}
+
+// A gateway that cannot be asked is no error of the poll: the run ends
+// without one, having applied what the gateways that answer said; its
+// failures are counted per gateway (sekali_status_requests_total), and
+// after three in a row it is not asked about the round's other orders,
+// whose requests would only take the time of the gateways that answer.
+func TestPollOfAGatewayThatCannotBeAsked(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	log := testenv.Logger(t)
+	m := metrics.New()
+	pay := payments.NewService(db, log, time.Now, m, jobs.Tasks{}, gatewayProviders(t)...)
+	t.Cleanup(pay.Close)
+	f := &fixture{t: t, db: db, orders: orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{}), pay: pay}
+	var ids []string
+	for range 5 {
+		id, _ := f.orderIn(models.OrderPending)
+		ids = append(ids, id)
+	}
+	sender := sandbox.NewSender(testenv.SandboxKey)
+	fact := payments.Fact{EventID: "evt_poll_" + ids[4], OrderID: ids[4], TransactionID: "tx-poll", Status: models.EventPaid, Amount: price, Currency: "IDR"}
+	body, err := sender.Body(fact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := json.Marshal(map[string]any{"event_id": fact.EventID, "body": json.RawMessage(body)})
+	sbx := sandbox.NewStatusClient(statusServer(t, map[string]string{"/sandbox/status/" + ids[4]: string(answer)}).URL, testenv.SandboxKey)
+	down := gatewaytest.NewUnaskable(t)
+
+	applied, err := pay.Poll(t.Context(), []payments.StatusClient{down, sbx}, 2*time.Hour)
+	if err != nil || applied != 1 {
+		t.Fatalf("Poll: %d applied, %v; want the sandbox's payment and no error", applied, err)
+	}
+	var o models.Order
+	if db.Take(&o, "id = ?", ids[4]); o.Status != models.OrderPaid {
+		t.Errorf("the order the sandbox gateway knows paid: %s", o.Status)
+	}
+	if n := down.Asked(); n != 3 {
+		t.Errorf("the gateway that cannot be asked was asked %d times, want 3 (then left alone for the round)", n)
+	}
+	for _, c := range []struct {
+		provider, result string
+		want             float64
+	}{{"unaskable", "failed", 3}, {"unaskable", "answered", 0}, {sandbox.Name, "answered", 5}, {sandbox.Name, "failed", 0}} {
+		if n := testutil.ToFloat64(m.StatusRequests.WithLabelValues(c.provider, c.result)); n != c.want {
+			t.Errorf("sekali_status_requests_total{provider=%q,result=%q} = %v, want %v", c.provider, c.result, n, c.want)
+		}
+	}
+
+	// A poll whose time runs out stops asking, and that is no error
+	// either: the next run asks again.
+	ctx, timeUp := context.WithCancel(t.Context())
+	last := &lastRequest{Unaskable: gatewaytest.NewUnaskable(t), timeUp: timeUp}
+	if applied, err := pay.Poll(ctx, []payments.StatusClient{last, sbx}, 2*time.Hour); err != nil || applied != 0 {
+		t.Errorf("Poll whose time ran out: %d, %v; want nothing applied and no error", applied, err)
+	}
+	if last.calls != 1 {
+		t.Errorf("asked %d times, want 1: the request the time ran out in, and none after", last.calls)
+	}
+	if n := testutil.ToFloat64(m.StatusRequests.WithLabelValues(sandbox.Name, "answered")); n != 5 {
+		t.Errorf("the sandbox asked %v times in all, want 5: none after the time ran out", n)
+	}
+}
+
+// lastRequest is a gateway that cannot be asked, in whose first request
+// the poll's time runs out.
+type lastRequest struct {
+	*gatewaytest.Unaskable
+	timeUp context.CancelFunc
+	calls  int // Poll asks one request at a time
+}
+
+func (c *lastRequest) Status(ctx context.Context, ref string) (payments.Event, bool, error) {
+	c.calls++
+	c.timeUp()
+	return c.Unaskable.Status(ctx, ref)
 }
 
 // TestOutcomeWordAndCode: what a delivery's answer says — its one word

@@ -16,7 +16,9 @@ import (
 
 // The Emulator speaks the part of Stripe's API that Sekali calls, at
 // EmulatorPath of the sandbox gateway, to the secret key it was made
-// with: Checkout Sessions and refunds (emulator_refunds.go), in Stripe's
+// with: Checkout Sessions, refunds (emulator_refunds.go), the events
+// and the PaymentIntent search the status poll and the catch-up read
+// (emulator_events.go, emulator_search.go), in Stripe's
 // shapes, form-encoded as stripe-go sends them, with Stripe's
 // idempotency (https://docs.stripe.com/api/idempotent_requests): the
 // first answer to an Idempotency-Key is saved, and the same key with the
@@ -40,8 +42,9 @@ import (
 // sandbox's address followed by it.
 const EmulatorPath = "/sandbox/stripe"
 
-// keptStripe bounds the idempotency keys, the sessions, the refunds and
-// the charges the Stripe emulation remembers, each: the oldest go first.
+// keptStripe bounds the idempotency keys, the sessions, the refunds, the
+// charges, the events and the PaymentIntents the Stripe emulation
+// remembers, each: the oldest go first.
 const keptStripe = 10_000
 
 // Emulator is the Stripe emulation's state (payments.Emulator).
@@ -53,6 +56,7 @@ type Emulator struct {
 	refunds   *emulation.Kept[*stripeRefund]
 	charges   *emulation.Kept[*stripeCharge] // by PaymentIntent (or charge, for a refund of a charge)
 	events    *emulation.Kept[stripeEvent]   // the events the sandbox gateway sent in Stripe's format
+	intents   *emulation.Kept[*stripeIntent] // the PaymentIntents those events told of (emulator_search.go)
 	// beginning, when set, is called as a request under a new key
 	// begins: a test holds it there, in progress.
 	beginning func()
@@ -77,6 +81,7 @@ func NewEmulator(secretKey string) *Emulator {
 		refunds:  emulation.NewKept[*stripeRefund](keptStripe),
 		charges:  emulation.NewKept[*stripeCharge](keptStripe),
 		events:   emulation.NewKept[stripeEvent](keptStripe),
+		intents:  emulation.NewKept[*stripeIntent](keptStripe),
 	}
 }
 
@@ -115,6 +120,7 @@ func (s *Emulator) Handler(sb payments.Sandbox) http.Handler {
 	mux.Handle("GET /v1/refunds", reads(s.listRefunds))
 	mux.Handle("GET /v1/refunds/{id}", reads(s.retrieveRefund))
 	mux.Handle("GET /v1/events", reads(func(r *http.Request) emulation.Answer { return s.listEvents(r, sb) }))
+	mux.Handle("GET /v1/payment_intents/search", reads(s.searchIntents))
 	return mux
 }
 
@@ -129,8 +135,13 @@ func (s *Emulator) Reported(f payments.Fact) {
 
 // Notified implements payments.Emulator: the event the sandbox gateway
 // sends in Stripe's format is, from now on, one of the events GET
-// /v1/events lists (emulator_events.go).
-func (s *Emulator) Notified(_ payments.Fact, body []byte) { s.sent(body) }
+// /v1/events lists (emulator_events.go), and the PaymentIntent it
+// tells of is one GET /v1/payment_intents/search finds
+// (emulator_search.go).
+func (s *Emulator) Notified(_ payments.Fact, body []byte) {
+	s.sent(body)
+	s.intentTold(body)
+}
 
 // stripeError is Stripe's error answer.
 func stripeError(status int, typ, code, param, message string) emulation.Answer {

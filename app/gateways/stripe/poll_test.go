@@ -3,6 +3,7 @@ package stripe_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/stripe"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
 
@@ -150,5 +152,34 @@ func TestStripePollFindsPaidCheckoutSessions(t *testing.T) {
 	}
 	if _, found, err := client.Status(ctx, "ORD-NOBODY"); found || err != nil {
 		t.Errorf("an order with no session: found %v, %v", found, err)
+	}
+}
+
+// An API that lacks the search (the sandbox's Stripe emulation did):
+// Stripe answers 404 only for a route it does not have — no results is
+// an empty list — so the client cannot ask, which is no error of the
+// poll: the order stays pending, and the next run asks again.
+func TestStripePollOfAnAPIWithoutTheSearch(t *testing.T) {
+	t.Parallel()
+	p := gatewaytest.NewPipeline(t, provider(t))
+	id, _ := p.Order()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"error":{"type":"invalid_request_error","message":"Unrecognized request URL (GET: %s)."}}`, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	client, err := stripe.NewStatusClient("sk_test_status", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := client.Status(t.Context(), id); found || err == nil || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Errorf("status of %s: found %v, %v; want the 404 as an error, not as no payment", id, found, err)
+	}
+	if applied, err := p.Pay.Poll(t.Context(), []payments.StatusClient{client}, 2*time.Hour); applied != 0 || err != nil {
+		t.Errorf("poll: %d applied, %v; want nothing and no error", applied, err)
+	}
+	var o models.Order
+	if p.DB.Take(&o, "id = ?", id); o.Status != models.OrderPending {
+		t.Errorf("order %s: %s, want pending", id, o.Status)
 	}
 }
