@@ -118,11 +118,13 @@ func TestSigningMatchesSekaliSign(t *testing.T) {
 					t.Errorf("%s: the script's headers %v, sekali sign's %v", status, got, want)
 				}
 			}
-			if tc.provider == "midtrans" {
-				// Each notification but a pending one is made known to
-				// the sandbox's stand-in for Midtrans's status API first,
-				// with the server key as the basic-auth user, as the Go
-				// replayer does.
+			// Where Sekali confirms a notification with the gateway's
+			// API, the sandbox's stand-in for that API is told of it
+			// first, with the secret, as the Go replayer does
+			// (payments.Teller): Midtrans's every notification but a
+			// pending one, with the server key as the basic-auth user.
+			switch tc.provider {
+			case "midtrans":
 				want := "Basic " + base64.StdEncoding.EncodeToString([]byte(tc.secret+":"))
 				if len(sandbox.calls) != 3 {
 					t.Fatalf("%d calls to the status API, want one per status but pending: %v", len(sandbox.calls), sandbox.calls)
@@ -131,6 +133,10 @@ func TestSigningMatchesSekaliSign(t *testing.T) {
 					if c.auth != want || c.method != http.MethodPut || !strings.HasPrefix(c.path, "/sandbox/midtrans/v2/tx-sign-") {
 						t.Errorf("status API call %+v, want PUT /sandbox/midtrans/v2/{tx}/status as %q", c, want)
 					}
+				}
+			default:
+				if len(sandbox.calls) != 0 {
+					t.Errorf("%s tells the sandbox gateway %v, want nothing", tc.provider, sandbox.calls)
 				}
 			}
 		})
