@@ -188,7 +188,11 @@ export function eventBody(id, ev, happened = true) {
       if (ev.payment_status === 'paid') {
         invoice.paid_amount = ev.paid_amount;
       }
-      return JSON.stringify(invoice);
+      const body = JSON.stringify(invoice);
+      if (happened && ev.payment_status === 'paid') { // only a payment is confirmed
+        tell(`/sandbox/xendit/v2/invoices/${encodeURIComponent(ev.transaction_id)}`, body, { 'x-callback-token': SECRET });
+      }
+      return body;
     }
     case 'stripe': {
       const amount = ev.paid_amount * 100; // IDR at Stripe: hundredths
@@ -212,11 +216,12 @@ export function eventBody(id, ev, happened = true) {
 /**
  * Tells the server's sandbox gateway, which stands in for the API that
  * Sekali confirms the gateway's notifications with — Midtrans's status
- * API (every notification but a pending one) — that a payment is as its
- * signed notification says, as a real payment exists at the gateway
- * before its notification (the same as the Go replayer does:
- * payments.Teller). The server needs SANDBOX_GATEWAY=on with the
- * gateway's API URL at the sandbox gateway: MIDTRANS_API_URL unset.
+ * API (every notification but a pending one), Xendit's invoice API (a
+ * paid invoice) — that a payment is as its signed notification says, as
+ * a real payment exists at the gateway before its notification (the same
+ * as the Go replayer does: payments.Teller). The server needs
+ * SANDBOX_GATEWAY=on with the gateway's API URL at the sandbox gateway:
+ * MIDTRANS_API_URL unset, XENDIT_API_URL set to {server}/sandbox/xendit.
  * @param {string} path below BASE_URL
  * @param {string} body the notification, signed when its signature is inside it
  * @param {Record<string, string>} headers the credentials the sandbox gateway checks
