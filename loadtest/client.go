@@ -16,19 +16,17 @@ import (
 
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/payments"
-	"github.com/sekali/sekali/models"
 )
 
 // client speaks Sekali's API for set-up and verdicts.
 type client struct {
-	base   string
-	token  string
-	send   payments.Sender // writes and signs the gateway's notifications
-	secret string          // the gateway's secret the sender signs with
-	http   *http.Client
+	base  string
+	token string
+	send  payments.Sender // writes and signs the gateway's notifications
+	http  *http.Client
 
 	mu          sync.Mutex
-	registerErr error // the first failure to make a Midtrans transaction known
+	registerErr error // the first failure to tell the sandbox gateway of a fact (tell)
 }
 
 func (c *client) do(ctx context.Context, method, path string, header http.Header, body []byte, out any) (int, error) {
@@ -112,8 +110,20 @@ func (c *client) audit(ctx context.Context, drain time.Duration) (AuditReport, e
 }
 
 // notification is a callback shot of the fact, in the gateway's format,
-// or nil when the gateway has no notification of its status.
+// or nil when the gateway has no notification of its status. The fact
+// happened: where the gateway's notifications are confirmed with its
+// API, the API learns it first (tell).
 func (c *client) notification(f payments.Fact, allowed ...int) *shot {
+	return c.callback(f, true, allowed...)
+}
+
+// untrue is a notification of a fact that did not happen — a changed
+// copy of an event, meant to conflict: the gateway's API never learns it.
+func (c *client) untrue(f payments.Fact, allowed ...int) *shot {
+	return c.callback(f, false, allowed...)
+}
+
+func (c *client) callback(f payments.Fact, happened bool, allowed ...int) *shot {
 	f.Currency = "IDR"
 	body, err := c.send.Body(f)
 	if err != nil {
@@ -122,9 +132,9 @@ func (c *client) notification(f payments.Fact, allowed ...int) *shot {
 	tag := f.EventID
 	if c.send.Provider() == midtrans.Name {
 		f.EventID = "" // Midtrans has none: its key is the transaction and its status
-		if f.Status != models.EventPending {
-			c.makeKnown(f, body)
-		}
+	}
+	if t, ok := c.send.(payments.Teller); ok && happened {
+		c.tell(t, f, body)
 	}
 	return &shot{method: "POST", path: "/callbacks/" + c.send.Provider(), event: f.EventID, notification: true,
 		tag: tag, allowed: allowed, body: body}
@@ -136,37 +146,36 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// makeKnown tells the server's sandbox gateway, which stands in for
-// Midtrans's status API, that the notification's transaction is in the
-// state it says — as a real Midtrans transaction exists before its
-// notification. Sekali confirms every Midtrans notification but a
-// pending one with that API, so a notification of a transaction it does
-// not know is answered "unconfirmed" and changes nothing. The server
-// needs SANDBOX_GATEWAY=on and MIDTRANS_API_URL unset.
-func (c *client) makeKnown(f payments.Fact, body []byte) {
-	_, signed, err := c.send.Sign(body, "", time.Now())
-	if err == nil {
-		err = c.put(midtrans.SandboxAPIPath+"/v2/"+url.PathEscape(f.TransactionID)+"/status", signed)
-	}
+// tell tells the server's sandbox gateway, which stands in for the API
+// that Sekali confirms the gateway's notifications with, that the fact of
+// a notification happened (payments.Teller) — as a real payment exists
+// at the gateway before its notification. A notification of a payment the
+// API does not know is answered "unconfirmed" and changes nothing. The
+// server needs SANDBOX_GATEWAY=on, with the gateway's API URL at the
+// sandbox gateway (Midtrans's by default; XENDIT_API_URL set to it).
+func (c *client) tell(t payments.Teller, f payments.Fact, body []byte) {
+	err := c.told(t, f, body)
 	if err != nil {
 		c.mu.Lock()
 		if c.registerErr == nil {
-			c.registerErr = fmt.Errorf("making Midtrans transaction %s known to the sandbox gateway: %w "+
-				"(replaying Midtrans needs SANDBOX_GATEWAY=on on the server, with MIDTRANS_API_URL unset)", f.TransactionID, err)
+			c.registerErr = fmt.Errorf("making %s transaction %s known to the sandbox gateway: %w "+
+				"(replaying %[1]s needs SANDBOX_GATEWAY=on on the server, with its API URL at the sandbox gateway)",
+				c.send.Provider(), f.TransactionID, err)
 		}
 		c.mu.Unlock()
 	}
 }
 
-// put PUTs a notification with the gateway's secret as the basic-auth
-// user, as its API takes its key.
-func (c *client) put(path string, body []byte) error {
-	req, err := http.NewRequest(http.MethodPut, c.base+path, bytes.NewReader(body))
-	if err != nil {
+// told sends the request that tells the sandbox gateway of f, if any,
+// and expects 204.
+func (c *client) told(t payments.Teller, f payments.Fact, body []byte) error {
+	req, err := t.Tell(f, body)
+	if err != nil || req == nil {
 		return err
 	}
-	req.SetBasicAuth(c.secret, "")
-	req.Header.Set("Content-Type", "application/json")
+	if req.URL, err = url.Parse(c.base + req.URL.String()); err != nil {
+		return err
+	}
 	res, err := c.http.Do(req)
 	if err != nil {
 		return err
@@ -179,7 +188,7 @@ func (c *client) put(path string, body []byte) error {
 	return nil
 }
 
-// registrationError is the first failure of makeKnown, once.
+// registrationError is the first failure of tell, once.
 func (c *client) registrationError() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config, name string) ([]Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-secret: %w", err)
 	}
-	c := &client{base: strings.TrimRight(cfg.Target, "/"), token: cfg.Token, send: send, secret: cfg.Secret,
+	c := &client{base: strings.TrimRight(cfg.Target, "/"), token: cfg.Token, send: send,
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	metricsURL := cmp.Or(cfg.MetricsURL, c.base+"/metrics")
 	var reports []Report
@@ -242,7 +242,7 @@ func conflict(ctx context.Context, r *runner) error {
 		}
 		first = append(first, r.c.notification(pending, 200))
 		for range r.cfg.Copies {
-			again = append(again, r.c.notification(other, 409))
+			again = append(again, r.c.untrue(other, 409))
 		}
 	}
 	r.fireAll(ctx, "conflict: first", first)

@@ -49,3 +49,16 @@ type Sandbox interface {
 	// paying in the gateway's format.
 	PayURL(r *http.Request, orderID, returnURL string) string
 }
+
+// Teller is a Sender whose gateway's API must know a fact before Sekali
+// applies its notification (a Confirmer's gateway). A tool that sends
+// such notifications of its own — the replayer, the k6 scripts — stands
+// in for the gateway there too: before it sends the notification of f
+// (body, as Body wrote it), it sends the sandbox gateway the request
+// Tell returns, and the emulation of that API knows f from then on, as a
+// real payment exists at the gateway before its notification. The
+// request's URL is a path below the sandbox's address; nil when f's
+// notification is not confirmed.
+type Teller interface {
+	Tell(f Fact, body []byte) (*http.Request, error)
+}

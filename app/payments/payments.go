@@ -56,17 +56,20 @@ type Provider interface {
 	EventHeaders() []string
 }
 
-// Confirmer is implemented by a provider whose notifications are not
-// wholly signed (Midtrans signs order_id, status_code and gross_amount
-// only: its other fields can be changed without breaking the signature).
-// What such a notification says is confirmed with the gateway's API
-// before anything is written, and only what the API says is applied.
+// Confirmer is implemented by a provider whose notifications do not
+// prove themselves: not wholly signed (Midtrans signs order_id,
+// status_code and gross_amount only: its other fields can be changed
+// without breaking the signature), or authenticated by a static token
+// that whoever learns it can send. What such a notification says is
+// confirmed with the gateway's API before anything is written, and only
+// what the API says is applied.
 type Confirmer interface {
 	// Confirm asks the gateway's API about ev's transaction and returns
 	// its answer as the Event the gateway's notification of it would
 	// give; found is false when the gateway does not know it. An error
 	// means the API could not answer now: the delivery is answered 503,
-	// and the gateway retries it.
+	// and the gateway retries it. A provider that asks only about some
+	// events (payments, say) answers ev itself, found, for the others.
 	Confirm(ctx context.Context, ev Event) (answer Event, found bool, err error)
 }
 

@@ -67,12 +67,7 @@ func TestPaymentPagesThroughEachGateway(t *testing.T) {
 // address (a free port, taken now: the API URLs name it).
 func gatewayEnv(t *testing.T, gw string) (addr string, env map[string]string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = ln.Addr().String()
-	ln.Close() // the app listens there next
+	addr = freeAddr(t)
 	env = map[string]string{"HTTP_ADDR": addr, "SANDBOX_GATEWAY": "on", "PAYMENT_GATEWAY": gw}
 	switch gw {
 	case "stripe":
@@ -85,4 +80,17 @@ func gatewayEnv(t *testing.T, gw string) (addr string, env map[string]string) {
 		env["XENDIT_API_URL"] = "http://" + addr + "/sandbox/xendit"
 	}
 	return addr, env
+}
+
+// freeAddr is an address of 127.0.0.1 free now, for an app to listen at
+// when its settings must name its own address before it starts (an API
+// URL at its sandbox gateway).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close() // the app listens there next
+	return ln.Addr().String()
 }

@@ -69,14 +69,18 @@ func TestReplayFailsOnAWrongSecret(t *testing.T) {
 // TestReplayEachGatewayFormat: every scenario, in Midtrans's, Xendit's and
 // Stripe's own formats, against a server configured with their secrets —
 // only expected answers, and a green audit. The sandbox gateway is on: it
-// stands in for Midtrans's status API, which every Midtrans notification
-// is confirmed with, and the replayer tells it of each transaction first.
+// stands in for Midtrans's status API and Xendit's invoice API, which
+// Midtrans's notifications and Xendit's paid callbacks are confirmed
+// with, and the replayer tells it of each payment first.
 func TestReplayEachGatewayFormat(t *testing.T) {
 	t.Parallel()
 	const token = "replay-token"
-	env := map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15", "SANDBOX_GATEWAY": "on",
+	addr := freeAddr(t)
+	env := map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15", "SANDBOX_GATEWAY": "on", "HTTP_ADDR": addr,
 		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-REPLAY0123456789",
 		"XENDIT_CALLBACK_TOKEN": "xnd-callback-token-replay-0123",
+		"XENDIT_SECRET_KEY":     "xnd_development_replay",
+		"XENDIT_API_URL":        "http://" + addr + "/sandbox/xendit", // never defaulted: set to the sandbox gateway
 		"STRIPE_WEBHOOK_SECRET": "whsec_replay_0123456789abcdef"}
 	a := startApp(t, env)
 	for _, provider := range []string{"midtrans", "xendit", "stripe"} {

@@ -27,6 +27,7 @@ func TestSignEachGateway(t *testing.T) {
 		"SANDBOX_WEBHOOK_SECRET": testenv.SandboxSecret,
 		"MIDTRANS_SERVER_KEY":    "SB-Mid-server-SIGN0123456789",
 		"XENDIT_CALLBACK_TOKEN":  "xnd-callback-token-sign-0123",
+		"XENDIT_SECRET_KEY":      "xnd_development_sign", // the token needs it: paid callbacks are confirmed
 		"STRIPE_WEBHOOK_SECRET":  "whsec_sign_0123456789abcdef,whsec_older_0123456789",
 	}
 	getenv := func(k string) string { return env[k] }

@@ -68,7 +68,8 @@ export function setup() {
         id,
         order: o.id,
         original: eventBody(id, { order_id: o.id, transaction_id: tx, payment_status: 'pending', paid_amount: 0, currency: o.currency }),
-        changed: eventBody(id, { order_id: o.id, transaction_id: tx, payment_status: changed, paid_amount: o.total_amount, currency: o.currency }),
+        // It did not happen: the gateway's API is not told of it.
+        changed: eventBody(id, { order_id: o.id, transaction_id: tx, payment_status: changed, paid_amount: o.total_amount, currency: o.currency }, false),
       };
     }),
   };

@@ -41,18 +41,22 @@ func TestFailsOnAFailedCheck(t *testing.T) {
 }
 
 // TestFailsOnAWrongSignature: duplicate-storm signed with a secret the
-// server does not have — the Standard Webhooks key of the sandbox, Xendit's
-// token, Stripe's endpoint secret — is refused 401, and the runner fails
-// on the checks and thresholds of the script, for every format signed in
-// a header. (A wrong Midtrans key stops set-up instead: the sandbox's
-// status API refuses it before any notification is sent; its signature
-// is compared with sekali sign's in TestSigningMatchesSekaliSign.)
+// server does not have — the Standard Webhooks key of the sandbox,
+// Stripe's endpoint secret — is refused 401, and the runner fails on the
+// checks and thresholds of the script, for every format signed in a
+// header. A wrong Midtrans key or Xendit token stops set-up instead: the
+// sandbox gateway, standing in for the API that confirms their payments,
+// refuses it before any notification is sent. (Their signatures are
+// compared with sekali sign's in TestSigningMatchesSekaliSign.)
 func TestFailsOnAWrongSignature(t *testing.T) {
 	t.Parallel()
 	tg := startServer(t)
+	env := tg.env("xendit", smokeEnv)
+	env["XENDIT_CALLBACK_TOKEN"] = "xnd-callback-token-that-is-wrong"
+	res, _ := runLogged(t, "../k6/duplicate-storm.js", env)
+	wantFailure(t, res, "setup: ", "telling the sandbox gateway of /sandbox/xendit/v2/invoices/", "HTTP 401")
 	for provider, wrong := range map[string]map[string]string{
 		"sandbox": {"SANDBOX_WEBHOOK_SECRET": "whsec_d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0"},
-		"xendit":  {"XENDIT_CALLBACK_TOKEN": "xnd-callback-token-that-is-wrong"},
 		"stripe":  {"STRIPE_WEBHOOK_SECRET": "whsec_wrong_0123456789abcdef"},
 	} {
 		env := tg.env(provider, smokeEnv)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ const (
 	adminToken    = "k6-smoke-admin-token"
 	midtransKey   = "SB-Mid-server-K6SMOKE0123456789"
 	xenditToken   = "xnd-callback-token-k6-smoke-0123"
+	xenditKey     = "xnd_development_k6smoke"
 	stripeSecret  = "whsec_k6smoke_0123456789abcdef"
 	sandboxSecret = testenv.SandboxSecret
 )
@@ -89,7 +91,8 @@ var oneServer = make(chan struct{}, 1)
 
 // startServer starts `sekali serve` on a fresh database and its own Redis,
 // with every gateway's secret, the sandbox gateway on (it stands in for
-// Midtrans's status API) and no cap on one client's open orders; or, when
+// Midtrans's status API and Xendit's invoice API) and no cap on one
+// client's open orders; or, when
 // K6_SMOKE_TARGET is set, returns that server, whose admin token and
 // secrets come from this process's environment (ADMIN_API_TOKEN,
 // SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN,
@@ -119,6 +122,15 @@ func startServer(t *testing.T) target {
 		return target{URL: strings.TrimRight(u, "/"), Env: env}
 	}
 	bin := sekaliBinary(t)
+	// Its own address, known before it starts: Xendit's API URL, never
+	// defaulted, names the sandbox gateway's emulation on it, which the
+	// scripts tell of each Xendit payment before its callback.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the server listens there next
 	secrets := map[string]string{
 		"ADMIN_API_TOKEN":        adminToken,
 		"SANDBOX_WEBHOOK_SECRET": sandboxSecret,
@@ -127,7 +139,9 @@ func startServer(t *testing.T) target {
 		"STRIPE_WEBHOOK_SECRET":  stripeSecret,
 	}
 	env := []string{
-		"HTTP_ADDR=127.0.0.1:0",
+		"HTTP_ADDR=" + addr,
+		"XENDIT_SECRET_KEY=" + xenditKey, // the callback token needs it: paid callbacks are confirmed
+		"XENDIT_API_URL=http://" + addr + "/sandbox/xendit",
 		"DATABASE_URL=" + testenv.NewDatabaseURL(t),
 		"REDIS_URL=" + testenv.StartRedis(t).URL(),
 		"ORDER_TOKEN_SECRET=" + testenv.OrderTokenSecret,

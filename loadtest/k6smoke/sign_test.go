@@ -118,11 +118,14 @@ func TestSigningMatchesSekaliSign(t *testing.T) {
 					t.Errorf("%s: the script's headers %v, sekali sign's %v", status, got, want)
 				}
 			}
-			if tc.provider == "midtrans" {
-				// Each notification but a pending one is made known to
-				// the sandbox's stand-in for Midtrans's status API first,
-				// with the server key as the basic-auth user, as the Go
-				// replayer does.
+			// Where Sekali confirms a notification with the gateway's
+			// API, the sandbox's stand-in for that API is told of it
+			// first, with the secret, as the Go replayer does
+			// (payments.Teller): Midtrans's every notification but a
+			// pending one, with the server key as the basic-auth user;
+			// Xendit's paid callback, with its token.
+			switch tc.provider {
+			case "midtrans":
 				want := "Basic " + base64.StdEncoding.EncodeToString([]byte(tc.secret+":"))
 				if len(sandbox.calls) != 3 {
 					t.Fatalf("%d calls to the status API, want one per status but pending: %v", len(sandbox.calls), sandbox.calls)
@@ -131,6 +134,18 @@ func TestSigningMatchesSekaliSign(t *testing.T) {
 					if c.auth != want || c.method != http.MethodPut || !strings.HasPrefix(c.path, "/sandbox/midtrans/v2/tx-sign-") {
 						t.Errorf("status API call %+v, want PUT /sandbox/midtrans/v2/{tx}/status as %q", c, want)
 					}
+				}
+			case "xendit":
+				if len(sandbox.calls) != 1 {
+					t.Fatalf("%d calls to the invoice API, want one, of the payment: %v", len(sandbox.calls), sandbox.calls)
+				}
+				if c := sandbox.calls[0]; c.token != tc.secret || c.method != http.MethodPut || c.path != "/sandbox/xendit/v2/invoices/tx-sign-paid" ||
+					!strings.Contains(c.body, `"status":"PAID"`) {
+					t.Errorf("invoice API call %+v, want PUT /sandbox/xendit/v2/invoices/tx-sign-paid of the PAID callback with its token", c)
+				}
+			default:
+				if len(sandbox.calls) != 0 {
+					t.Errorf("%s tells the sandbox gateway %v, want nothing", tc.provider, sandbox.calls)
 				}
 			}
 		})
@@ -188,12 +203,12 @@ type statusAPI struct {
 	calls []apiCall
 }
 
-type apiCall struct{ method, path, auth, body string }
+type apiCall struct{ method, path, auth, token, body string }
 
 func (s *statusAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.calls = append(s.calls, apiCall{r.Method, r.URL.Path, r.Header.Get("Authorization"), string(b)})
+	s.calls = append(s.calls, apiCall{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Callback-Token"), string(b)})
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }

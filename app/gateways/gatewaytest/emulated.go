@@ -159,3 +159,35 @@ func (x *Emulated) PayURL(_ *http.Request, orderID, returnURL string) string {
 	}
 	return x.PageOf(gatewaycalls.OrderOfKey(orderID), token)
 }
+
+// Tell sends the request sender writes to tell the sandbox gateway at
+// base of f (payments.Teller), as the replayer does before it sends f's
+// notification, and returns the answer's status: 0 when there is
+// nothing to tell.
+func Tell(t testing.TB, base string, sender payments.Sender, f payments.Fact) int {
+	t.Helper()
+	teller, ok := sender.(payments.Teller)
+	if !ok {
+		t.Fatalf("the %s sender tells nothing", sender.Provider())
+	}
+	body, err := sender.Body(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := teller.Tell(f, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req == nil {
+		return 0
+	}
+	if req.URL, err = url.Parse(base + req.URL.String()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req.WithContext(t.Context()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}

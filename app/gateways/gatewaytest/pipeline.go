@@ -67,6 +67,57 @@ func (p *Pipeline) Send(d Delivery) payments.Outcome {
 	return p.Pay.Receive(context.Background(), payments.Delivery{Provider: d.Provider, Header: h, Body: bytes.NewReader(d.Body), ContentType: "application/json"})
 }
 
+// Together delivers n copies of d at once, released together, and counts
+// their outcomes by word (processed, duplicate, …).
+func (p *Pipeline) Together(d Delivery, n int) map[string]int {
+	p.T.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]string, n)
+	for i := range results {
+		wg.Go(func() {
+			<-start
+			results[i] = p.Send(d).Word()
+		})
+	}
+	close(start)
+	wg.Wait()
+	counts := map[string]int{}
+	for _, r := range results {
+		counts[r]++
+	}
+	return counts
+}
+
+// Unconfirmed expects d, a notification its gateway's API does not
+// confirm, answered 200 unconfirmed; what names it in the failure.
+func (p *Pipeline) Unconfirmed(what string, d Delivery) {
+	p.T.Helper()
+	if out := p.Send(d); out.Status() != 200 || out.Result != models.ResultUnconfirmed {
+		p.T.Errorf("%s: %d %s (%s), want 200 unconfirmed", what, out.Status(), out.Result, out.Detail)
+	}
+}
+
+// Retried expects d, a paid notification of order orderID delivered
+// during an outage of its gateway's API (outage starts it and returns its
+// end), answered 503 with nothing written of the order — the gateway
+// sends it again — and its retry once the API answers processed: the
+// order paid.
+func (p *Pipeline) Retried(what, orderID string, d Delivery, outage func() (end func())) {
+	p.T.Helper()
+	end := outage()
+	out := p.Send(d)
+	end()
+	var pays int64
+	p.DB.Model(&models.Payment{}).Where("order_id = ?", orderID).Count(&pays)
+	if callbacks := p.Callbacks(orderID); out.Status() != 503 || callbacks != 0 || pays != 0 {
+		p.T.Errorf("%s: %d %s, %d callbacks and %d payments written; want 503 and nothing", what, out.Status(), out.Result, callbacks, pays)
+	}
+	if out := p.Send(d); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
+		p.T.Errorf("%s, the retry with the API answering: %s %s (%s), want processed, paid", what, out.Result, out.OrderStatus, out.Detail)
+	}
+}
+
 // Order creates a pending order of one unit of a fresh product (stock 2,
 // at Price). It returns the order id and the SKU.
 func (p *Pipeline) Order() (string, string) {
@@ -238,23 +289,7 @@ func AppliesOnce(t *testing.T, p *Pipeline, g Notifications) {
 
 	// 50 copies at once: one effect.
 	storm, sku := p.Order()
-	copyOf := g.Paid(storm, "ref-storm-"+storm, Price, "IDR", 0)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	results := make([]string, 50)
-	for i := range results {
-		wg.Go(func() {
-			<-start
-			results[i] = p.Send(copyOf).Word()
-		})
-	}
-	close(start)
-	wg.Wait()
-	counts := map[string]int{}
-	for _, r := range results {
-		counts[r]++
-	}
-	if counts[models.ResultProcessed] != 1 || counts[models.ResultDuplicate] != 49 {
+	if counts := p.Together(g.Paid(storm, "ref-storm-"+storm, Price, "IDR", 0), 50); counts[models.ResultProcessed] != 1 || counts[models.ResultDuplicate] != 49 {
 		t.Errorf("50 concurrent copies: %v, want 1 processed and 49 duplicate", counts)
 	}
 	if s := p.State(storm, sku); s.Status != models.OrderPaid || len(s.Payments) != 1 {

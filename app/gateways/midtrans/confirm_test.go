@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -21,12 +20,6 @@ import (
 func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t)
-	unconfirmed := func(name string, d gatewaytest.Delivery) {
-		t.Helper()
-		if out := p.Send(d); out.Status() != 200 || out.Result != models.ResultUnconfirmed {
-			t.Errorf("%s: %d %s (%s), want 200 unconfirmed", name, out.Status(), out.Result, out.Detail)
-		}
-	}
 
 	// A genuine pending notification re-sent as a settlement of another
 	// transaction: Midtrans does not know that transaction.
@@ -35,8 +28,8 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	if out := p.Send(genuine); out.Result != models.ResultProcessed {
 		t.Fatalf("the genuine pending notification: %+v", out)
 	}
-	unconfirmed("pending re-sent as a settlement", forge(genuine, map[string]any{"transaction_status": "settlement", "transaction_id": "tx-forged-" + pending}))
-	unconfirmed("pending re-sent as its own settlement", forge(genuine, map[string]any{"transaction_status": "settlement"}))
+	p.Unconfirmed("pending re-sent as a settlement", forge(genuine, map[string]any{"transaction_status": "settlement", "transaction_id": "tx-forged-" + pending}))
+	p.Unconfirmed("pending re-sent as its own settlement", forge(genuine, map[string]any{"transaction_status": "settlement"}))
 	if s := p.State(pending, sku); s.Status != models.OrderPending || s.Outbox != 0 || s.Payments["tx-forged-"+pending] != "" {
 		t.Errorf("after forged settlements: %+v; want the order pending, nothing paid, no invoice", s)
 	}
@@ -47,7 +40,7 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	if out := p.Send(deny); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPending {
 		t.Fatalf("the genuine deny: %+v", out)
 	}
-	unconfirmed("deny re-sent as a settlement", forge(deny, map[string]any{"transaction_status": "settlement"}))
+	p.Unconfirmed("deny re-sent as a settlement", forge(deny, map[string]any{"transaction_status": "settlement"}))
 	if s := p.State(denied, sku); s.Status != models.OrderPending || s.Payments["tx-deny-"+denied] != models.PaymentFailed || s.Outbox != 0 {
 		t.Errorf("after a deny forged into a settlement: %+v; want pending, the attempt failed", s)
 	}
@@ -58,7 +51,7 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	if out := p.Send(settlement); out.Result != models.ResultProcessed {
 		t.Fatalf("the genuine settlement: %+v", out)
 	}
-	unconfirmed("settlement re-sent as a refund", forge(settlement, map[string]any{"transaction_status": "refund"}))
+	p.Unconfirmed("settlement re-sent as a refund", forge(settlement, map[string]any{"transaction_status": "refund"}))
 	if s := p.State(paid, sku); s.Status != models.OrderPaid || s.Payments["tx-paid-"+paid] != models.PaymentSucceeded {
 		t.Errorf("after a settlement forged into a refund: %+v; want paid", s)
 	}
@@ -68,7 +61,7 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 	// order; the genuine notification then is a duplicate.
 	usd, sku := p.Order()
 	inIDR := p.notification(usd, "tx-usd-"+usd, "settlement", "", "50000.00", "IDR")
-	unconfirmed("a settlement re-written in USD", forge(inIDR, map[string]any{"currency": "USD"}))
+	p.Unconfirmed("a settlement re-written in USD", forge(inIDR, map[string]any{"currency": "USD"}))
 	var pays []models.Payment
 	p.DB.Find(&pays, "order_id = ?", usd)
 	if len(pays) != 1 || pays[0].Currency != "IDR" || pays[0].Amount != price || p.State(usd, sku).Status != models.OrderPaid {
@@ -115,17 +108,10 @@ func TestMidtransAPIErrorInA200IsAnError(t *testing.T) {
 	for _, code := range []string{"500", "401", "505"} {
 		id, sku := p.Order()
 		settlement := p.notification(id, "tx-err"+code+"-"+id, "settlement", "", "50000.00", "IDR")
-		p.api.errInBody.Store(&code)
-		out := p.Send(settlement)
-		p.api.errInBody.Store(nil)
-		var deliveries int64
-		p.DB.Model(&models.Payment{}).Where("order_id = ?", id).Count(&deliveries)
-		if callbacks := p.Callbacks(id); out.Status() != 503 || callbacks != 0 || deliveries != 0 {
-			t.Errorf("status_code %s in a 200: %d %s, %d callbacks and %d payments written; want 503 and nothing", code, out.Status(), out.Result, callbacks, deliveries)
-		}
-		if out := p.Send(settlement); out.Result != models.ResultProcessed || out.OrderStatus != models.OrderPaid {
-			t.Errorf("the retry with the API well: %s %s (%s), want processed, paid", out.Result, out.OrderStatus, out.Detail)
-		}
+		p.Retried("status_code "+code+" in a 200", id, settlement, func() func() {
+			p.api.errInBody.Store(&code)
+			return func() { p.api.errInBody.Store(nil) }
+		})
 		if s := p.State(id, sku); s.Status != models.OrderPaid || s.Outbox != 2 {
 			t.Errorf("after the retry: %+v; want paid with its invoice and email", s)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
@@ -113,6 +114,38 @@ func (m midtransAPI) transaction(order, tx string, status models.PaymentEvent, a
 	}
 	if code, _, err := m.call(m.t.Context(), http.MethodPut, "/v2/"+tx+"/status", body); err != nil || code != http.StatusNoContent {
 		m.t.Fatalf("PUT status: %d, %v", code, err)
+	}
+}
+
+// A tool that sends Midtrans notifications of its own (the replayer)
+// tells the status API of each but a pending one, which Sekali does not
+// confirm (Sender.Tell): a PUT of the signed notification with the
+// server key, after which the status API answers with it. Another key
+// tells nothing.
+func TestMidtransSenderTellsTheStatusAPI(t *testing.T) {
+	t.Parallel()
+	_, _, m := midtransEmulator(t)
+	settled := payments.Fact{OrderID: "ORD-MT-TELL", TransactionID: "tx-mt-tell", Status: models.EventPaid, Amount: 150000, Currency: "IDR"}
+	stranger := sandboxgwtest.Must(gateways.NewSender(midtrans.Name, "SB-Mid-server-SOMEONEELSE0123"))
+	if status := gatewaytest.Tell(t, m.base, stranger, settled); status != http.StatusUnauthorized {
+		t.Errorf("told with another key: %d, want 401", status)
+	}
+	if status := gatewaytest.Tell(t, m.base, m.sender, payments.Fact{OrderID: "ORD-MT-TELL", TransactionID: "tx-mt-tell",
+		Status: models.EventPending, Currency: "IDR"}); status != 0 {
+		t.Errorf("a pending notification told: %d, want nothing to tell", status)
+	}
+	c, err := midtrans.NewStatusClient(midtransKey, m.base+midtrans.SandboxAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := c.Transaction(t.Context(), "tx-mt-tell"); found || err != nil {
+		t.Fatalf("before it is told: found %v, %v; want unknown", found, err)
+	}
+	if status := gatewaytest.Tell(t, m.base, m.sender, settled); status != http.StatusNoContent {
+		t.Fatalf("told with the key: %d, want 204", status)
+	}
+	if ev, found, err := c.Transaction(t.Context(), "tx-mt-tell"); !found || err != nil || ev.Status != models.EventPaid || ev.Amount != 150000 || ev.OrderID != "ORD-MT-TELL" {
+		t.Errorf("after: %+v %v %v, want the settlement", ev, found, err)
 	}
 }
 

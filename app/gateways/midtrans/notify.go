@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/sekali/sekali/app/payments"
@@ -130,6 +131,27 @@ func StatusAnswer(notification []byte) ([]byte, error) {
 	}
 	fields["status_message"] = "Success, transaction is found"
 	return json.Marshal(fields)
+}
+
+// Tell implements payments.Teller: the signed notification is PUT to the
+// emulation's status API (Emulator), with the server key as the
+// basic-auth user, which answers with it from then on. A pending one is
+// not confirmed, so needs no telling.
+func (s Sender) Tell(f payments.Fact, body []byte) (*http.Request, error) {
+	if f.Status == models.EventPending {
+		return nil, nil
+	}
+	_, signed, err := s.Sign(body, "", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodPut, SandboxAPIPath+"/v2/"+url.PathEscape(f.TransactionID)+"/status", bytes.NewReader(signed))
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(s.serverKey, "")
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
 }
 
 // Authorizes reports whether r carries the server key as its basic-auth

@@ -16,7 +16,7 @@ import (
 // PENDING.
 func TestXenditCallsAgainstItsEmulation(t *testing.T) {
 	t.Parallel()
-	x := gatewaytest.Emulate(t, xendit.NewEmulator(apiKey))
+	x := gatewaytest.Emulate(t, xendit.NewEmulator(apiKey, token))
 	o, err := xendit.NewPageOpener(apiKey, x.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -7,15 +7,16 @@ import (
 	"github.com/sekali/sekali/app/gateways/xendit"
 )
 
-// New builds the receiving side from XENDIT_CALLBACK_TOKEN and the
-// calling side (status, invoices, refunds) from XENDIT_SECRET_KEY, each
-// only when it is set; PAYMENT_GATEWAY=xendit needs the key; a setting of
-// the wrong form is named, never repeated, and no secret is logged.
+// New builds the calling side (status, invoices, refunds) from
+// XENDIT_SECRET_KEY, and the receiving side from XENDIT_CALLBACK_TOKEN
+// with it: the token alone is refused, since its paid callbacks are
+// confirmed with the API; PAYMENT_GATEWAY=xendit needs the key; a setting
+// of the wrong form is named, never repeated, and no secret is logged.
 func TestXenditNew(t *testing.T) {
 	t.Parallel()
 	gatewaytest.Configure(t, xendit.New, []gatewaytest.Setting{
 		{Name: "nothing set"},
-		{Name: "the callback token", Vars: map[string]string{"XENDIT_CALLBACK_TOKEN": token}, Receives: true},
+		{Name: "the callback token alone", Vars: map[string]string{"XENDIT_CALLBACK_TOKEN": token}, WrongVariable: "XENDIT_CALLBACK_TOKEN: needs XENDIT_SECRET_KEY"},
 		{Name: "the API key", Vars: map[string]string{"XENDIT_SECRET_KEY": apiKey}, Asks: true},
 		{Name: "both", Vars: map[string]string{"XENDIT_CALLBACK_TOKEN": token, "XENDIT_SECRET_KEY": apiKey}, Receives: true, Asks: true},
 		{Name: "paying with its key", Vars: map[string]string{"XENDIT_SECRET_KEY": apiKey, "XENDIT_API_URL": "http://127.0.0.1:8080/sandbox/xendit"}, Pays: "xendit", Asks: true},

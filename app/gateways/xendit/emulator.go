@@ -1,9 +1,12 @@
 package xendit
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -35,19 +38,31 @@ import (
 //     array, empty when there are none — what Sekali's status client and
 //     page opener read. A PENDING invoice past its expiry_date is listed
 //     EXPIRED.
+//   - GET /v2/invoices/{id} answers one invoice, shown as the list shows
+//     it, or 404 INVOICE_NOT_FOUND_ERROR — what Sekali's provider asks
+//     before it applies a paid callback (Provider.Confirm).
+//
+// The invoices it knows are those it made, and those the sandbox gateway
+// told Sekali of in Xendit's format — from its pay page and its QA panel
+// (Notified, Reported) — as the callback states them: a payment Xendit
+// calls back about exists at Xendit. A tool that sends Xendit callbacks
+// of its own (the replayer, the k6 scripts) tells it first, with PUT
+// /v2/invoices/{id} of the callback as sent — its X-Callback-Token (the
+// emulation's callback token) and its body — answered 204; not Xendit's
+// API, and the one call authenticated by the token (Sender.Tell).
 //
 // Invoices have no idempotency: Xendit documents no idempotency header
 // for them, and does not refuse a second invoice of one external_id (its
 // list answers an array). So here each create makes a new invoice, also
 // of an external_id already used, and an x-idempotency-key header is
 // ignored; a caller that must not make two looks first. Fault switches
-// apply to the creates; the list is never faulted.
+// apply to the creates; the reads are never faulted.
 //
-// Deviations: the invoices stay PENDING (paying the order on the sandbox
-// pay page sends callbacks, in whichever format the QA panel picks, but
-// does not mark the invoice PAID), the 401 message is the gateway's own
-// wording, and the invoice carries only the fields Sekali reads and
-// those that say what was asked.
+// Deviations: the invoices it makes stay PENDING (the sandbox pay page
+// pays the order under a transaction of its own, whose invoice it then
+// knows PAID, in whichever format the QA panel picks), the 401 and 404
+// messages are the gateway's own wording, and the invoice carries only
+// the fields Sekali reads and those that say what was asked.
 
 // EmulatorPath is where the sandbox gateway answers as Xendit's API: the
 // base URL (XENDIT_API_URL) is the sandbox's address followed by it.
@@ -59,18 +74,21 @@ const keptXendit = 10_000
 
 // Emulator is the Xendit emulation's state (payments.Emulator).
 type Emulator struct {
-	mu           sync.Mutex
-	secretKey    string
-	invoices     *emulation.Kept[*xenditInvoice] // by id
-	paidInvoices *emulation.Kept[*xenditPaid]    // the invoices the sandbox reported paid, by id
-	refunds      *emulation.Kept[*xenditRefund]  // by id
-	refundKeys   *emulation.Kept[string]         // the refund of each Idempotency-key
+	mu            sync.Mutex
+	secretKey     string
+	callbackToken string                          // authenticates a tool's PUT of an invoice; "" refuses every one
+	invoices      *emulation.Kept[*xenditInvoice] // by id
+	paidInvoices  *emulation.Kept[*xenditPaid]    // the invoices the sandbox reported paid, by id
+	refunds       *emulation.Kept[*xenditRefund]  // by id
+	refundKeys    *emulation.Kept[string]         // the refund of each Idempotency-key
 }
 
 // NewEmulator answers as Xendit's API to callers that authenticate with
-// secretKey (xnd_…), as Xendit answers Sekali with XENDIT_SECRET_KEY.
-func NewEmulator(secretKey string) *Emulator {
-	return &Emulator{secretKey: secretKey,
+// secretKey (xnd_…), as Xendit answers Sekali with XENDIT_SECRET_KEY, and
+// learns an invoice from a callback signed with callbackToken
+// (XENDIT_CALLBACK_TOKEN; "" for none).
+func NewEmulator(secretKey, callbackToken string) *Emulator {
+	return &Emulator{secretKey: secretKey, callbackToken: callbackToken,
 		invoices:     emulation.NewKept[*xenditInvoice](keptXendit),
 		paidInvoices: emulation.NewKept[*xenditPaid](keptXenditRefunds),
 		refunds:      emulation.NewKept[*xenditRefund](keptXenditRefunds),
@@ -105,6 +123,8 @@ func (x *Emulator) Handler(sb payments.Sandbox) http.Handler {
 		mux.Handle("POST "+path, create)
 		mux.Handle("GET "+path, plain(x.listInvoices))
 	}
+	mux.Handle("GET /v2/invoices/{id}", plain(x.getInvoice))
+	mux.HandleFunc("PUT /v2/invoices/{id}", func(w http.ResponseWriter, r *http.Request) { x.tell(r).Write(w) })
 	mux.Handle("POST /refunds", faulted(func(r *http.Request) emulation.Answer { return x.createRefund(r, sb) }))
 	mux.Handle("GET /refunds", plain(x.listRefunds))
 	return mux
@@ -176,6 +196,10 @@ type xenditInvoiceRequest struct {
 	Items              []xenditItem `json:"items"`
 }
 
+// invoiceDuration is how long an invoice is payable when its creator
+// does not say: Xendit's default.
+const invoiceDuration = 24 * time.Hour
+
 // xenditTime is how Xendit writes a time: UTC, milliseconds.
 const xenditTime = "2006-01-02T15:04:05.000Z"
 
@@ -205,7 +229,7 @@ func (x *Emulator) createInvoice(r *http.Request, sb payments.Sandbox) emulation
 			return xenditInvalid("each item needs a name, a positive quantity and a price")
 		}
 	}
-	duration := 24 * time.Hour
+	duration := invoiceDuration
 	if req.InvoiceDuration != nil {
 		s, err := strconv.ParseInt(string(*req.InvoiceDuration), 10, 64)
 		if err != nil || s < 1 {
@@ -227,6 +251,88 @@ func (x *Emulator) createInvoice(r *http.Request, sb payments.Sandbox) emulation
 	a := emulation.JSON(http.StatusOK, inv)
 	x.mu.Unlock()
 	return a
+}
+
+// shown is an invoice as the API shows it at now: a PENDING one past its
+// expiry_date is EXPIRED. Called with the lock held.
+func shown(inv *xenditInvoice, now time.Time) xenditInvoice {
+	s := *inv
+	if s.Status == "PENDING" && !now.Before(inv.expires) {
+		s.Status = "EXPIRED"
+	}
+	return s
+}
+
+// getInvoice is GET /v2/invoices/{id}.
+func (x *Emulator) getInvoice(r *http.Request) emulation.Answer {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	inv, ok := x.invoices.Get(r.PathValue("id"))
+	if !ok {
+		return xenditError(http.StatusNotFound, "INVOICE_NOT_FOUND_ERROR", "The invoice was not found.")
+	}
+	return emulation.JSON(http.StatusOK, shown(inv, time.Now()))
+}
+
+// tell is PUT /v2/invoices/{id} of a Xendit invoice callback of invoice
+// {id}, with the callback's X-Callback-Token: from now on the invoice is
+// as the callback states it. (Not Xendit's API: how a tool that sends
+// Xendit callbacks itself makes their invoices exist.)
+func (x *Emulator) tell(r *http.Request) emulation.Answer {
+	got := r.Header.Values(TokenHeader)
+	if x.callbackToken == "" || len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), []byte(x.callbackToken)) != 1 {
+		return xenditError(http.StatusUnauthorized, "INVALID_CALLBACK_TOKEN",
+			"The X-Callback-Token header must be the callback verification token the gateway was given.")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, payments.MaxBodyBytes+1))
+	if err != nil || len(body) > payments.MaxBodyBytes {
+		return xenditInvalid("The callback is too large.")
+	}
+	inv, err := calledBack(body)
+	if err != nil || inv.ID != r.PathValue("id") {
+		return xenditInvalid("The body must be a Xendit invoice callback of this invoice: " + fmt.Sprint(err))
+	}
+	x.mu.Lock()
+	x.remember(inv)
+	x.mu.Unlock()
+	return emulation.Answer{Status: http.StatusNoContent}
+}
+
+// calledBack is the invoice an invoice callback states: its id,
+// external_id, status, amount, paid_amount and currency.
+func calledBack(body []byte) (xenditInvoice, error) {
+	var inv xenditInvoice
+	if err := json.Unmarshal(body, &inv); err != nil {
+		return inv, err
+	}
+	inv.Currency = strings.ToUpper(inv.Currency)
+	switch {
+	case inv.ID == "" || inv.ExternalID == "":
+		return inv, errors.New("id and external_id are required")
+	case !slices.Contains([]string{"PENDING", "PAID", "SETTLED", "EXPIRED"}, inv.Status):
+		return inv, errors.New("status must be PENDING, PAID, SETTLED or EXPIRED")
+	}
+	for _, n := range []json.Number{inv.Amount, inv.PaidAmount} {
+		if _, err := payments.ParseAmount(cmp.Or(string(n), "0"), inv.Currency); err != nil {
+			return inv, fmt.Errorf("amount and paid_amount must be amounts of %s", inv.Currency)
+		}
+	}
+	return inv, nil
+}
+
+// remember makes an invoice as a callback states it: the invoice of its
+// id — made now, with the default duration, unless it exists — with the
+// callback's order, status and amounts. Called with the lock held.
+func (x *Emulator) remember(said xenditInvoice) {
+	now := time.Now().UTC()
+	inv, ok := x.invoices.Get(said.ID)
+	if !ok {
+		inv = &xenditInvoice{ID: said.ID, UserID: "sandbox", MerchantName: "Sekali sandbox",
+			ExpiryDate: now.Add(invoiceDuration).Format(xenditTime), expires: now.Add(invoiceDuration), Created: now.Format(xenditTime)}
+		x.invoices.Put(said.ID, inv)
+	}
+	inv.ExternalID, inv.Status, inv.Currency = said.ExternalID, said.Status, said.Currency
+	inv.Amount, inv.PaidAmount, inv.Updated = said.Amount, said.PaidAmount, now.Format(xenditTime)
 }
 
 // listLimit is a list's ?limit=: 10 by default, at most 100.
@@ -260,11 +366,7 @@ func (x *Emulator) listInvoices(r *http.Request) emulation.Answer {
 		if external != "" && inv.ExternalID != external {
 			continue
 		}
-		shown := *inv
-		if shown.Status == "PENDING" && !now.Before(inv.expires) {
-			shown.Status = "EXPIRED"
-		}
-		list = append(list, shown)
+		list = append(list, shown(inv, now))
 	}
 	return emulation.JSON(http.StatusOK, list)
 }
@@ -350,8 +452,8 @@ var xenditReasons = []string{"FRAUDULENT", "DUPLICATE", "REQUESTED_BY_CUSTOMER",
 
 // Reported implements payments.Emulator: the sandbox gateway reported
 // invoice f.TransactionID paid f.Amount (minor units) of f.Currency,
-// what its refunds may take; and from now on GET /v2/invoices lists the
-// invoice PAID for its order, as Xendit's does once it is paid.
+// what its refunds may take; and from now on the API shows the invoice
+// PAID for its order, as Xendit's does once it is paid.
 func (x *Emulator) Reported(f payments.Fact) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -361,18 +463,25 @@ func (x *Emulator) Reported(f payments.Fact) {
 		x.paidInvoices.Put(f.TransactionID, p)
 	}
 	p.amount, p.currency = f.Amount, strings.ToUpper(f.Currency)
-	if _, listed := x.invoices.Get(f.TransactionID); !listed && f.OrderID != "" {
-		now := time.Now().UTC()
+	if f.OrderID != "" {
 		amount := json.Number(payments.MajorText(f.Amount, p.currency, 0))
-		x.invoices.Put(f.TransactionID, &xenditInvoice{ID: f.TransactionID, ExternalID: f.OrderID, UserID: "sandbox",
-			Status: "PAID", MerchantName: "Sekali sandbox", Amount: amount, PaidAmount: amount, Currency: p.currency,
-			ExpiryDate: now.Format(xenditTime), expires: now, Created: now.Format(xenditTime), Updated: now.Format(xenditTime)})
+		x.remember(xenditInvoice{ID: f.TransactionID, ExternalID: f.OrderID, Status: "PAID", Amount: amount, PaidAmount: amount, Currency: p.currency})
 	}
 }
 
-// Notified implements payments.Emulator: Xendit's API answers with
-// what it made, never with a callback it sent.
-func (*Emulator) Notified(payments.Fact, []byte) {}
+// Notified implements payments.Emulator: the invoice of each invoice
+// callback the sandbox gateway sends in Xendit's format is, from now on,
+// as the callback states it — Xendit calls back about its own invoices.
+// (Its refund callbacks tell of refunds the emulation made.)
+func (x *Emulator) Notified(_ payments.Fact, body []byte) {
+	inv, err := calledBack(body)
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.remember(inv)
+}
 
 // notify sends Xendit's refund callback of re — refund.succeeded or
 // refund.failed — when the refund names its order (metadata.order_id).

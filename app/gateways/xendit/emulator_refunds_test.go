@@ -268,16 +268,18 @@ func TestXenditRefundFailedLaterEndToEnd(t *testing.T) {
 	s := sandboxgwtest.NewShop(t)
 	g := s.Gateway()
 	g.Retries = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond}
-	sender, provider := sandboxgwtest.Must(xendit.NewSender(token)), sandboxgwtest.Must(xendit.NewProvider(token))
-	em := xendit.NewEmulator(xenditKey)
+	em := xendit.NewEmulator(xenditKey, token)
 	g.Emulate(em)
-	refunder := xenditRefunder(t, sandboxgwtest.Serve(t, g))
+	base := sandboxgwtest.Serve(t, g)
+	refunder := xenditRefunder(t, base)
+	// The provider confirms the payment with the emulation of Xendit's API.
+	sender, provider := sandboxgwtest.Must(xendit.NewSender(token)), sandboxgwtest.Must(xendit.NewProvider(token, xenditKey, base+xendit.EmulatorPath))
 	g.Speak(sender)
 	s.Open(g, provider, false)
 	payment := payments.Fact{EventID: "evt-paid-" + s.OrderID, OrderID: s.OrderID, TransactionID: "inv-later-" + s.OrderID,
 		Status: models.EventPaid, Amount: sandboxgwtest.OrderTotal, Currency: "IDR"}
+	em.Reported(payment) // as the sandbox gateway tells it, before the callback
 	s.Notify(sender, payment)
-	em.Reported(payment)
 	s.ExpectRefundFailedLater(g, refunder)
 }
 
@@ -291,17 +293,17 @@ func TestXenditRefundEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	provider, err := xendit.NewProvider(token)
+	s := sandboxgwtest.NewShop(t)
+	g, em, x := xenditEmulator(t)
+	provider, err := xendit.NewProvider(token, xenditKey, x.base+xendit.EmulatorPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sandboxgwtest.NewShop(t)
-	g, em, x := xenditEmulator(t)
 	s.Open(g, provider, false)
 	payment := payments.Fact{EventID: "evt-paid-" + s.OrderID, OrderID: s.OrderID, TransactionID: "inv-e2e-" + s.OrderID,
 		Status: models.EventPaid, Amount: sandboxgwtest.OrderTotal, Currency: "IDR"}
+	em.Reported(payment) // as the sandbox gateway tells it, before the callback
 	s.Notify(sender, payment)
-	em.Reported(payment)
 	r := s.RefundHalf(xenditRefunder(t, x.base))
 	if list := x.refunds(payment.TransactionID); len(list) != 1 || list[0]["id"] != r.ProviderObjectID {
 		t.Errorf("refunds at Xendit %v, want only %s", list, r.ProviderObjectID)

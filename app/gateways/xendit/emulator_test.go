@@ -1,16 +1,20 @@
 package xendit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/httpjson"
 	"github.com/sekali/sekali/app/gateways/xendit"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/sandboxgw"
@@ -32,11 +36,12 @@ type xenditAPI struct {
 }
 
 // xenditEmulator serves a sandbox gateway that emulates Xendit's API to
-// xenditKey, and returns it, its emulation and a client of it.
+// xenditKey (and learns invoices from callbacks with token), and returns
+// it, its emulation and a client of it.
 func xenditEmulator(t *testing.T) (*sandboxgw.Sandbox, *xendit.Emulator, xenditAPI) {
 	t.Helper()
 	g := sandboxgwtest.New(t, "")
-	em := xendit.NewEmulator(xenditKey)
+	em := xendit.NewEmulator(xenditKey, token)
 	g.Emulate(em)
 	return g, em, xenditAPI{t: t, base: sandboxgwtest.Serve(t, g), key: xenditKey}
 }
@@ -115,6 +120,92 @@ func TestXenditInvoices(t *testing.T) {
 	}
 	if list := x.invoices("ORD-XE-none"); len(list) != 0 {
 		t.Errorf("list of none: %v", list)
+	}
+}
+
+// GET /v2/invoices/{id} — what Sekali's provider asks before it applies a
+// paid callback (Invoice) — answers an invoice the emulation made, as
+// the list shows it, and Xendit's 404 INVOICE_NOT_FOUND_ERROR for any
+// other. It knows an invoice as the callback the sandbox gateway sends
+// of it states it (Notified: a refund callback is no invoice), and as a
+// tool's PUT of a callback with the token states it (Sender.Tell); a PUT
+// without the token, or of another invoice's callback, changes nothing.
+func TestXenditInvoiceByID(t *testing.T) {
+	t.Parallel()
+	_, em, x := xenditEmulator(t)
+	client, err := xendit.NewStatusClient(xenditKey, x.base+xendit.EmulatorPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoice := func(id string) (payments.Event, bool) {
+		t.Helper()
+		ev, found, err := client.Invoice(t.Context(), id)
+		if err != nil {
+			t.Fatalf("Invoice(%s): %v", id, err)
+		}
+		return ev, found
+	}
+	_, made := x.do(http.MethodPost, "/v2/invoices", invoiceOf("ORD-XE-ID", 150000))
+	id, _ := made["id"].(string)
+	if status, got := x.do(http.MethodGet, "/v2/invoices/"+id, nil); status != http.StatusOK || got["id"] != id || got["status"] != "PENDING" ||
+		got["external_id"] != "ORD-XE-ID" || got["invoice_url"] != made["invoice_url"] {
+		t.Errorf("the invoice made: %d %v", status, got)
+	}
+	if ev, found := invoice(id); !found || ev.Status != models.EventPending || ev.OrderID != "ORD-XE-ID" {
+		t.Errorf("the status client: %+v %v, want it pending", ev, found)
+	}
+	if status, got := x.do(http.MethodGet, "/v2/invoices/inv-none", nil); status != http.StatusNotFound || got["error_code"] != "INVOICE_NOT_FOUND_ERROR" {
+		t.Errorf("an invoice it never made: %d %v", status, got)
+	}
+	if _, found := invoice("inv-none"); found {
+		t.Error("the status client found an invoice the emulation never made")
+	}
+
+	// The sandbox gateway's callback of a payment, as it tells the
+	// emulation before it sends it; a refund callback changes no invoice.
+	sender := sandboxgwtest.Must(xendit.NewSender(token))
+	paid := payments.Fact{EventID: "evt-id-1", OrderID: "ORD-XE-ID", TransactionID: "sbx-tx-id-1", Status: models.EventPaid, Amount: 150000, Currency: "IDR"}
+	for _, f := range []payments.Fact{paid, {EventID: "evt-id-2", OrderID: "ORD-XE-ID", TransactionID: "sbx-tx-id-1", Status: models.EventRefunded,
+		Amount: 150000, Currency: "IDR", RefundID: "rfd-id-1"}} {
+		_, body, err := payments.Notification(sender, f, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		em.Notified(f, body)
+	}
+	if ev, found := invoice("sbx-tx-id-1"); !found || ev.Status != models.EventPaid || ev.Amount != 150000 || ev.OrderID != "ORD-XE-ID" {
+		t.Errorf("the invoice the sandbox gateway called back about: %+v %v, want paid 150000", ev, found)
+	}
+
+	// A tool's callback: PUT with the token.
+	tell := func(s payments.Sender, f payments.Fact) int { return gatewaytest.Tell(t, x.base, s, f) }
+	told := payments.Fact{EventID: "evt-id-3", OrderID: "ORD-XE-TOLD", TransactionID: "inv-told-1", Status: models.EventPaid, Amount: 2500, Currency: "USD"}
+	if status := tell(sandboxgwtest.Must(xendit.NewSender("xnd-callback-token-NOT-OURS")), told); status != http.StatusUnauthorized {
+		t.Errorf("a PUT with another token: %d, want 401", status)
+	}
+	if _, found := invoice("inv-told-1"); found {
+		t.Error("a PUT with another token made the invoice")
+	}
+	if status := tell(sender, told); status != http.StatusNoContent {
+		t.Errorf("a PUT with the token: %d, want 204", status)
+	}
+	if ev, found := invoice("inv-told-1"); !found || ev.Status != models.EventPaid || ev.Amount != 2500 || ev.Currency != "USD" || ev.OrderID != "ORD-XE-TOLD" {
+		t.Errorf("the invoice told: %+v %v, want paid USD 25.00", ev, found)
+	}
+	if status := tell(sender, payments.Fact{OrderID: "ORD-XE-TOLD", TransactionID: "inv-told-2", Status: models.EventExpired, Currency: "IDR"}); status != 0 {
+		t.Errorf("Tell of an expiry, which Sekali does not confirm: %d, want nothing to tell", status)
+	}
+	body, _ := sender.Body(told)
+	h, signed, _ := sender.Sign(body, "", time.Now())
+	req, _ := http.NewRequest(http.MethodPut, x.base+xendit.EmulatorPath+"/v2/invoices/inv-told-other", bytes.NewReader(signed))
+	req.Header = h
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if _, found := invoice("inv-told-other"); res.StatusCode != http.StatusBadRequest || found {
+		t.Errorf("a PUT of another invoice's callback: %d, found %v; want 400 and nothing", res.StatusCode, found)
 	}
 }
 
@@ -301,7 +392,7 @@ func TestXenditOpenerWrongKey(t *testing.T) {
 // (sandboxgwtest.PageReturnsToTheShop).
 func TestXenditPageReturnsToTheShopsReturnURL(t *testing.T) {
 	t.Parallel()
-	sandboxgwtest.PageReturnsToTheShop(t, func(g *sandboxgw.Sandbox) { g.Emulate(xendit.NewEmulator(xenditKey)) },
+	sandboxgwtest.PageReturnsToTheShop(t, func(g *sandboxgw.Sandbox) { g.Emulate(xendit.NewEmulator(xenditKey, "")) },
 		func(base string) (gatewaycalls.PageOpener, error) {
 			return xendit.NewPageOpener(xenditKey, base+xendit.EmulatorPath)
 		}, "ORD-RET~2")

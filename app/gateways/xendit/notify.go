@@ -1,10 +1,12 @@
 package xendit
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/sekali/sekali/app/payments"
@@ -65,6 +67,25 @@ func (s Sender) Sign(body []byte, eventID string, _ time.Time) (http.Header, []b
 		h.Set("Webhook-Id", eventID)
 	}
 	return h, body, nil
+}
+
+// Tell implements payments.Teller: a paid invoice's callback, as signed,
+// is PUT to the emulation's /v2/invoices/{id}, which knows the invoice
+// paid from then on. Only a payment is confirmed (Provider.Confirm).
+func (s Sender) Tell(f payments.Fact, body []byte) (*http.Request, error) {
+	if f.Status != models.EventPaid {
+		return nil, nil
+	}
+	header, signed, err := s.Sign(body, f.EventID, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodPut, EmulatorPath+"/v2/invoices/"+url.PathEscape(f.TransactionID), bytes.NewReader(signed))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = header
+	return req, nil
 }
 
 // refundBody is Xendit's refund callback of refund f.RefundID of invoice

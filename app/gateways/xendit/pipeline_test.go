@@ -1,12 +1,17 @@
 package xendit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +25,85 @@ import (
 // their own (gatewaytest.Pipeline): what app/payments checks of every
 // gateway, for Xendit, in Xendit's package — deleting the package deletes
 // them with it.
+//
+// Sekali confirms every paid Xendit callback with Xendit's invoice API
+// (its token is static): each test's pipeline asks the emulation of that
+// API (the Emulator, as the sandbox gateway serves it), which knows an
+// invoice once the test has made it genuine (pipeline.genuine).
 
 const price = gatewaytest.Price
+
+// pipeline is the payments pipeline with Xendit's adapter, which asks
+// the emulated API behind a switch that takes it down.
+type pipeline struct {
+	*gatewaytest.Pipeline
+	api    string       // the API's URL, as XENDIT_API_URL names it
+	outage atomic.Int32 // up, unavailable or unreachable
+}
+
+// The API's outages (pipeline.outage).
+const (
+	up          = iota
+	unavailable // it answers 503
+	unreachable // it answers nothing: the connection closes
+)
+
+func newPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	x := gatewaytest.Emulate(t, xendit.NewEmulator(apiKey, token))
+	emulation, err := url.Parse(x.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toEmulation := httputil.NewSingleHostReverseProxy(emulation)
+	p := &pipeline{}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p.outage.Load() {
+		case unavailable:
+			http.Error(w, `{"error_code":"SERVER_ERROR","message":"down for this test"}`, http.StatusServiceUnavailable)
+		case unreachable:
+			panic(http.ErrAbortHandler) // closes the connection without an answer
+		default:
+			toEmulation.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	p.api = front.URL + xendit.EmulatorPath
+	provider, err := xendit.NewProvider(token, apiKey, p.api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Pipeline = gatewaytest.NewPipeline(t, provider)
+	return p
+}
+
+// genuine makes the invoice of callback d exist at the emulated Xendit as
+// d states it, with the emulation's PUT /v2/invoices/{id} of d as sent
+// (the replayer's way): d is then a genuine callback.
+func (p *pipeline) genuine(d gatewaytest.Delivery) gatewaytest.Delivery {
+	p.T.Helper()
+	var inv struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(d.Body, &inv); err != nil {
+		p.T.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPut, p.api+"/v2/invoices/"+url.PathEscape(inv.ID), bytes.NewReader(d.Body))
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	req.Header = d.Header.Clone()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(res.Body)
+		p.T.Fatalf("telling the emulation of invoice %s: %d %s", inv.ID, res.StatusCode, b)
+	}
+	return d
+}
 
 // invoiceCallback is Xendit's invoice callback, with the right token.
 func invoiceCallback(orderID, invoiceID, status, paidAmount, currency string) gatewaytest.Delivery {
@@ -51,11 +133,12 @@ func refundCallback(event, orderID, inv, rfdID string, amount int64, status, fai
 // an invoice status Sekali does not act on is ignored.
 func TestXenditCallbacksApplyOnce(t *testing.T) {
 	t.Parallel()
-	gatewaytest.AppliesOnce(t, gatewaytest.NewPipeline(t, provider(t)), gatewaytest.Notifications{
+	p := newPipeline(t)
+	gatewaytest.AppliesOnce(t, p.Pipeline, gatewaytest.Notifications{
 		Name: xendit.Name,
 		Paid: func(orderID, ref string, amount int64, currency string, variant int) gatewaytest.Delivery {
 			status := []string{"PAID", "SETTLED"}[variant]
-			return invoiceCallback(orderID, ref, status, fmt.Sprint(amount), currency)
+			return p.genuine(invoiceCallback(orderID, ref, status, fmt.Sprint(amount), currency))
 		},
 		Changed: func(d gatewaytest.Delivery) gatewaytest.Delivery {
 			return gatewaytest.WithMembers(d, map[string]any{"extra_field_the_gateway_added": "something else"})
@@ -76,7 +159,7 @@ func TestXenditCallbacksApplyOnce(t *testing.T) {
 // a number in Xendit's documents, in quotes is a 422.
 func TestXenditAmbiguousCallbacksAreRefused(t *testing.T) {
 	t.Parallel()
-	p := gatewaytest.NewPipeline(t, provider(t))
+	p := newPipeline(t)
 	id, _ := p.Order()
 	d := invoiceCallback(id, "inv-case-"+id, "PAID", "50000", "IDR")
 	if !strings.Contains(string(d.Body), `"status":"PAID"`) {
@@ -105,10 +188,12 @@ func TestXenditAmbiguousCallbacksAreRefused(t *testing.T) {
 // Xendit's dashboard (no metadata) refunds the order by its invoice.
 func TestXenditRefundCallbacks(t *testing.T) {
 	t.Parallel()
-	p := gatewaytest.NewPipeline(t, provider(t))
+	p := newPipeline(t)
 	id, sku := p.Order()
 	inv := "inv-rf-" + id
-	p.Send(invoiceCallback(id, inv, "PAID", fmt.Sprint(price), "IDR"))
+	if out := p.Send(p.genuine(invoiceCallback(id, inv, "PAID", fmt.Sprint(price), "IDR"))); out.Result != models.ResultProcessed {
+		t.Fatalf("the payment: %s (%s)", out.Result, out.Detail)
+	}
 	// Sekali's refunder got PENDING (refunds.Service applies the answer so).
 	answer := payments.Event{Key: "refund:" + id + "-R1", OrderID: id, TransactionID: inv, Status: models.EventRefunded, Amount: price, Currency: "IDR",
 		Refunds: []payments.Refund{{Key: "rfd-1-" + id, Amount: price, Status: models.RefundPending}}}
@@ -143,7 +228,7 @@ func TestXenditRefundCallbacks(t *testing.T) {
 // duplicate of the poll.
 func TestXenditPollThenCallback(t *testing.T) {
 	t.Parallel()
-	p := gatewaytest.NewPipeline(t, provider(t))
+	p := newPipeline(t)
 	paid, _ := p.Order()    // Xendit has its invoice PAID
 	unknown, _ := p.Order() // Xendit lists none
 	far, _ := p.Order()     // expires later than the window
@@ -184,7 +269,7 @@ func TestXenditPollThenCallback(t *testing.T) {
 	if statuses[paid] != models.OrderPaid || statuses[unknown] != models.OrderPending || statuses[far] != models.OrderPending {
 		t.Errorf("after the poll: %v; want only the near, paid one paid", statuses)
 	}
-	if out := p.Send(invoiceCallback(paid, "inv-"+paid, "PAID", "50000", "IDR")); out.Result != models.ResultDuplicate {
+	if out := p.Send(p.genuine(invoiceCallback(paid, "inv-"+paid, "PAID", "50000", "IDR"))); out.Result != models.ResultDuplicate {
 		t.Errorf("the callback after the poll: %s (%s), want duplicate", out.Result, out.Detail)
 	}
 }

@@ -60,9 +60,12 @@ func invoice(t *testing.T, changes map[string]any) []byte {
 	return b
 }
 
+// provider is the adapter for token, for the tests that only verify and
+// parse: the API it would confirm a payment with is Xendit's, never
+// asked (pipeline_test.go confirms with an emulation).
 func provider(t testing.TB) *xendit.Provider {
 	t.Helper()
-	p, err := xendit.NewProvider(token)
+	p, err := xendit.NewProvider(token, apiKey, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,19 +124,23 @@ func TestXenditVerify(t *testing.T) {
 	}
 }
 
-// XENDIT_CALLBACK_TOKEN is at least 16 characters.
+// XENDIT_CALLBACK_TOKEN is at least 16 characters; the provider also
+// needs the secret API key it confirms payments with.
 func TestXenditCheckToken(t *testing.T) {
 	t.Parallel()
 	for tok, ok := range map[string]bool{token: true, "0123456789abcdef": true, "0123456789abcde": false, "": false} {
 		if err := xendit.CheckToken(tok); (err == nil) != ok {
 			t.Errorf("CheckToken(%q): %v", tok, err)
 		}
-		if _, err := xendit.NewProvider(tok); (err == nil) != ok {
+		if _, err := xendit.NewProvider(tok, apiKey, ""); (err == nil) != ok {
 			t.Errorf("NewProvider(%q): %v", tok, err)
 		}
 		if _, err := xendit.NewSender(tok); (err == nil) != ok {
 			t.Errorf("NewSender(%q): %v", tok, err)
 		}
+	}
+	if _, err := xendit.NewProvider(token, token, ""); err == nil {
+		t.Error("NewProvider with the token as the secret key: nil, want an error")
 	}
 }
 

@@ -142,12 +142,16 @@ const XENDIT_STATUS = { paid: 'PAID', pending: 'PENDING', expired: 'EXPIRED' };
  * "150000.00", Stripe counts IDR in hundredths. Every copy of one event is
  * byte-identical, as a provider's retry is. Midtrans has no event id: its
  * key is transaction_id:transaction_status, and its signature is inside
- * the body.
+ * the body. The event happened unless `happened` is false (a changed copy,
+ * meant to conflict): where Sekali confirms the notification with the
+ * gateway's API, the sandbox gateway standing in for that API is told of
+ * it first (tell).
  * @param {string} id
  * @param {SandboxEvent} ev
+ * @param {boolean} [happened]
  * @returns {string}
  */
-export function eventBody(id, ev) {
+export function eventBody(id, ev, happened = true) {
   if (!expressible(ev.payment_status)) {
     throw new Error(`${PROVIDER} sends no ${ev.payment_status} notification`);
   }
@@ -165,8 +169,10 @@ export function eventBody(id, ev) {
         transaction_id: ev.transaction_id,
         transaction_status: status,
       });
-      if (ev.payment_status !== 'pending') {
-        makeKnown(ev.transaction_id, body);
+      if (happened && ev.payment_status !== 'pending') {
+        tell(`/sandbox/midtrans/v2/${encodeURIComponent(ev.transaction_id)}/status`, body, {
+          Authorization: `Basic ${b64encode(`${SECRET}:`)}`,
+        });
       }
       return body;
     }
@@ -182,7 +188,11 @@ export function eventBody(id, ev) {
       if (ev.payment_status === 'paid') {
         invoice.paid_amount = ev.paid_amount;
       }
-      return JSON.stringify(invoice);
+      const body = JSON.stringify(invoice);
+      if (happened && ev.payment_status === 'paid') { // only a payment is confirmed
+        tell(`/sandbox/xendit/v2/invoices/${encodeURIComponent(ev.transaction_id)}`, body, { 'x-callback-token': SECRET });
+      }
+      return body;
     }
     case 'stripe': {
       const amount = ev.paid_amount * 100; // IDR at Stripe: hundredths
@@ -204,22 +214,27 @@ export function eventBody(id, ev) {
 }
 
 /**
- * Tells the server's sandbox gateway, which stands in for Midtrans's
- * status API, that a Midtrans transaction is in the state its signed
- * notification says, as a real transaction exists at Midtrans before its
- * notification: Sekali confirms every Midtrans notification but a pending
- * one with that API (the same as the Go replayer does). The server needs
- * SANDBOX_GATEWAY=on and MIDTRANS_API_URL unset.
- * @param {string} tx
- * @param {string} body
+ * Tells the server's sandbox gateway, which stands in for the API that
+ * Sekali confirms the gateway's notifications with — Midtrans's status
+ * API (every notification but a pending one), Xendit's invoice API (a
+ * paid invoice) — that a payment is as its signed notification says, as
+ * a real payment exists at the gateway before its notification (the same
+ * as the Go replayer does: payments.Teller). The server needs
+ * SANDBOX_GATEWAY=on with the gateway's API URL at the sandbox gateway:
+ * MIDTRANS_API_URL unset, XENDIT_API_URL set to {server}/sandbox/xendit.
+ * @param {string} path below BASE_URL
+ * @param {string} body the notification, signed when its signature is inside it
+ * @param {Record<string, string>} headers the credentials the sandbox gateway checks
  */
-function makeKnown(tx, body) {
-  const res = http.put(`${BASE_URL}/sandbox/midtrans/v2/${encodeURIComponent(tx)}/status`, body, {
-    headers: { 'Content-Type': 'application/json', Authorization: `Basic ${b64encode(`${SECRET}:`)}` },
+function tell(path, body, headers) {
+  const res = http.put(`${BASE_URL}${path}`, body, {
+    headers: Object.assign({ 'Content-Type': 'application/json' }, headers),
     tags: { endpoint: 'sandbox' },
   });
   if (res.status !== 204) {
-    throw new Error(`making Midtrans transaction ${tx} known to the sandbox gateway: HTTP ${res.status} (the server needs SANDBOX_GATEWAY=on and MIDTRANS_API_URL unset)`);
+    throw new Error(
+      `telling the sandbox gateway of ${path}: HTTP ${res.status} (the server needs SANDBOX_GATEWAY=on, with the API URL of ${PROVIDER} at the sandbox gateway)`,
+    );
   }
 }
 

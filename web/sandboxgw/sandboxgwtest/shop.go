@@ -85,7 +85,7 @@ func (s *Shop) Gateway() *sandboxgw.Sandbox {
 }
 
 // Open builds the payments pipeline of provider (once the emulation's
-// address is known: a Midtrans provider confirms with its status API).
+// address is known: a provider may confirm with its gateway's API).
 // Unless hold, notifications are received from now on; else from
 // Release. At the end, held notifications are released and the
 // deliveries of g in flight end before the pipeline closes.
