@@ -491,9 +491,19 @@ func (m *model) held(c *mCharge) int64 {
 	return held
 }
 
+// request is refund request id.
+func (m *model) request(id int64) *mRequest {
+	for _, r := range m.requests {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
 // ask is an admin's refund of amount (0: all that is left) of o; it
-// returns the answer's status and the request.
-func (m *model) ask(o *mOrder, amount int64) (int, *mRequest) {
+// returns the answer's status and the request, numbered id.
+func (m *model) ask(o *mOrder, amount, id int64) (int, *mRequest) {
 	c, left, why := m.refundable(o)
 	if why != 0 {
 		return why, nil
@@ -513,7 +523,7 @@ func (m *model) ask(o *mOrder, amount int64) (int, *mRequest) {
 			}
 		}
 	}
-	r := &mRequest{id: int64(len(m.requests) + 1), charge: c, key: o.id + "-R" + strconv.FormatInt(asked+1, 10), amount: amount, phase: models.GatewayPlanned}
+	r := &mRequest{id: id, charge: c, key: o.id + "-R" + strconv.FormatInt(asked+1, 10), amount: amount, phase: models.GatewayPlanned}
 	if recent+amount > m.approvalAbove {
 		r.phase = models.GatewayAwaitingApproval
 	} else {

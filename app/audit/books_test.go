@@ -33,10 +33,13 @@ import (
 func TestBooks(t *testing.T) {
 	t.Parallel()
 	a := newApp(t)
+	var steps, orders int
 	rapid.Check(t, func(rt *rapid.T) {
 		b := newBooks(rt, a)
 		rt.Repeat(b.actions())
+		steps, orders = steps+b.steps, orders+len(b.m.ids)
 	})
+	t.Logf("%d steps that changed or asked something, over %d orders", steps, orders)
 }
 
 // books is one run of the model against the application.
@@ -45,6 +48,7 @@ type books struct {
 	a      *app
 	m      *model
 	n      int               // numbers ids made up in this run
+	steps  int               // the steps checked
 	tokens map[string]string // the orders' access tokens
 	facts  map[string][]told // each order's notifications sent, to send again
 	failed map[int64]bool    // the refunds whose job's last run failed
@@ -96,7 +100,10 @@ func (b *books) actions() map[string]func(*rapid.T) {
 		return rapid.SampledFrom([]int64{0, 10000, 25000, 50000, 70000, price, price + 1}).Draw(t, "amount")
 	}
 	return map[string]func(*rapid.T){
-		"": func(t *rapid.T) { b.check() },
+		"": func(t *rapid.T) {
+			b.check()
+			b.steps++
+		},
 		"create": func(t *rapid.T) {
 			if len(b.m.ids) >= maxOrders {
 				t.Skip("enough orders")
@@ -335,38 +342,52 @@ func (b *books) expire(o *mOrder) {
 // is left.
 func (b *books) ask(o *mOrder, amount int64) {
 	b.t.Helper()
-	got := b.askAPI(o, amount)
-	want, _ := b.m.ask(o, amount)
+	got, id := b.askAPI(o, amount, b.refundKey(o))
+	want, _ := b.m.ask(o, amount, id)
 	b.t.Logf("refund %d of %s (%s): %d", amount, o.id, o.status, got)
 	if got != want {
 		b.t.Fatalf("refund %d of %s (%s): %d, the model says %d", amount, o.id, o.status, got, want)
 	}
 }
 
-func (b *books) askAPI(o *mOrder, amount int64) int {
+// askAPI asks the admin API for a refund of amount of o under key, and
+// returns the answer's status and the refund's id.
+func (b *books) askAPI(o *mOrder, amount int64, key string) (int, int64) {
 	body := map[string]any{"reason": "books"}
 	if amount > 0 {
 		body["amount"] = strconv.FormatInt(amount, 10)
 	}
-	return b.a.api(b.t, "POST", "/api/admin/orders/"+o.id+"/refunds", "books-refund-key-"+b.next()+"-"+o.id, body).status
+	r := b.a.api(b.t, "POST", "/api/admin/orders/"+o.id+"/refunds", key, body)
+	var v struct{ ID int64 }
+	json.Unmarshal(r.body, &v)
+	return r.status, v.ID
 }
+
+// refundKey is a fresh Idempotency-Key for a refund of o.
+func (b *books) refundKey(o *mOrder) string { return "books-refund-key-" + b.next() + "-" + o.id }
 
 // askTwiceAtOnce is two admins refunding all of o at the same moment.
 func (b *books) askTwiceAtOnce(o *mOrder) {
 	b.t.Helper()
 	start := make(chan struct{})
-	got := make([]int, 2)
+	got, ids := make([]int, 2), make([]int64, 2)
+	keys := []string{b.refundKey(o), b.refundKey(o)}
 	var wg sync.WaitGroup
 	for i := range got {
 		wg.Go(func() {
 			<-start
-			got[i] = b.askAPI(o, 0)
+			got[i], ids[i] = b.askAPI(o, 0, keys[i])
 		})
 	}
 	close(start)
 	wg.Wait()
-	w1, _ := b.m.ask(o, 0)
-	w2, _ := b.m.ask(o, 0)
+	// The model asks one after the other, as the order's lock makes
+	// them: the records in the order of their ids.
+	slices.Sort(ids)
+	ids = slices.DeleteFunc(ids, func(id int64) bool { return id == 0 })
+	ids = append(ids, 0, 0)
+	w1, _ := b.m.ask(o, 0, ids[0])
+	w2, _ := b.m.ask(o, 0, ids[1])
 	b.t.Logf("two refunds of all of %s at once: %v", o.id, got)
 	want := []int{w1, w2}
 	slices.Sort(got)
@@ -469,7 +490,7 @@ func (b *books) refOf(id int64) string {
 func (b *books) sendRefund(m models.OutboxMessage, fault string) {
 	b.t.Helper()
 	id, _ := strconv.ParseInt(strings.TrimPrefix(m.TaskID, "refund:send:"), 10, 64)
-	r := b.m.requests[id-1]
+	r := b.m.request(id)
 	switch fault {
 	case "fail next call":
 		b.a.world.FailNext(1)
