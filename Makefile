@@ -95,11 +95,13 @@ bench: build ## the goals of docs/performance.md: server CPU per callback ÷ per
 	$(GO) run ./loadtest/bench -bin $(BIN) $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem ./web/
 
+BOOKS_CHECKS ?= 2000
 CHAOS_ROUNDS ?= 20
 
 .PHONY: chaos
-chaos: build ## under duplicate storms, Pay presses and refunds, kill processes, empty Redis, cut PostgreSQL and fail the calls to an emulated Stripe; the audit and the gateway judge each round (CHAOS_ROUNDS=20, CHAOS_FLAGS=-seed=N -v)
+chaos: build ## under duplicate storms, Pay presses and refunds, kill processes, empty Redis, cut PostgreSQL and fail the calls to an emulated Stripe; the audit and the gateway judge each round (CHAOS_ROUNDS=20, CHAOS_FLAGS=-seed=N -v); then the books test, BOOKS_CHECKS runs of the model (2000; make test runs 100)
 	$(GO) run ./loadtest/chaos -bin $(BIN) -rounds $(CHAOS_ROUNDS) $(CHAOS_FLAGS)
+	$(GO) test -count=1 -timeout 0 -run '^TestBooks$$' ./app/audit -rapid.checks=$(BOOKS_CHECKS)
 
 .PHONY: test-clean
 test-clean: ## drop what test runs of this checkout left: its template databases and its test databases nobody is connected to, over 1h old (tools/testclean; make test runs it when done)
