@@ -203,6 +203,9 @@ func (b *books) actions() map[string]func(*rapid.T) {
 			b.discard(r)
 		},
 		"send a refund again now": func(t *rapid.T) { b.sendAgain(request(t)) },
+		"tamper with the books": func(t *rapid.T) {
+			b.tamper(rapid.SampledFrom(tampers).Draw(t, "tamper"))
+		},
 		"apply a rejected delivery again": func(t *rapid.T) {
 			if len(b.rejected) == 0 {
 				t.Skip("nothing rejected")
@@ -686,6 +689,45 @@ func (b *books) sendAgain(r *mRequest) {
 		b.t.Fatalf("send refund %d (%s) again: %d, want %d", r.id, before, got, want)
 	}
 	b.observeSend(r, before, "")
+}
+
+// tampering is a change made behind the application's back that breaks
+// the books: the model no longer holds, and the audit must say so.
+type tampering struct {
+	name         string
+	break_, undo string // SQL; a tampering that changes no row does not apply
+}
+
+// tampers break the books one way each.
+var tampers = []tampering{
+	{"stock", "UPDATE products SET stock = stock + 1 WHERE sku = 'MUG'", "UPDATE products SET stock = stock - 1 WHERE sku = 'MUG'"},
+	{"a refunded amount", "UPDATE payments SET refunded_amount = refunded_amount + 1 WHERE id = (SELECT min(id) FROM payments WHERE status = 'succeeded')",
+		"UPDATE payments SET refunded_amount = refunded_amount - 1 WHERE id = (SELECT min(id) FROM payments WHERE status = 'succeeded')"},
+	{"a paid order's status", "UPDATE orders SET status = 'pending' WHERE id = (SELECT min(id) FROM orders WHERE status = 'paid')",
+		"UPDATE orders SET status = 'paid' WHERE id = (SELECT min(id) FROM orders WHERE status = 'pending' AND EXISTS (SELECT 1 FROM payments p WHERE p.order_id = orders.id AND p.status = 'succeeded'))"},
+	{"a refund's amount", "UPDATE refunds SET amount = amount + 1 WHERE id = (SELECT min(id) FROM refunds WHERE status = 'succeeded')",
+		"UPDATE refunds SET amount = amount - 1 WHERE id = (SELECT min(id) FROM refunds WHERE status = 'succeeded')"},
+}
+
+// tamper breaks the books behind the application's back: the audit
+// must turn red, as the model says; undone, the run goes on.
+func (b *books) tamper(x tampering) {
+	b.t.Helper()
+	res := b.a.db.Exec(x.break_)
+	if res.Error != nil {
+		b.t.Fatalf("tamper with %s: %v", x.name, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return // nothing of that kind yet
+	}
+	report, err := audit.New(b.a.db).Run(context.Background(), 0)
+	b.t.Logf("tamper with %s: the audit says ok %v", x.name, report.OK)
+	if err != nil || report.OK {
+		b.t.Fatalf("the audit is green (%v) with %s broken: the model's books do not hold", err, x.name)
+	}
+	if err := b.a.db.Exec(x.undo).Error; err != nil {
+		b.t.Fatalf("undo %s: %v", x.name, err)
+	}
 }
 
 // check compares the application's rows with the model's books, and
