@@ -317,7 +317,15 @@ func (s *Service) Refundable(ctx context.Context, id, payment string) (Refundabl
 	if err != nil {
 		return Refundable{}, err
 	}
-	return s.refundable(s.db.WithContext(ctx), o, payment)
+	// One snapshot: read apart, a refund done between the payment's read
+	// and the open refunds' would be neither refunded nor held back, and
+	// the whole charge would look left.
+	var r Refundable
+	err = store.Snapshot(ctx, s.db, func(tx *gorm.DB) error {
+		r, err = s.refundable(tx, o, payment)
+		return err
+	})
+	return r, err
 }
 
 // Owed are the charges of order id, besides its own, that must go back to
@@ -328,30 +336,32 @@ func (s *Service) Owed(ctx context.Context, id string) ([]Refundable, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := s.db.WithContext(ctx)
-	own, err := refundableCharge(db, o)
-	switch {
-	case models.ErrorCode(err) == models.EInvalidTransition: // no charge of its own to leave out
-		own = &models.Payment{}
-	case err != nil:
-		return nil, fmt.Errorf("refunds.Owed: %w", store.Classify(err))
-	}
-	var charges []models.Payment
-	if err := db.Where("order_id = ? AND status = ? AND id <> ?", o.ID, models.PaymentRefundRequired, own.ID).Order("id").Find(&charges).Error; err != nil {
-		return nil, fmt.Errorf("refunds.Owed: %w", store.Classify(err))
-	}
 	var owed []Refundable
-	for i := range charges {
-		a, err := s.assessCharge(db, o, &charges[i])
-		r, err := describe(o, charges[i].ProviderReference, a, err)
-		if err != nil {
-			return nil, err
+	err = store.Snapshot(ctx, s.db, func(db *gorm.DB) error { // one snapshot, as Refundable's
+		own, err := refundableCharge(db, o)
+		switch {
+		case models.ErrorCode(err) == models.EInvalidTransition: // no charge of its own to leave out
+			own = &models.Payment{}
+		case err != nil:
+			return fmt.Errorf("refunds.Owed: %w", store.Classify(err))
 		}
-		if r.Left > 0 {
-			owed = append(owed, r)
+		var charges []models.Payment
+		if err := db.Where("order_id = ? AND status = ? AND id <> ?", o.ID, models.PaymentRefundRequired, own.ID).Order("id").Find(&charges).Error; err != nil {
+			return fmt.Errorf("refunds.Owed: %w", store.Classify(err))
 		}
-	}
-	return owed, nil
+		for i := range charges {
+			a, err := s.assessCharge(db, o, &charges[i])
+			r, err := describe(o, charges[i].ProviderReference, a, err)
+			if err != nil {
+				return err
+			}
+			if r.Left > 0 {
+				owed = append(owed, r)
+			}
+		}
+		return nil
+	})
+	return owed, err
 }
 
 // order reads order id, outside a transaction.

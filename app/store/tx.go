@@ -151,3 +151,17 @@ func onPgx(conn *sql.Conn, fn func(c *pgx.Conn) error) error {
 		return fn(c.Conn())
 	})
 }
+
+// Snapshot runs fn, which only reads, in one read-only REPEATABLE READ
+// transaction: every statement of fn sees the database as it was at its
+// first, so that figures read by several statements (a payment and the
+// refunds that hold part of it back) add up even while writers commit
+// between them.
+func Snapshot(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	return Classify(db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY").Error; err != nil {
+			return err
+		}
+		return fn(tx)
+	}))
+}
