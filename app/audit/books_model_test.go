@@ -86,15 +86,6 @@ func newModel(approvalAbove int64) *model {
 		keys: map[string]mCallback{}, tasks: map[string]int{}, alerts: map[int64]bool{}, approvalAbove: approvalAbove}
 }
 
-// holds: an order in this state keeps its unit of stock.
-func holds(s models.OrderStatus) bool {
-	switch s {
-	case models.OrderPending, models.OrderPaid, models.OrderPartiallyRefunded, models.OrderRefunded:
-		return true
-	}
-	return false
-}
-
 // counts: a refund in this state counts as refunded.
 func counts(s models.RefundStatus) bool {
 	return s == models.RefundPending || s == models.RefundSucceeded
