@@ -343,12 +343,15 @@ func (c *Console) redispatch(tx *gorm.DB, key string, completed *asynq.TaskInfo)
 
 // rebuildTask builds the outbox row of a business task from its id, for a
 // job whose row was pruned: invoice:generate:{order},
-// email:send:order_paid:{order} or order:expire:{order}, of an order that
-// exists. An expiry keeps the order's expires_at.
+// email:send:{template}:{order} of the templates about the order alone
+// (order_paid, order_cancelled, order_expired) or order:expire:{order},
+// of an order that exists. An expiry keeps the order's expires_at. An
+// email rebuilt still tells only what is true when it runs.
 func rebuildTask(tx *gorm.DB, key string) (models.OutboxMessage, error) {
 	notFound := models.Errorf(models.ENotFound, "no job, queued task or outbox row %q, and it names no task to rebuild", key)
 	taskType, orderID := "", ""
-	for _, t := range []string{TaskInvoiceGenerate, TaskOrderExpire, TaskEmailSend + ":" + mail.OrderPaid} {
+	for _, t := range []string{TaskInvoiceGenerate, TaskOrderExpire, TaskEmailSend + ":" + mail.OrderPaid,
+		TaskEmailSend + ":" + mail.OrderCancelled, TaskEmailSend + ":" + mail.OrderExpired} {
 		if id, ok := strings.CutPrefix(key, t+":"); ok && id != "" {
 			taskType, orderID = t, id
 		}
@@ -370,7 +373,8 @@ func rebuildTask(tx *gorm.DB, key string) (models.OutboxMessage, error) {
 	case TaskOrderExpire:
 		return Row(ExpireArgs{OrderID: orderID}, o.ExpiresAt), nil
 	default:
-		return Row(EmailArgs{Template: mail.OrderPaid, OrderID: orderID}, time.Now()), nil
+		template := strings.TrimPrefix(taskType, TaskEmailSend+":")
+		return Row(EmailArgs{Template: template, OrderID: orderID}, time.Now()), nil
 	}
 }
 

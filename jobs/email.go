@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -17,14 +18,16 @@ import (
 const TaskEmailSend = "email:send"
 
 // EmailArgs are the args of email:send:{template}:{order_id} (and
-// :{refund_id} for a refund's email), on the default queue. The callback
-// that paid the order writes the task (Tasks.Paid), and the news that a
-// refund succeeded its own (Tasks.RefundSucceeded); RequestID is as
+// :{refund_id} for a refund's email), on the default queue. What the
+// email tells writes the task, in its own transaction: the callback that
+// paid the order (Tasks.Paid), the news that a refund succeeded
+// (Tasks.RefundSucceeded) or that it failed after that
+// (Tasks.RefundFailed), an order's end (Tasks.Ended); RequestID is as
 // InvoiceArgs'.
 type EmailArgs struct {
 	Template string `json:"template"`
 	OrderID  string `json:"order_id"`
-	// RefundID is the refunds row a refund_succeeded email is about.
+	// RefundID is the refunds row a refund's email is about.
 	RefundID  int64  `json:"refund_id,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
 }
@@ -39,16 +42,16 @@ func (a EmailArgs) Key() string {
 	switch {
 	case a.OrderID == "":
 		return ""
-	case a.Template == mail.RefundSucceeded && a.RefundID <= 0:
+	case mail.AboutRefund(a.Template) && a.RefundID <= 0:
 		return ""
-	case a.Template == mail.RefundSucceeded:
-		return mail.RefundKey(a.OrderID, a.RefundID)
+	case mail.AboutRefund(a.Template):
+		return mail.RefundKey(a.Template, a.OrderID, a.RefundID)
 	}
 	return mail.Key(a.Template, a.OrderID)
 }
 
 // emailJob sends a templated email about an order, once per template and
-// order.
+// order (and refund).
 func emailJob() Spec {
 	return Spec{
 		Task:     EmailArgs{}.Kind(),
@@ -90,19 +93,35 @@ func NewEmail(db *gorm.DB, mailer mail.Mailer, from string, now func() time.Time
 // never succeeds.
 func emailArgs(j Job) (EmailArgs, error) {
 	args, err := decode[EmailArgs](j)
-	if err == nil && args.Template != mail.OrderPaid && args.Template != mail.RefundSucceeded {
+	if err == nil && !slices.Contains(mail.Templates, args.Template) {
 		err = fmt.Errorf("email template %q: unknown: %w", args.Template, asynq.SkipRetry)
 	}
 	return args, err
 }
 
 // intent is the email's outbound_emails row, made when what it tells is
-// true (the order paid, the refund succeeded); nil when it is not.
+// true (the order paid, cancelled or expired, the refund succeeded, or
+// failed after its customer was told it had); nil when it is not.
 func (m *Email) intent(ctx context.Context, args EmailArgs) (*models.OutboundEmail, error) {
-	if args.Template == mail.RefundSucceeded {
+	switch args.Template {
+	case mail.RefundSucceeded:
 		return mail.RefundSucceededIntent(ctx, m.db, args.OrderID, args.RefundID)
+	case mail.RefundFailed:
+		return mail.RefundFailedIntent(ctx, m.db, args.OrderID, args.RefundID)
+	case mail.OrderCancelled, mail.OrderExpired:
+		return mail.OrderEndedIntent(ctx, m.db, args.Template, args.OrderID)
 	}
 	return mail.OrderPaidIntent(ctx, m.db, args.OrderID)
+}
+
+// nothingToSend is the result of a job whose email was not true to tell
+// when it ran, by template.
+var nothingToSend = map[string]string{
+	mail.OrderPaid:       "not paid: nothing to send",
+	mail.RefundSucceeded: "the refund has not succeeded: nothing to send",
+	mail.RefundFailed:    "the customer was never told the refund succeeded: nothing to send",
+	mail.OrderCancelled:  "no longer cancelled: nothing to send",
+	mail.OrderExpired:    "no longer expired: nothing to send",
 }
 
 // Prepare sends the message unless it went out before.
@@ -140,16 +159,14 @@ func (m *Email) Effect(ctx context.Context, tx *gorm.DB, j Job) (string, error) 
 	if sent { // the common case, in one statement; the row's Message-ID derives from its key
 		return mail.MessageID(key), nil
 	}
-	// Nothing marked: the row was sent before, or there is none.
+	// Nothing marked: the row was sent before, or there is none, or none
+	// of its tries was made (what it tells stopped being true first).
 	var e models.OutboundEmail
 	if err := tx.Where("key = ?", key).Limit(1).Find(&e).Error; err != nil {
 		return "", err
 	}
-	if e.ID == 0 {
-		if args.Template == mail.RefundSucceeded {
-			return "the refund has not succeeded: nothing to send", nil
-		}
-		return "not paid: nothing to send", nil
+	if e.Status != models.EmailSent {
+		return nothingToSend[args.Template], nil
 	}
 	return e.MessageID, nil
 }

@@ -1,10 +1,8 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,11 +11,8 @@ import (
 	"github.com/hibiken/asynq"
 	"gorm.io/gorm"
 
-	"github.com/sekali/sekali/app/audit"
-	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
-	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -404,91 +399,5 @@ func TestPoisonTasksSkipRetry(t *testing.T) {
 	}
 	if n := e.count("SELECT count(*) FROM invoices") + e.count("SELECT count(*) FROM outbound_emails"); n != 0 {
 		t.Errorf("%d invoices and emails from poison tasks, want 0", n)
-	}
-}
-
-// A refund that succeeded writes its customer's email task in the same
-// transaction; delivered to two workers at once and then again, it sends
-// one message, "Your refund of …", and the email kept holds no link that
-// opens the order. A refund that failed writes none.
-func TestRefundEmailIsSentOnce(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	w1, w2 := e.normalWorker("w1", retryWhileLocked()), e.normalWorker("w2", retryWhileLocked())
-	orderID := e.paidOrder()
-	body := fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":20000,"currency":"IDR","refund_id":"r-mail"}`,
-		orderID, "tx-"+orderID)
-	if out := e.pay.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name, Body: bytes.NewReader(body), ContentType: "application/json",
-		Header: testenv.SandboxHeaders("evt_refund_"+orderID, body, time.Now())}); out.Result != models.ResultProcessed {
-		t.Fatalf("refund: %+v", out)
-	}
-	var m models.OutboxMessage
-	if err := e.db.Take(&m, "task_type = ? AND task_id LIKE ?", jobs.TaskEmailSend, jobs.TaskEmailSend+":"+mail.RefundSucceeded+":"+orderID+":%").Error; err != nil {
-		t.Fatalf("the refund's email task: %v", err)
-	}
-	e.enqueue(m, w1.queue)
-	e.enqueue(m, w2.queue)
-	e.waitState(w1.queue, m.TaskID, asynq.TaskStateCompleted)
-	e.waitState(w2.queue, m.TaskID, asynq.TaskStateCompleted)
-	if err := e.insp.RunTask(w1.queue, m.TaskID); err != nil {
-		t.Fatal(err)
-	}
-	e.waitState(w1.queue, m.TaskID, asynq.TaskStateCompleted)
-	var emails []models.OutboundEmail
-	e.db.Find(&emails, "key LIKE ?", mail.RefundSucceeded+":"+orderID+":%")
-	_, sent := e.mailer.calls()
-	var refundSent int
-	for _, id := range sent {
-		if len(emails) == 1 && id == emails[0].MessageID {
-			refundSent++
-		}
-	}
-	if len(emails) != 1 || emails[0].Status != models.EmailSent || refundSent != 1 ||
-		!strings.HasPrefix(emails[0].Subject, "Your refund of Rp 20.000") || strings.Contains(emails[0].Body, "?t=") {
-		t.Errorf("refund emails %+v, sent %d times; want one, sent once, \"Your refund of Rp 20.000 …\", no access link", emails, refundSent)
-	}
-}
-
-// A refund that succeeded and then failed before its email went out:
-// the email job finds nothing true to tell and succeeds sending
-// nothing, and the audit holds that for right — not for a lost email,
-// which would turn it red for good (the job cannot be discarded: it
-// succeeded).
-func TestRefundFailedBeforeItsEmailSendsNothing(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	w := e.normalWorker("w1")
-	orderID := e.paidOrder()
-	tell := func(eventID, state string) {
-		t.Helper()
-		body := fmt.Appendf(nil, `{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":20000,"currency":"IDR","refund_id":"r-late","refund_status":%q}`,
-			orderID, "tx-"+orderID, state)
-		if out := e.pay.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name, Body: bytes.NewReader(body), ContentType: "application/json",
-			Header: testenv.SandboxHeaders(eventID, body, time.Now())}); out.Result != models.ResultProcessed {
-			t.Fatalf("refund %s: %+v", state, out)
-		}
-	}
-	tell("evt_refund_ok_"+orderID, "succeeded")
-	tell("evt_refund_failed_"+orderID, "failed")
-	var m models.OutboxMessage
-	if err := e.db.Take(&m, "task_type = ? AND task_id LIKE ?", jobs.TaskEmailSend, jobs.TaskEmailSend+":"+mail.RefundSucceeded+":"+orderID+":%").Error; err != nil {
-		t.Fatalf("the refund's email task: %v", err)
-	}
-	e.enqueue(m, w.queue)
-	e.waitState(w.queue, m.TaskID, asynq.TaskStateCompleted)
-	if j := e.job(m.TaskID); j.Status != models.JobSucceeded {
-		t.Fatalf("the email job: %s, want succeeded", j.Status)
-	}
-	if n := e.count("SELECT count(*) FROM outbound_emails WHERE key LIKE ?", mail.RefundSucceeded+":"+orderID+":%"); n != 0 {
-		t.Fatalf("%d refund emails, want none: the refund failed before", n)
-	}
-	report, err := audit.New(e.db).Run(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range report.Violations {
-		if v.Check == "jobs" {
-			t.Errorf("audit: %s", v.Detail)
-		}
 	}
 }

@@ -106,6 +106,26 @@ func (Tasks) RefundSucceeded(orderID string, refundID int64, requestID string, n
 	return Row(EmailArgs{Template: mail.RefundSucceeded, OrderID: orderID, RefundID: refundID, RequestID: requestID}, now)
 }
 
+// RefundFailed is the row of the task that tells the customer of orderID
+// that refund refundID, which had succeeded, failed after all, written by
+// the news of the failure (its delivery's requestID). The email goes out
+// only if the customer was told of the refund (mail.RefundFailedIntent).
+func (Tasks) RefundFailed(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage {
+	return Row(EmailArgs{Template: mail.RefundFailed, OrderID: orderID, RefundID: refundID, RequestID: requestID}, now)
+}
+
+// Ended are the rows of what a pending order that ends in status causes,
+// written by what ended it: the email that tells its customer it was
+// cancelled or expired. A failed order has none: its customer saw the
+// payment fail on the gateway's page.
+func (Tasks) Ended(orderID string, status models.OrderStatus, now time.Time) []models.OutboxMessage {
+	template := map[models.OrderStatus]string{models.OrderCancelled: mail.OrderCancelled, models.OrderExpired: mail.OrderExpired}[status]
+	if template == "" {
+		return nil
+	}
+	return []models.OutboxMessage{Row(EmailArgs{Template: template, OrderID: orderID}, now)}
+}
+
 // Refund is the row of the task that sends refund record refundRequestID
 // of orderID, written with the record; requestID is the admin's HTTP
 // request that asked for it.

@@ -196,6 +196,15 @@ func (s *Server) shopOrder(c echo.Context) error {
 			v.Refunded += p.RefundedAmount // the order's own charge
 		}
 	}
+	// A refund the customer was emailed about that failed since says so
+	// here, as the email of its failure does.
+	undone, err := s.deps.Stories.RefundsUndone(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range undone {
+		v.RefundsUndone = append(v.RefundsUndone, views.ShopRefund{Amount: r.Amount, Currency: r.Currency})
+	}
 	// ?attempt=N: the customer is back from the gateway's page, where
 	// they made the order's Nth payment attempt. Until the gateway's word
 	// on it lands (a payment row), the page says it is being confirmed

@@ -1,12 +1,16 @@
 package web_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
 )
@@ -247,5 +251,66 @@ func TestCheckoutPostedTwiceAtOnceLandsOnTheOrder(t *testing.T) {
 	c.db.Model(&models.Order{}).Count(&n)
 	if n != 1 {
 		t.Errorf("%d orders, want 1", n)
+	}
+}
+
+// The order page says what the customer was emailed: an order cancelled
+// or expired says so, and a refund they were told of that failed since
+// says it did not go through — one they were never told of says nothing.
+func TestShopOrderPageAgreesWithTheEmails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newConsole(t)
+	testenv.MustCreateProduct(t, c.db, "SHOP-TOLD", 100000, 10)
+	open := func() (string, string) {
+		loc := c.checkout(c.formKey(t, "SHOP-TOLD"), "SHOP-TOLD", "1", "buyer@example.com").Header.Get("Location")
+		path, _, _ := strings.Cut(strings.TrimPrefix(loc, "/orders/"), "?")
+		return path, loc
+	}
+	flash := func(loc string) string { return c.get(loc).Doc(t).Find("#order-status .flash").Text() }
+
+	cancelled, cancelledPage := open()
+	if _, err := c.orders.Cancel(ctx, cancelled, models.CauseCustomer); err != nil {
+		t.Fatal(err)
+	}
+	expired, expiredPage := open()
+	if _, err := c.orders.Expire(ctx, expired); err != nil {
+		t.Fatal(err)
+	}
+	if got := flash(cancelledPage); !strings.Contains(got, "This order was cancelled") {
+		t.Errorf("a cancelled order's page says %q", got)
+	}
+	if got := flash(expiredPage); !strings.Contains(got, "expired") {
+		t.Errorf("an expired order's page says %q", got)
+	}
+
+	paid, paidPage := open()
+	tell := func(event string, body string) {
+		if code := c.deliver(event, []byte(body)); code != 200 {
+			t.Fatalf("%s: %d", event, code)
+		}
+	}
+	tell("evt_pay_"+paid, `{"order_id":"`+paid+`","transaction_id":"tx-`+paid+`","payment_status":"paid","paid_amount":100000,"currency":"IDR"}`)
+	refund := func(event, id string, amount int, state models.RefundStatus) {
+		tell(event, fmt.Sprintf(`{"order_id":%q,"transaction_id":%q,"payment_status":"refunded","paid_amount":%d,"currency":"IDR","refund_id":%q,"refund_status":%q}`,
+			paid, "tx-"+paid, amount, id, state))
+	}
+	refund("evt_told_"+paid, "r-told", 20000, models.RefundSucceeded)
+	refund("evt_quiet_"+paid, "r-quiet", 30000, models.RefundSucceeded)
+	// Only r-told's email went out before both failed.
+	var told models.Refund
+	c.db.Take(&told, "refund_key = ?", "r-told")
+	e, err := mail.RefundSucceededIntent(ctx, c.db, paid, told.ID)
+	if err == nil {
+		err = mail.Deliver(ctx, c.db, mail.LogMailer{Log: testenv.Logger(t)}, "shop@example.com", e)
+	}
+	if sent, merr := mail.MarkSentTx(c.db, e.Key, time.Now(), false); err != nil || merr != nil || !sent {
+		t.Fatalf("r-told's email: %v, %v, %v", sent, err, merr)
+	}
+	refund("evt_told_failed_"+paid, "r-told", 20000, models.RefundFailed)
+	refund("evt_quiet_failed_"+paid, "r-quiet", 30000, models.RefundFailed)
+	undone := c.get(paidPage).Doc(t).Find("#order-status .refund-undone")
+	if undone.Length() != 1 || !strings.Contains(undone.Text(), "Your refund of Rp 20.000 did not go through") {
+		t.Errorf("the paid order's page says of its refunds %q (%d); want r-told's only, undone", undone.Text(), undone.Length())
 	}
 }

@@ -22,7 +22,8 @@ type model struct {
 	stock    map[string]int64    // by SKU
 	requests []*mRequest         // refunds asked of gateways, by id - 1
 	keys     map[string]mCallback
-	// tasks counts the outbox rows written, by task id.
+	// tasks counts the outbox rows written, by task id, but those of the
+	// refunds' emails (counted per order).
 	tasks map[string]int
 	// alerts are the refund.failed alerts raised, by refund request id.
 	alerts map[int64]bool
@@ -41,6 +42,11 @@ type mOrder struct {
 	emailed          bool // the order_paid email sent
 	refundTasks      int  // refund_succeeded email tasks written
 	refundEmails     int  // refund_succeeded emails sent
+	// told are the refunds, by key, whose refund_succeeded email was sent.
+	told         map[string]bool
+	failedTasks  int    // refund_failed email tasks written
+	failedEmails int    // refund_failed emails sent
+	endEmail     string // the template of the email sent that told it ended: order_cancelled, order_expired
 }
 
 // mCharge is one charge of an order at its gateway.
@@ -136,16 +142,23 @@ func (m *model) create(id, sku, gateway string, total int64) bool {
 		return false
 	}
 	m.stock[sku]--
-	m.orders[id] = &mOrder{id: id, sku: sku, gateway: gateway, total: total, status: models.OrderPending}
+	m.orders[id] = &mOrder{id: id, sku: sku, gateway: gateway, total: total, status: models.OrderPending, told: map[string]bool{}}
 	m.ids = append(m.ids, id)
 	m.tasks["order:expire:"+id]++
 	return true
 }
 
-// end moves a pending order to status, giving its stock back.
+// end moves a pending order to status, giving its stock back; a
+// customer whose order was cancelled or expired is to be told.
 func (m *model) end(o *mOrder, status models.OrderStatus) {
 	o.status = status
 	m.stock[o.sku]++
+	switch status {
+	case models.OrderCancelled:
+		m.tasks["email:send:order_cancelled:"+o.id]++
+	case models.OrderExpired:
+		m.tasks["email:send:order_expired:"+o.id]++
+	}
 }
 
 // cancel is the customer's cancel: the answer's status.
@@ -164,6 +177,35 @@ func (m *model) cancel(o *mOrder) int {
 func (m *model) expire(o *mOrder) {
 	if o.status == models.OrderPending {
 		m.end(o, models.OrderExpired)
+	}
+}
+
+// wasPaid: an order in this state was paid, refunded since or not.
+func wasPaid(s models.OrderStatus) bool {
+	return s == models.OrderPaid || s == models.OrderPartiallyRefunded || s == models.OrderRefunded
+}
+
+// invoice is o's invoice job run now: a sale's paperwork is owed once it
+// was paid.
+func (m *model) invoice(o *mOrder) { o.invoiced = o.invoiced || wasPaid(o.status) }
+
+// email is o's email job of template run now (about refund r, for a
+// refund's): it sends what is true as it runs, and nothing else.
+func (m *model) email(o *mOrder, template string, r *mRefund) {
+	switch {
+	case template == "order_paid":
+		o.emailed = o.emailed || wasPaid(o.status)
+	case template == "refund_succeeded" && r != nil && r.state == models.RefundSucceeded:
+		o.refundEmails++
+		o.told[r.key] = true
+	// A refund's failure is told only to a customer who was told of the
+	// refund.
+	case template == "refund_failed" && r != nil && (r.state == models.RefundFailed || r.state == models.RefundCanceled) && o.told[r.key]:
+		o.failedEmails++
+	// An order a late payment took back is no longer cancelled or expired.
+	case template == "order_cancelled" && o.status == models.OrderCancelled,
+		template == "order_expired" && o.status == models.OrderExpired:
+		o.endEmail = template
 	}
 }
 
@@ -351,6 +393,7 @@ func (m *model) refundNews(o *mOrder, c *mCharge, e event) outcome {
 		after.refunds = append(after.refunds, &cp)
 	}
 	var succeeded, failed []string // the named refunds that now succeeded, failed
+	undone := 0                    // of those that failed, the ones that had succeeded
 	changed := false
 	for _, r := range e.refunds {
 		known := after.refund(r.key)
@@ -358,6 +401,9 @@ func (m *model) refundNews(o *mOrder, c *mCharge, e event) outcome {
 		case known == nil && r.amount > 0:
 			after.refunds = append(after.refunds, &mRefund{key: r.key, amount: r.amount, state: r.state})
 		case known != nil && moves(known.state, r.state):
+			if known.state == models.RefundSucceeded {
+				undone++
+			}
 			known.state = r.state
 		default:
 			continue
@@ -415,6 +461,7 @@ func (m *model) refundNews(o *mOrder, c *mCharge, e event) outcome {
 	o.status = status
 	*c = after
 	o.refundTasks += len(succeeded) // each refund that succeeded: its customer's email
+	o.failedTasks += undone         // and each that failed after that: the email of its failure
 	m.failAccepted(c, failed)
 	return processed
 }

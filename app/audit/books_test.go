@@ -491,33 +491,26 @@ func (b *books) runEffect(m models.OutboxMessage) {
 	}
 	json.Unmarshal(m.Payload, &p)
 	o := b.m.orders[p.OrderID]
-	// What the job tells is read as it stands when the job runs.
-	refundSucceeded := false
+	// The refund a refund's email is about, as the model has it.
+	var named *mRefund
 	if p.RefundID > 0 {
 		var r models.Refund
 		if err := b.a.db.Take(&r, p.RefundID).Error; err != nil {
 			b.t.Fatalf("%s: its refund: %v", m.TaskID, err)
 		}
 		if c := b.m.charges[r.Provider+" "+b.refOf(r.PaymentID)]; c != nil {
-			if named := c.refund(r.RefundKey); named != nil && named.state == models.RefundSucceeded {
-				refundSucceeded = true
-			}
+			named = c.refund(r.RefundKey)
 		}
 	}
 	if out := b.a.runTask(b.t, m, 1); out != "succeeded" {
 		b.t.Fatalf("%s: %s", m.TaskID, out)
 	}
 	b.t.Logf("%s run (order %s)", m.TaskID, o.status)
-	// A sale's paperwork is owed once it was paid, refunded since or not.
-	wasPaid := o.status == models.OrderPaid || o.status == models.OrderPartiallyRefunded || o.status == models.OrderRefunded
-	switch {
-	case m.TaskType == "invoice:generate":
-		o.invoiced = o.invoiced || wasPaid
-	case p.Template == "order_paid":
-		o.emailed = o.emailed || wasPaid
-	case refundSucceeded:
-		o.refundEmails++
+	if m.TaskType == "invoice:generate" {
+		b.m.invoice(o)
+		return
 	}
+	b.m.email(o, p.Template, named)
 }
 
 // refOf is the reference of payment id.
@@ -736,17 +729,22 @@ func (b *books) check() {
 	b.t.Helper()
 	db := b.a.db
 	type orderRow struct {
-		ID, Status, SKU     string
-		Invoices, Emails    int
-		RefundTasks, Sent   int
-		RefundEmails, Tasks int
+		ID, Status, SKU           string
+		Invoices, Emails          int
+		RefundTasks, RefundEmails int
+		FailedTasks, FailedEmails int
+		EndEmails                 string
 	}
 	var rows []orderRow
 	db.Raw(`SELECT o.id, o.status, i.sku,
 		(SELECT count(*) FROM invoices v WHERE v.order_id = o.id) AS invoices,
 		(SELECT count(*) FROM outbound_emails e WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent') AS emails,
 		(SELECT count(*) FROM outbox_messages m WHERE m.task_id LIKE 'email:send:refund_succeeded:' || o.id || ':%') AS refund_tasks,
-		(SELECT count(*) FROM outbound_emails e WHERE e.key LIKE 'refund_succeeded:' || o.id || ':%' AND e.status = 'sent') AS refund_emails
+		(SELECT count(*) FROM outbound_emails e WHERE e.key LIKE 'refund_succeeded:' || o.id || ':%' AND e.status = 'sent') AS refund_emails,
+		(SELECT count(*) FROM outbox_messages m WHERE m.task_id LIKE 'email:send:refund_failed:' || o.id || ':%') AS failed_tasks,
+		(SELECT count(*) FROM outbound_emails e WHERE e.key LIKE 'refund_failed:' || o.id || ':%' AND e.status = 'sent') AS failed_emails,
+		(SELECT coalesce(string_agg(split_part(e.key, ':', 1), ',' ORDER BY e.key), '') FROM outbound_emails e
+		 WHERE e.key IN ('order_cancelled:' || o.id, 'order_expired:' || o.id) AND e.status = 'sent') AS end_emails
 		FROM orders o JOIN order_items i ON i.order_id = o.id ORDER BY o.id`).Scan(&rows)
 	if len(rows) != len(b.m.orders) {
 		b.t.Fatalf("%d orders, the model has %d", len(rows), len(b.m.orders))
@@ -766,6 +764,12 @@ func (b *books) check() {
 			b.t.Fatalf("order %s has %d refund email tasks, the model says %d", r.ID, r.RefundTasks, o.refundTasks)
 		case r.RefundEmails != o.refundEmails:
 			b.t.Fatalf("order %s has %d refund emails sent, the model says %d", r.ID, r.RefundEmails, o.refundEmails)
+		case r.FailedTasks != o.failedTasks:
+			b.t.Fatalf("order %s has %d refund failure email tasks, the model says %d", r.ID, r.FailedTasks, o.failedTasks)
+		case r.FailedEmails != o.failedEmails:
+			b.t.Fatalf("order %s has %d refund failure emails sent, the model says %d", r.ID, r.FailedEmails, o.failedEmails)
+		case r.EndEmails != o.endEmail:
+			b.t.Fatalf("order %s has sent %q of its end's emails, the model says %q", r.ID, r.EndEmails, o.endEmail)
 		}
 	}
 	var stock []struct {
@@ -830,7 +834,7 @@ func (b *books) check() {
 		N      int
 	}
 	db.Raw(`SELECT task_id, count(*) AS n FROM outbox_messages WHERE task_type IN ('invoice:generate', 'email:send', 'refund:send', 'order:expire')
-		AND task_id NOT LIKE 'email:send:refund_succeeded:%' GROUP BY task_id`).Scan(&tasks)
+		AND task_id NOT LIKE 'email:send:refund_succeeded:%' AND task_id NOT LIKE 'email:send:refund_failed:%' GROUP BY task_id`).Scan(&tasks)
 	got := map[string]int{}
 	for _, t := range tasks {
 		got[t.TaskID] = t.N
@@ -958,6 +962,49 @@ func TestBooksRegressions(t *testing.T) {
 			b.check()
 			b.decline(b.m.requests[0])
 			b.check()
+		}},
+		{"customers told once: a refund that failed after its email, an order cancelled, an order expired", func(b *books) {
+			A := paid(b, "stripe")
+			b.dashboardRefund(A, A.charges[0], 50000)
+			b.runJobs("") // "Your refund of Rp 50.000 …" goes out
+			r := A.charges[0].refunds[0]
+			b.refundFails(A, A.charges[0], r)
+			b.refundFails(A, A.charges[0], r) // told again, under another event id
+			b.check()
+			b.runJobs("")
+			b.check()
+			// A refund that failed before its first email went out: its
+			// customer hears of neither.
+			b.dashboardRefund(A, A.charges[0], 20000)
+			b.refundFails(A, A.charges[0], A.charges[0].refunds[1])
+			b.runJobs("")
+			b.check()
+			if A.refundEmails != 1 || A.failedTasks != 2 || A.failedEmails != 1 {
+				b.t.Fatalf("order %s: %d refund emails, %d failure tasks, %d failure emails; want 1, 2, 1",
+					A.id, A.refundEmails, A.failedTasks, A.failedEmails)
+			}
+
+			cancelled := b.m.orders[b.create("stripe", "MUG")]
+			b.cancel(cancelled)
+			b.cancel(cancelled)
+			expired := b.m.orders[b.create("stripe", "MUG")]
+			b.expire(expired)
+			b.expire(expired)
+			told := b.m.orders[b.create("xendit", "MUG")] // its gateway tells the expiry
+			b.attempt(told, "tx_"+told.id+"_"+b.next(), models.EventExpired)
+			// Cancelled, then paid late: no longer cancelled when its
+			// email runs, so only the payment is told.
+			late := b.m.orders[b.create("midtrans", "MUG")]
+			b.cancel(late)
+			b.pay(late, "tx_"+late.id+"_"+b.next(), price)
+			b.check()
+			b.runJobs("")
+			b.check()
+			for o, want := range map[*mOrder]string{cancelled: "order_cancelled", expired: "order_expired", told: "order_expired", late: ""} {
+				if o.endEmail != want || o == late && !o.emailed {
+					b.t.Fatalf("order %s (%s): its end told by %q (paid email %v), want %q", o.id, o.status, o.endEmail, o.emailed, want)
+				}
+			}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

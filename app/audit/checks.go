@@ -150,7 +150,7 @@ GROUP BY o.id HAVING count(e.id) <> 1 OR count(e.id) FILTER (WHERE e.status = 's
 	},
 	{
 		ID: 8, Name: "jobs",
-		Description: "no job is processing more than a minute past its lease; every succeeded invoice or email job has its effect (a refund's email is not owed once the refund failed before it went out)",
+		Description: "no job is processing more than a minute past its lease; every succeeded invoice or email job has its effect, unless what its email tells was no longer true when it ran and never can be again: a refund that failed before its email went out, a refund failure whose customer was never told of the refund, an order cancelled or expired that a late payment took back",
 		Query: `
 SELECT format('job %s has been processing %s past its lease', idempotency_key, date_trunc('second', now() - locked_until)), 'job:' || idempotency_key
 FROM job_executions
@@ -166,12 +166,26 @@ FROM job_executions j
 WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
   -- e.key = the job key without its prefix, so the lookup uses the unique index on key
   AND NOT EXISTS (SELECT 1 FROM outbound_emails e WHERE e.key = substr(j.idempotency_key, length('email:send:') + 1) AND e.status = 'sent')
-  -- A refund that succeeded and then failed before its email went out:
-  -- the job found nothing true to tell, and rightly sent nothing.
-  AND NOT EXISTS (SELECT 1 FROM refunds r
-                  WHERE j.idempotency_key LIKE 'email:send:refund_succeeded:%'
-                    AND r.id = substring(j.idempotency_key FROM ':([0-9]{1,18})$')::bigint
-                    AND r.order_id = j.business_key AND r.status IN ('failed', 'canceled'))`,
+  -- The job found nothing true to tell, and rightly sent nothing. Each
+  -- case is final, so it can never have been true when the job ran:
+  AND NOT CASE split_part(j.idempotency_key, ':', 3)
+    -- a refund that succeeded and then failed before its email went out;
+    WHEN 'refund_succeeded' THEN EXISTS (
+      SELECT 1 FROM refunds r
+      WHERE r.id = substring(j.idempotency_key FROM ':([0-9]{1,18})$')::bigint
+        AND r.order_id = j.business_key AND r.status IN ('failed', 'canceled'))
+    -- a refund that failed after it succeeded, whose customer was never
+    -- told it had: its email was not sent, and never will be (a failed
+    -- refund's email is not tried);
+    WHEN 'refund_failed' THEN NOT EXISTS (
+      SELECT 1 FROM outbound_emails s
+      WHERE s.key = 'refund_succeeded:' || substr(j.idempotency_key, length('email:send:refund_failed:') + 1) AND s.status = 'sent')
+    -- an order cancelled or expired that a late payment took back: it
+    -- never returns to either state.
+    WHEN 'order_cancelled' THEN EXISTS (SELECT 1 FROM orders o WHERE o.id = j.business_key AND o.status <> 'cancelled')
+    WHEN 'order_expired' THEN EXISTS (SELECT 1 FROM orders o WHERE o.id = j.business_key AND o.status <> 'expired')
+    ELSE false
+  END`,
 	},
 	{
 		ID: 9, Name: "gateway refunds",

@@ -1,20 +1,21 @@
 // Package mail sends Sekali's emails. An outbound_emails row is the
 // intent to send (one per key: {template}:{order_id}, and for a refund
-// {template}:{order_id}:{refund_id}); its Message-ID is
-// derived from the key, so if the process dies after the SMTP server took
-// the message but before the row says "sent", the retry sends the same
-// message again, which receivers can recognise: at most one distinct
-// message per key, delivered at least once.
+// {template}:{order_id}:{refund_id}), made only while what it tells is
+// true (templates.go); its Message-ID is derived from the key, so if the
+// process dies after the SMTP server took the message but before the row
+// says "sent", the retry sends the same message again, which receivers
+// can recognise: at most one distinct message per key, delivered at
+// least once.
 package mail
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -23,21 +24,14 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// The templates: the payment confirmation, and the email of a refund
-// that succeeded.
-const (
-	OrderPaid       = "order_paid"
-	RefundSucceeded = "refund_succeeded"
-)
-
 // Key is the key of one email: {template}:{order_id}. The email's row,
 // its Message-ID and its job's idempotency key all derive from it.
 func Key(template, orderID string) string { return template + ":" + orderID }
 
-// RefundKey is the key of the email of refund refundID of orderID: one
-// email per refund.
-func RefundKey(orderID string, refundID int64) string {
-	return Key(RefundSucceeded, orderID) + ":" + strconv.FormatInt(refundID, 10)
+// RefundKey is the key of the email of template about refund refundID of
+// orderID: one email per refund and template.
+func RefundKey(template, orderID string, refundID int64) string {
+	return Key(template, orderID) + ":" + strconv.FormatInt(refundID, 10)
 }
 
 // Message is one email to send.
@@ -67,25 +61,6 @@ func MessageID(key string) string {
 	return hex.EncodeToString(sum[:16]) + "@sekali.local"
 }
 
-// OrderPaidIntent returns the outbound_emails row of orderID's payment
-// confirmation, creating it when the order is paid; nil when it is not.
-// It takes no lock and opens no transaction: the row's unique key makes
-// a second intent the same row.
-func OrderPaidIntent(ctx context.Context, db *gorm.DB, orderID string) (*models.OutboundEmail, error) {
-	var o models.Order
-	err := db.WithContext(ctx).Take(&o, "id = ?", orderID).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, models.Errorf(models.ENotFound, "no order %q", orderID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !o.Status.WasPaid() {
-		return nil, nil
-	}
-	return intent(db.WithContext(ctx), OrderPaidEmail(&o))
-}
-
 // intent is the outbound_emails row of e's key: e, created unless it
 // exists, or the row made before (and perhaps sent since). A row it
 // created is e as written, so only a row found is read back.
@@ -103,76 +78,23 @@ func intent(db *gorm.DB, e models.OutboundEmail) (*models.OutboundEmail, error) 
 	return &e, nil
 }
 
-// OrderPaidEmail is the payment confirmation email of o, not sent yet.
-func OrderPaidEmail(o *models.Order) models.OutboundEmail {
-	key := Key(OrderPaid, o.ID)
-	return models.OutboundEmail{
-		Key:       key,
-		MessageID: MessageID(key),
-		To:        o.CustomerEmail,
-		Subject:   fmt.Sprintf("Payment received for order %s", o.ID),
-		Body: fmt.Sprintf("Thank you! We received your payment of %d %s for order %s.\n",
-			o.TotalAmount, o.Currency, o.ID),
-		Status: models.EmailPending,
-	}
-}
-
-// RefundSucceededIntent returns the outbound_emails row of the email that
-// tells the customer of orderID that refund refundID went through,
-// creating it while the refund has succeeded; nil when it has not (a
-// refund that failed sends nothing). As OrderPaidIntent, it takes no
-// lock: the row's unique key makes a second intent the same row.
-func RefundSucceededIntent(ctx context.Context, db *gorm.DB, orderID string, refundID int64) (*models.OutboundEmail, error) {
-	db = db.WithContext(ctx)
-	var o models.Order
-	var r models.Refund
-	err := db.Take(&o, "id = ?", orderID).Error
-	if err == nil {
-		err = db.Take(&r, "id = ? AND order_id = ?", refundID, orderID).Error
-	}
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, models.Errorf(models.ENotFound, "no refund %d of order %q", refundID, orderID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if r.Status != models.RefundSucceeded {
-		return nil, nil
-	}
-	return intent(db, RefundSucceededEmail(&o, &r))
-}
-
-// RefundSucceededEmail is the email of refund r of o, not sent yet. Like
-// every kept email it holds no link with the order's access token: what
-// the database keeps must not open the order.
-func RefundSucceededEmail(o *models.Order, r *models.Refund) models.OutboundEmail {
-	key := RefundKey(o.ID, r.ID)
-	amount := models.Money(r.Amount, r.Currency)
-	return models.OutboundEmail{
-		Key:       key,
-		MessageID: MessageID(key),
-		To:        o.CustomerEmail,
-		Subject:   fmt.Sprintf("Your refund of %s for order %s", amount, o.ID),
-		Body: fmt.Sprintf("Your refund of %s for order %s has been sent back to the way you paid.\n"+
-			"Depending on your bank it can take a few days to show.\n", amount, o.ID),
-		Status: models.EmailPending,
-	}
-}
-
 // Deliver sends e through s unless it was sent, outside any transaction:
 // a slow mail server holds no row lock and no pooled connection. Each try
-// is counted on the row, and a failure's message kept. If the process
-// dies after the server took the message and before MarkSentTx commits,
-// the retry sends it again with the same Message-ID.
+// is counted on the row before it is made, and a failure's message kept.
+// If the process dies after the server took the message and before
+// MarkSentTx commits, the retry sends it again with the same Message-ID.
+// An email whose news stopped being true is not tried (countTry): Deliver
+// sends nothing and returns nil.
 func Deliver(ctx context.Context, db *gorm.DB, s Mailer, from string, e *models.OutboundEmail) error {
 	if e.Status == models.EmailSent {
 		return nil
 	}
 	db = db.WithContext(ctx)
-	if err := db.Model(e).Update("attempts", gorm.Expr("attempts + 1")).Error; err != nil {
+	try, err := countTry(db, e)
+	if err != nil || !try {
 		return err
 	}
-	err := s.Send(ctx, Message{MessageID: e.MessageID, From: from, To: e.To, Subject: e.Subject, Body: e.Body})
+	err = s.Send(ctx, Message{MessageID: e.MessageID, From: from, To: e.To, Subject: e.Subject, Body: e.Body})
 	if err != nil {
 		msg := err.Error()
 		if len(msg) > 500 {
@@ -184,11 +106,53 @@ func Deliver(ctx context.Context, db *gorm.DB, s Mailer, from string, e *models.
 	return nil
 }
 
+// countTry counts a try of e and reports whether to make it. The email
+// of a refund that succeeded is tried only while the refund still has,
+// decided under a share lock of the refund's row: the news of its
+// failure, which must update that row, then commits either before the
+// count — and the email is never tried — or after it, and then the
+// failure's own email finds the try counted and waits to learn how it
+// went (RefundFailedIntent). The lock is held for two statements, never
+// across the network.
+func countTry(db *gorm.DB, e *models.OutboundEmail) (bool, error) {
+	count := func(tx *gorm.DB) error { return tx.Model(e).Update("attempts", gorm.Expr("attempts + 1")).Error }
+	refundID, ok := refundOf(e.Key, RefundSucceeded)
+	if !ok {
+		return true, count(db)
+	}
+	try := false
+	err := db.Transaction(func(tx *gorm.DB) error {
+		var ids []int64
+		err := tx.Raw("SELECT id FROM refunds WHERE id = ? AND status = ? FOR SHARE", refundID, models.RefundSucceeded).Scan(&ids).Error
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		try = true
+		return count(tx)
+	})
+	return try, err
+}
+
+// refundOf is the refund id at the end of key when key is of template
+// (RefundKey), and whether it is.
+func refundOf(key, template string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, template+":")
+	i := strings.LastIndexByte(rest, ':')
+	if !ok || i < 0 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	return id, err == nil
+}
+
 // MarkSentTx records in tx that the email with key went out — to the
-// log only, when logged. A row that says so already stays as it is; sent
-// reports whether this call marked it.
+// log only, when logged. A row that says so already stays as it is, and
+// so does a row no try was counted for: it was never handed to a mail
+// server (its news stopped being true first). A row tried and then not
+// tried again, its news no longer true, is marked: that try may have
+// reached the customer. sent reports whether this call marked it.
 func MarkSentTx(tx *gorm.DB, key string, now time.Time, logged bool) (sent bool, err error) {
-	res := tx.Model(&models.OutboundEmail{}).Where("key = ? AND status = ?", key, models.EmailPending).
+	res := tx.Model(&models.OutboundEmail{}).Where("key = ? AND status = ? AND attempts > 0", key, models.EmailPending).
 		Updates(map[string]any{"status": models.EmailSent, "sent_at": now.UTC(), "last_error": "", "logged": logged})
 	return res.RowsAffected == 1, res.Error
 }

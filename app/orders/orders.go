@@ -63,10 +63,20 @@ type Service struct {
 	TokenKey []byte
 }
 
-// Tasks makes the outbox row of the task that expires an order at its
-// expires_at; jobs.Tasks in the app (this package does not know the queue).
+// Tasks makes the outbox rows of the tasks an order's own changes cause:
+// the task that expires it at its expires_at, and what its end causes
+// (EndTasks); jobs.Tasks in the app (this package does not know the
+// queue).
 type Tasks interface {
 	Expire(orderID string, expiresAt time.Time) models.OutboxMessage
+	EndTasks
+}
+
+// EndTasks makes the outbox rows of what a pending order that ends in
+// status causes — the email that tells its customer — for EndTx, which
+// every way of ending one goes through.
+type EndTasks interface {
+	Ended(orderID string, status models.OrderStatus, now time.Time) []models.OutboxMessage
 }
 
 // NewService returns the orders service. now is the clock; ttl is how long
@@ -391,9 +401,10 @@ func (s *Service) Get(ctx context.Context, id string) (*models.Order, error) {
 	return &o, nil
 }
 
-// Cancel moves a pending order to cancelled and releases its stock.
-// Cancelling a cancelled order succeeds again; any other state is an
-// invalid transition. cause says who cancelled (models.CauseCustomer,
+// Cancel moves a pending order to cancelled, releases its stock and
+// writes the email that tells its customer (EndTx). Cancelling a
+// cancelled order succeeds again, and writes nothing; any other state is
+// an invalid transition. cause says who cancelled (models.CauseCustomer,
 // models.CauseAdmin).
 func (s *Service) Cancel(ctx context.Context, id, cause string) (*models.Order, error) {
 	if !models.ValidOrderID(id) {
@@ -421,9 +432,10 @@ func (s *Service) Cancel(ctx context.Context, id, cause string) (*models.Order, 
 	return o, nil
 }
 
-// Expire moves a pending order to expired and releases its stock, as an
-// expired payment event would. Any other state is left alone: expired
-// reports whether the order changed. The expiry sweep calls it.
+// Expire moves a pending order to expired, releases its stock and writes
+// the email that tells its customer, as an expired payment event would.
+// Any other state is left alone: expired reports whether the order
+// changed. The expiry sweep calls it.
 func (s *Service) Expire(ctx context.Context, id string) (expired bool, err error) {
 	err = store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		expired, err = s.expire(tx, id, models.CauseExpirySweep)
@@ -450,14 +462,17 @@ func (s *Service) expire(tx *gorm.DB, id, cause string) (bool, error) {
 }
 
 func (s *Service) end(tx *gorm.DB, o *models.Order, to models.OrderStatus, cause string) error {
-	return EndTx(tx, o, to, s.now(), Cause{What: cause})
+	return EndTx(tx, s.tasks, o, to, s.now(), Cause{What: cause})
 }
 
 // EndTx moves the locked pending order o to a state that holds no stock
-// (cancelled, expired, failed) and gives its stock back, in the caller's
+// (cancelled, expired, failed), gives its stock back and writes what
+// that causes (tasks: the customer's email), in the caller's
 // transaction. Every way a pending order ends goes through here: a
 // cancel, the expiry job and sweep, a failed or expired payment event.
-func EndTx(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, cause Cause) error {
+// An order ends once (it leaves pending for good), so its email task is
+// written once, and the outbox's unique task id is the last guard.
+func EndTx(tx *gorm.DB, tasks EndTasks, o *models.Order, to models.OrderStatus, now time.Time, cause Cause) error {
 	if to.HoldsStock() {
 		return fmt.Errorf("orders.EndTx %s: %s holds stock; an order that ends gives it back", o.ID, to)
 	}
@@ -467,7 +482,10 @@ func EndTx(tx *gorm.DB, o *models.Order, to models.OrderStatus, now time.Time, c
 	if err := LoadItems(tx, o); err != nil {
 		return err
 	}
-	return Release(tx, o.ID, o.Items)
+	if err := Release(tx, o.ID, o.Items); err != nil {
+		return err
+	}
+	return outbox.Add(tx, tasks.Ended(o.ID, to, now)...)
 }
 
 // Lock reads the order with SELECT … FOR UPDATE: every change to an order

@@ -775,7 +775,7 @@ func TestOpenOrdersPerClientHoldsUnderConcurrency(t *testing.T) {
 			_, errs[i] = e.s.Create(t.Context(), req)
 		})
 	}
-	race(fns...) // stock_test.go
+	testenv.AtOnce(fns...)
 
 	refused := 0
 	for _, err := range errs {

@@ -3,7 +3,6 @@ package orders_test
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,23 +11,10 @@ import (
 
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/store"
+	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
 )
-
-// race runs each of fns in a goroutine of its own, all released at once,
-// and returns when every one has finished.
-func race(fns ...func()) {
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Go(func() {
-			<-start
-			fn()
-		})
-	}
-	close(start)
-	wg.Wait()
-}
 
 // 10 buyers at once for a product with 3 units left, one unit each:
 // exactly 3 orders are written, with 3 reserve movements, the stock ends
@@ -45,7 +31,7 @@ func TestConcurrentBuyersNeverOversell(t *testing.T) {
 			_, errs[i] = e.s.Create(t.Context(), request(fmt.Sprintf("buyer%d@example.com", i), item("LIMITED", 1)))
 		})
 	}
-	race(fns...)
+	testenv.AtOnce(fns...)
 
 	short := 0
 	for _, err := range errs {
@@ -85,7 +71,7 @@ func TestConcurrentMultiItemOrdersTakeAllOrNothing(t *testing.T) {
 			_, errs[i] = e.s.Create(t.Context(), request(fmt.Sprintf("buyer%d@example.com", i), items...))
 		})
 	}
-	race(fns...)
+	testenv.AtOnce(fns...)
 
 	for _, err := range errs {
 		if code := models.ErrorCode(err); code != "" && code != models.EInsufficientStock {
@@ -125,7 +111,7 @@ func TestConcurrentCancelAndExpireReleaseOnce(t *testing.T) {
 			func() { _, cancelErrs[i] = e.s.Cancel(t.Context(), id, models.CauseCustomer) },
 			func() { expired[i], expireErrs[i] = e.s.Expire(t.Context(), id) })
 	}
-	race(fns...)
+	testenv.AtOnce(fns...)
 
 	for i, id := range ids {
 		if expireErrs[i] != nil {
@@ -157,7 +143,7 @@ func TestConcurrentCancelsReleaseOnce(t *testing.T) {
 	for i := range errs {
 		fns = append(fns, func() { _, errs[i] = e.s.Cancel(t.Context(), o.ID, models.CauseCustomer) })
 	}
-	race(fns...)
+	testenv.AtOnce(fns...)
 
 	for _, err := range errs {
 		if err != nil {
@@ -257,7 +243,7 @@ func TestTransitionRefusesAStaleView(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return orders.EndTx(tx, locked, models.OrderPaid, e.clock.Now(), orders.Cause{What: models.CauseCallback})
+		return orders.EndTx(tx, jobs.Tasks{}, locked, models.OrderPaid, e.clock.Now(), orders.Cause{What: models.CauseCallback})
 	})
 	if err == nil || e.status(pending.ID) != models.OrderPending {
 		t.Errorf("EndTx to paid: %v, status %s; want an error and the order still pending", err, e.status(pending.ID))

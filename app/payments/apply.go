@@ -308,9 +308,10 @@ func (s *Service) find(db *gorm.DB, provider, key string) (*models.PaymentCallba
 
 // effect applies a non-stale action other than a refund (refund.go) to
 // the locked order and returns the order's status afterwards, and whether
-// it writes tasks to the outbox. The order's transition, the payment row
-// and the tasks are queued in b; an order that ends (releasing its stock)
-// or takes its stock back reads and moves its items first.
+// it writes tasks to the outbox (a payment's, or the email of an order
+// that ends). The order's transition, the payment row and the tasks are
+// queued in b; an order that ends (releasing its stock, writing its
+// email) or takes its stock back reads and moves its items first.
 func (s *Service) effect(ctx context.Context, tx *store.Tx, b *pgx.Batch, provider string, ev Event, o *models.Order, action models.Action, callbackID int64, requestID string) (_ models.OrderStatus, queued bool, err error) {
 	now := s.now()
 	cause := orders.Cause{What: models.CauseCallback, CallbackID: &callbackID}
@@ -328,10 +329,11 @@ func (s *Service) effect(ctx context.Context, tx *store.Tx, b *pgx.Batch, provid
 	after := o.Status
 	switch from := action.OrderFrom(); {
 	case action.Releases():
-		if err := orders.EndTx(tx.DB(), o, to, now, cause); err != nil {
+		if err := orders.EndTx(tx.DB(), s.tasks, o, to, now, cause); err != nil {
 			return "", false, err
 		}
 		after = o.Status
+		queued = len(s.tasks.Ended(o.ID, to, now)) > 0 // the customer's email of an expiry
 	case from != nil:
 		// The statement fails unless the order moves (orders.NewMove).
 		move := orders.NewMove(o, to, now, cause, from...)
@@ -343,7 +345,7 @@ func (s *Service) effect(ctx context.Context, tx *store.Tx, b *pgx.Batch, provid
 	if paid {
 		outbox.Queue(ctx, b, s.tasks.Paid(o.ID, requestID, now)...)
 	}
-	return after, paid, nil
+	return after, queued || paid, nil
 }
 
 // rereserve takes a late-paid order's stock back: paid when every item is

@@ -24,6 +24,7 @@ import (
 	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/metrics"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/tracing"
 	"github.com/sekali/sekali/models"
@@ -295,12 +296,15 @@ type Service struct {
 }
 
 // Tasks makes the outbox rows of what a payment causes (the invoice and
-// the email) and of the email a refund that succeeded sends; jobs.Tasks
-// in the app (this package does not know the queue).
+// the email), of the emails a refund that succeeded, or failed after
+// that, sends, and of what an order a payment event ends causes;
+// jobs.Tasks in the app (this package does not know the queue).
 type Tasks interface {
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
 	RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
-	alerts.Tasks // refund.failed, when a refund fails after the gateway accepted it
+	RefundFailed(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
+	orders.EndTasks // an expired event's email
+	alerts.Tasks    // refund.failed, when a refund fails after the gateway accepted it
 }
 
 // NewService returns the callback pipeline for the given providers,

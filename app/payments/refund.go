@@ -201,14 +201,16 @@ func decideRefund(ev Event, o *models.Order, charge *models.Payment, plan refund
 // refund carries out refund news under the order's lock: the new refund
 // rows, the known ones' new states, the placeholders they replace, the
 // payment's refunded total and status, the order's status for its own
-// charge, a Sekali refund the gateway failed after it accepted it, and
-// the email of each refund that succeeded. It returns the order's status
+// charge, a Sekali refund the gateway failed after it accepted it, the
+// email of each refund that succeeded and that of each refund that
+// failed after it had succeeded. It returns the order's status
 // afterwards, whether it wrote tasks to the outbox, and how many refunds
 // now failed.
 func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, plan refundPlan, action models.Action, callbackID int64, requestID string) (models.OrderStatus, bool, int, error) {
 	now := s.now().UTC()
 	var succeeded []int64 // refunds that now succeeded: their customer hears of it
 	var failed []string   // the keys of refunds that now failed
+	var unsaid []int64    // refunds that had succeeded and now failed: their customer may have heard of them
 	if len(plan.rows) > 0 {
 		for i := range plan.rows {
 			r := &plan.rows[i]
@@ -244,6 +246,9 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 			succeeded = append(succeeded, m.row.ID)
 		case !m.to.Counts():
 			failed = append(failed, m.row.RefundKey)
+			if m.row.Status == models.RefundSucceeded && !placeholder(m.row.RefundKey) {
+				unsaid = append(unsaid, m.row.ID)
+			}
 		}
 	}
 	for _, sh := range plan.shrink {
@@ -271,6 +276,12 @@ func (s *Service) refund(tx *gorm.DB, o *models.Order, charge *models.Payment, p
 	var rows []models.OutboxMessage
 	for _, id := range succeeded {
 		rows = append(rows, s.tasks.RefundSucceeded(o.ID, id, requestID, now))
+	}
+	// A refund fails after it succeeded once (a failed refund never moves
+	// again), so its failure's email task is written once; the email job
+	// tells it only if the refund's first email went out.
+	for _, id := range unsaid {
+		rows = append(rows, s.tasks.RefundFailed(o.ID, id, requestID, now))
 	}
 	if err := outbox.Add(tx, rows...); err != nil {
 		return "", false, 0, err

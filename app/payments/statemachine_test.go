@@ -171,7 +171,9 @@ func TestStateMachine(t *testing.T) {
 		// its stock, and may still be paid.
 		tc{models.OrderPending, models.EventDeclined, "tx-new", want{processed, models.OrderPending, models.PaymentFailed, 0, 0}},
 		tc{models.OrderPending, models.EventFailed, "tx-new", want{processed, models.OrderFailed, models.PaymentFailed, +1, 0}},
-		tc{models.OrderPending, models.EventExpired, "tx-new", want{processed, models.OrderExpired, models.PaymentExpired, +1, 0}},
+		// An expiry tells the customer (a failure does not: they saw it at
+		// the gateway).
+		tc{models.OrderPending, models.EventExpired, "tx-new", want{processed, models.OrderExpired, models.PaymentExpired, +1, 1}},
 		tc{models.OrderPending, models.EventPending, "tx-new", want{processed, models.OrderPending, models.PaymentPending, 0, 0}},
 	)
 	// Every other state: declined, failed, expired and pending events are stale.
@@ -242,7 +244,7 @@ func TestStateMachine(t *testing.T) {
 	out := f.deliver(orderID, "tx-new", models.EventPaid, price)
 	after := f.snapshot(orderID, sku)
 	if out.Result != processed || after.status != models.OrderRefundRequired ||
-		after.payments["tx-new"] != models.PaymentRefundRequired || after.stock != before.stock || after.outbox != 0 {
+		after.payments["tx-new"] != models.PaymentRefundRequired || after.stock != before.stock || after.outbox != before.outbox {
 		t.Errorf("expired+paid without stock: %s, state %v; want refund_required, stock unchanged, no tasks", out.Result, after)
 	}
 

@@ -179,6 +179,20 @@ type Tasks interface {
 	Paid(orderID, requestID string, now time.Time) []models.OutboxMessage
 	Refund(refundRequestID int64, orderID, requestID string, now time.Time) models.OutboxMessage
 	RefundSucceeded(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
+	RefundFailed(orderID string, refundID int64, requestID string, now time.Time) models.OutboxMessage
+	Ended(orderID string, status models.OrderStatus, now time.Time) []models.OutboxMessage
+}
+
+// endedStatuses are the states a pending order ends in.
+var endedStatuses = []models.OrderStatus{models.OrderCancelled, models.OrderExpired, models.OrderFailed}
+
+// endedTaskIDs are the ids of the tasks orderID's ending in status causes.
+func (r *Reader) endedTaskIDs(orderID string, status models.OrderStatus) []string {
+	var ids []string
+	for _, m := range r.tasks.Ended(orderID, status, time.Time{}) {
+		ids = append(ids, m.TaskID)
+	}
+	return ids
 }
 
 // paidTaskIDs are the ids of the tasks a payment of orderID causes.
@@ -190,9 +204,14 @@ func (r *Reader) paidTaskIDs(orderID string) []string {
 	return ids
 }
 
-// taskIDs are the ids of every business task orderID can have.
+// taskIDs are the ids of every business task orderID can have, but
+// those of its refunds.
 func (r *Reader) taskIDs(orderID string) []string {
-	return append(r.paidTaskIDs(orderID), r.tasks.Expire(orderID, time.Time{}).TaskID)
+	ids := append(r.paidTaskIDs(orderID), r.tasks.Expire(orderID, time.Time{}).TaskID)
+	for _, status := range endedStatuses {
+		ids = append(ids, r.endedTaskIDs(orderID, status)...)
+	}
+	return ids
 }
 
 // New returns a reader.
@@ -224,14 +243,14 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 			keys = append(keys, r.tasks.Refund(g.ID, id, "", time.Time{}).TaskID)
 		}
 	}
-	emailKeys := []string{mail.Key(mail.OrderPaid, id)}
-	// The refunds, then the email each succeeded one writes.
+	emailKeys := []string{mail.Key(mail.OrderPaid, id), mail.Key(mail.OrderCancelled, id), mail.Key(mail.OrderExpired, id)}
+	// The refunds, then the emails each one's success and failure write.
 	if err := db.Where("order_id = ?", id).Order("id").Find(&s.Refunds).Error; err != nil {
 		return nil, fmt.Errorf("story.Order: refunds: %w", store.Classify(err))
 	}
 	for _, rf := range s.Refunds {
-		keys = append(keys, r.tasks.RefundSucceeded(id, rf.ID, "", time.Time{}).TaskID)
-		emailKeys = append(emailKeys, mail.RefundKey(id, rf.ID))
+		keys = append(keys, r.tasks.RefundSucceeded(id, rf.ID, "", time.Time{}).TaskID, r.tasks.RefundFailed(id, rf.ID, "", time.Time{}).TaskID)
+		emailKeys = append(emailKeys, mail.RefundKey(mail.RefundSucceeded, id, rf.ID), mail.RefundKey(mail.RefundFailed, id, rf.ID))
 	}
 	steps := []struct {
 		what string
@@ -295,31 +314,32 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 		s.Payment = &payments[0]
 	}
 	// What the status changes caused: stock moved back on failure and
-	// expiry, taken again on a late payment; the invoice and email tasks
-	// when the order became paid. Each happens once per order (unique
-	// indexes), so the order's rows of that kind are this callback's.
+	// expiry, with the customer's email of an expiry; stock taken again
+	// on a late payment; the invoice and email tasks when the order
+	// became paid. Each happens once per order (unique indexes), so the
+	// order's rows of that kind are this callback's.
 	var kinds []models.MovementKind
-	var paid bool
+	var keys []string
+	orderID := s.Callback.OrderID
 	for _, t := range s.Transitions {
 		switch {
 		case t.ToStatus == models.OrderFailed || t.ToStatus == models.OrderExpired:
 			kinds = append(kinds, models.MovementRelease)
+			keys = append(keys, r.endedTaskIDs(orderID, t.ToStatus)...)
 		case t.ToStatus == models.OrderPaid && t.FromStatus != models.OrderPending:
 			kinds = append(kinds, models.MovementRereserve)
-			paid = true
+			keys = append(keys, r.paidTaskIDs(orderID)...)
 		case t.ToStatus == models.OrderPaid:
-			paid = true
+			keys = append(keys, r.paidTaskIDs(orderID)...)
 		}
 	}
-	orderID := s.Callback.OrderID
 	if len(kinds) > 0 {
 		err := db.Where("order_id = ? AND kind IN ?", orderID, kinds).Order("id").Find(&s.Movements).Error
 		if err != nil {
 			return nil, fmt.Errorf("story.Callback: movements: %w", store.Classify(err))
 		}
 	}
-	if paid {
-		keys := r.paidTaskIDs(orderID)
+	if len(keys) > 0 {
 		if err := db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox).Error; err != nil {
 			return nil, fmt.Errorf("story.Callback: outbox: %w", store.Classify(err))
 		}
@@ -510,6 +530,39 @@ func (r *Reader) ConfirmationEmail(ctx context.Context, orderID string) (string,
 		return EmailLogged, nil
 	}
 	return EmailSent, nil
+}
+
+// RefundsUndone are the refunds of order orderID its customer was told
+// went through (their refund_succeeded email sent) that failed since,
+// oldest first: the customer's order page says each did not go through,
+// as their refund_failed email does. A refund that failed before its
+// customer heard of it is not among them: nothing told them of it.
+func (r *Reader) RefundsUndone(ctx context.Context, orderID string) ([]models.Refund, error) {
+	db := r.db.WithContext(ctx)
+	var failed []models.Refund
+	err := db.Where("order_id = ? AND status IN ?", orderID, []models.RefundStatus{models.RefundFailed, models.RefundCanceled}).
+		Order("id").Find(&failed).Error
+	if err != nil {
+		return nil, fmt.Errorf("story.RefundsUndone: %w", store.Classify(err))
+	}
+	if len(failed) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(failed))
+	for i, rf := range failed {
+		keys[i] = mail.RefundKey(mail.RefundSucceeded, orderID, rf.ID)
+	}
+	var told []string
+	if err := db.Model(&models.OutboundEmail{}).Where("key IN ? AND status = ?", keys, models.EmailSent).Pluck("key", &told).Error; err != nil {
+		return nil, fmt.Errorf("story.RefundsUndone: %w", store.Classify(err))
+	}
+	var undone []models.Refund
+	for i, rf := range failed {
+		if slices.Contains(told, keys[i]) {
+			undone = append(undone, rf)
+		}
+	}
+	return undone, nil
 }
 
 // refundEvent is a refund at its gateway as the timeline tells it: its

@@ -653,9 +653,10 @@ func TestBrowserScreenshots(t *testing.T) {
 	if r := a.do(t, "POST", "/callbacks/sandbox", h, forged); r.Status != http.StatusUnauthorized {
 		t.Fatalf("forged delivery: %d %s; want 401", r.Status, r.Body)
 	}
-	testenv.Eventually(t, "the invoices and emails of the paid orders", func() bool {
+	testenv.Eventually(t, "the invoices and emails of the paid orders, and the cancelled one's email", func() bool {
 		return a.count(t, "SELECT count(*) FROM invoices") == 2 &&
-			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent'") == 2
+			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent' AND key LIKE 'order_paid:%'") == 2 &&
+			a.count(t, "SELECT count(*) FROM outbound_emails WHERE status = 'sent' AND key = ?", mail.Key(mail.OrderCancelled, eko)) == 1
 	})
 	// The mail server goes away: the next paid order's email fails, and
 	// the queue gives up on it (archived by hand, so that no retry runs
