@@ -30,6 +30,11 @@ type model struct {
 	// approvalAbove is REFUND_APPROVAL_ABOVE's amount, in the orders'
 	// one currency.
 	approvalAbove int64
+	// broken: the books no longer hold — a gateway answered that it made
+	// a refund the books cannot take (more than is left: the gateway
+	// knew less than Sekali did). Only an operator can put that right,
+	// and the audit must say so until then.
+	broken bool
 }
 
 // mOrder is an order: one unit of one product.
@@ -628,8 +633,11 @@ func (m *model) sent(r *mRequest, object string, state models.RefundStatus, tota
 	if total > 0 {
 		amount = total
 	}
-	m.refundNews(c.order, c, event{provider: c.provider, key: "refund:" + r.key, order: c.order.id, ref: c.ref,
+	out := m.refundNews(c.order, c, event{provider: c.provider, key: "refund:" + r.key, order: c.order.id, ref: c.ref,
 		status: models.EventRefunded, amount: amount, currency: "IDR", refunds: []mRefund{{key: object, amount: r.amount, state: state}}})
+	if out.result == models.ResultRejected {
+		m.broken = true
+	}
 	r.phase, r.object = models.GatewayDone, object
 	if named := c.refund(object); named != nil && !counts(named.state) && named.state != models.RefundSuperseded {
 		r.phase = models.GatewayFailed // failed before its answer came
