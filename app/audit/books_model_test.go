@@ -116,6 +116,17 @@ func taken(s models.PaymentStatus) bool {
 	return s == models.PaymentSucceeded || s == models.PaymentRefundRequired || s == models.PaymentRefunded
 }
 
+// named is what c's named refunds that count add up to.
+func (c *mCharge) named() int64 {
+	var n int64
+	for _, r := range c.refunds {
+		if counts(r.state) {
+			n += r.amount
+		}
+	}
+	return n
+}
+
 // refunded is what counts as refunded of c: the named refunds that
 // count, or the stated total less the named refunds that failed,
 // whichever is more.
@@ -633,9 +644,14 @@ func (m *model) sent(r *mRequest, object string, state models.RefundStatus, tota
 	if total > 0 {
 		amount = total
 	}
-	out := m.refundNews(c.order, c, event{provider: c.provider, key: "refund:" + r.key, order: c.order.id, ref: c.ref,
+	m.refundNews(c.order, c, event{provider: c.provider, key: "refund:" + r.key, order: c.order.id, ref: c.ref,
 		status: models.EventRefunded, amount: amount, currency: "IDR", refunds: []mRefund{{key: object, amount: r.amount, state: state}}})
-	if out.result == models.ResultRejected {
+	// An answer the books could not take — above what is left, or about
+	// a charge refunded in full — is done at the gateway and counted
+	// nowhere: the books no longer hold. (One told before by the
+	// notification is counted already; a charge total stands in for one
+	// the gateway has not named.)
+	if named := c.refund(object); named == nil && c.refunded() <= c.named() {
 		m.broken = true
 	}
 	r.phase, r.object = models.GatewayDone, object
