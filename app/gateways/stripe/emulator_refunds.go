@@ -185,7 +185,9 @@ func (s *Emulator) createRefund(form url.Values, sb payments.Sandbox) (emulation
 		re.Status = "pending" // accepted; it fails below, after the answer is written
 	}
 	s.refunds.Put(re.ID, re)
-	a := emulation.JSON(http.StatusOK, s.shown(re, slices.Contains(expands(form), "charge")))
+	answered := *re
+	answered.Amount, answered.Currency = s.misstate(re.Amount, re.Currency)
+	a := emulation.JSON(http.StatusOK, s.shown(&answered, slices.Contains(expands(form), "charge")))
 	told := stripeRefundTold{orderID: metadata["order_id"], pi: pi, refund: re.ID, amount: amount, total: ch.AmountRefunded,
 		currency: ch.Currency, status: models.RefundStatus(re.Status)}
 	s.mu.Unlock()
