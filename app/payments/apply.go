@@ -208,6 +208,12 @@ func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPla
 			current, held = charge.Dispute, charge.DisputedAmount
 		}
 		dec.action = models.DecideDispute(ev.Status, chargeStatus, current, held, ev.Amount)
+		if dec.action == models.ActionDispute && ev.Currency != charge.Currency {
+			// What it holds is counted in the charge's currency: a dispute
+			// told in another holds nothing.
+			dec.reason = models.ReasonCurrencyMismatch
+			return dec
+		}
 	} else if ev.Status == models.EventRefunded {
 		dec.action, dec.reason = decideRefund(ev, o, charge, refunds)
 		if dec.reason != "" {
@@ -380,9 +386,9 @@ func rejectionDetail(reason string, ev Event, o *models.Order, charge *models.Pa
 	case models.ReasonAmountMismatch:
 		return fmt.Sprintf("paid_amount %d %s does not match the order total %d %s", ev.Amount, ev.Currency, o.TotalAmount, o.Currency)
 	case models.ReasonCurrencyMismatch:
-		if charge != nil && ev.Status == models.EventRefunded { // a refund is compared with its payment
-			return fmt.Sprintf("currency %s does not match the payment's currency %s (refunded %d %s of a payment of %d %s)",
-				ev.Currency, charge.Currency, ev.Amount, ev.Currency, charge.Amount, charge.Currency)
+		if charge != nil && ev.Status != models.EventPaid { // a refund or a dispute is compared with its payment
+			return fmt.Sprintf("currency %s does not match the payment's currency %s (%s %d %s of a payment of %d %s)",
+				ev.Currency, charge.Currency, ev.Status, ev.Amount, ev.Currency, charge.Amount, charge.Currency)
 		}
 		return fmt.Sprintf("currency %s does not match the order currency %s (paid %d %s, the order total %d %s)",
 			ev.Currency, o.Currency, ev.Amount, ev.Currency, o.TotalAmount, o.Currency)
