@@ -168,7 +168,13 @@ func (s *Emulator) createRefund(form url.Values, sb payments.Sandbox) (emulation
 		s.charges.Put(key, ch)
 	}
 	if ch.Currency == "" {
+		// A refund is in its charge's currency: the one its PaymentIntent
+		// was told in, where an event told of it, before the shop's
+		// default (Sekali checks the answer's currency).
 		ch.Currency = strings.ToLower(form.Get("currency"))
+		if intent, ok := s.intents.Get(pi); ch.Currency == "" && ok {
+			ch.Currency = strings.ToLower(intent.Currency)
+		}
 		if ch.Currency == "" {
 			ch.Currency = "idr" // the shop's currency: the emulation does not know the payment's
 		}
