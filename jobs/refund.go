@@ -128,8 +128,8 @@ func RefundPrepare(refunds RefundSender) Prepare {
 	}
 }
 
-// RefundEffect completes the job once its refund is over: done, failed
-// or declined, as Prepare left it.
+// RefundEffect completes the job once its refund is over: done, failed,
+// declined, discarded or in conflict, as Prepare left it.
 func RefundEffect() Effect {
 	return func(ctx context.Context, tx *gorm.DB, j Job) (string, error) {
 		args, err := decode[RefundArgs](j)
@@ -149,6 +149,8 @@ func RefundEffect() Effect {
 			return "declined by " + r.DeclinedBy, nil
 		case models.GatewayDiscarded:
 			return "discarded: " + r.LastError, nil
+		case models.GatewayConflict: // answered, and not applied: an operator settles it
+			return "answered in conflict: " + r.LastError, nil
 		}
 		return "", fmt.Errorf("refund %d is still %s", r.ID, r.Phase)
 	}

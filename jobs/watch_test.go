@@ -15,8 +15,9 @@ import (
 )
 
 // TestWatchRaisesEachOccurrenceOnce: a burst of conflicts, a gateway
-// that does not answer, a refund the gateway refused and a task the
-// queue gave up on are each raised once by alerts:watch, however many
+// that does not answer, a refund the gateway refused, a payment page it
+// answered for another amount and a task the queue gave up on are each
+// raised once by alerts:watch, however many
 // watches look at once and however often; conflicts under the burst's
 // threshold raise nothing.
 func TestWatchRaisesEachOccurrenceOnce(t *testing.T) {
@@ -54,6 +55,12 @@ VALUES ('create_payment', ?, 'stripe', ?, ?, 'IDR', 'sent', 1, 'Post "/v1/checko
 	exec(`INSERT INTO gateway_requests (kind, order_id, provider, idempotency_key, amount, currency, phase, attempts, last_error, payment_id, updated_at)
 VALUES ('refund', ?, 'sandbox', ?, ?, 'IDR', 'failed', 1, 'charge already refunded', ?, ?)`,
 		paid, paid+"-R1", price, paymentID, now)
+	// A payment page Xendit answered for another amount: not offered.
+	other := e.pendingOrder()
+	exec(`INSERT INTO gateway_requests (kind, order_id, provider, idempotency_key, amount, currency, phase, attempts, last_error,
+provider_object_id, done_at, answered_amount, answered_currency, updated_at)
+VALUES ('create_payment', ?, 'xendit', ?, ?, 'IDR', 'conflict', 1, 'not offered: the gateway answered Rp 1, not the Rp 50.000 asked', 'inv-1', ?, 1, 'IDR', ?)`,
+		other.ID, other.ID, price, now, now)
 	// A task the queue gave up on.
 	e.startWorker(jobs.QueueDefault, asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		return fmt.Errorf("poison: %w", asynq.SkipRetry)
@@ -87,7 +94,7 @@ VALUES ('refund', ?, 'sandbox', ?, ?, 'IDR', 'failed', 1, 'charge already refund
 	if err := e.db.Raw("SELECT type FROM alerts ORDER BY type").Scan(&types).Error; err != nil {
 		t.Fatal(err)
 	}
-	want := []string{alerts.ConflictBurst, alerts.GatewayDown, alerts.JobsArchived, alerts.RefundFailed}
+	want := []string{alerts.ConflictBurst, alerts.GatewayConflict, alerts.GatewayDown, alerts.JobsArchived, alerts.RefundFailed}
 	if !slices.Equal(types, want) || raised != len(want) {
 		t.Fatalf("%d watches at once raised %d: %v; want each of %v once", watches, raised, types, want)
 	}

@@ -40,10 +40,22 @@ const (
 	// never sent again and holds nothing back; if an earlier call did
 	// refund, the gateway's notification of that refund counts it.
 	GatewayDiscarded GatewayPhase = "discarded"
+	// GatewayConflict: the gateway answered with an object whose amount
+	// or currency is not what was asked (AnsweredAmount,
+	// AnsweredCurrency): nothing of the answer is applied — a refund is
+	// not counted, a page is not offered — and, as the gateway did make
+	// something, it is never sent again under its key. A refund in
+	// conflict holds its amount back from what is left to refund (what
+	// the gateway refunded is not in Sekali's books) until the gateway's
+	// notification of that refund, a signed fact, is counted: what it
+	// says then takes the hold's place.
+	GatewayConflict GatewayPhase = "conflict"
 )
 
 // Held: the phase of a refund that is asked and not over, whose amount
-// is held back from what is left to refund of its charge.
+// is held back from what is left to refund of its charge. (One in
+// conflict is held too, until its refund is counted: the query that
+// sums what is held says so.)
 func (p GatewayPhase) Held() bool {
 	return p == GatewayAwaitingApproval || p == GatewayPlanned || p == GatewaySent
 }
@@ -51,7 +63,7 @@ func (p GatewayPhase) Held() bool {
 // WentOut: a call in phase p was made to its gateway at least once (one
 // awaiting approval, planned or declined never was).
 func (p GatewayPhase) WentOut() bool {
-	return p == GatewaySent || p == GatewayDone || p == GatewayFailed
+	return p == GatewaySent || p == GatewayDone || p == GatewayFailed || p == GatewayConflict
 }
 
 // HeldPhases are the phases for which Held is true, for queries.
@@ -79,6 +91,12 @@ type GatewayRequest struct {
 	ProviderObjectID string
 	RedirectURL      string
 	LastError        string
+	// AnsweredAmount and AnsweredCurrency are what the gateway's answer
+	// stated of its object's money (done or conflict): nil and "" where
+	// it states none. The amount is in minor units of AnsweredCurrency,
+	// or of Currency when the answer states no currency.
+	AnsweredAmount   *int64
+	AnsweredCurrency string
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 	DoneAt           *time.Time

@@ -141,7 +141,8 @@ func (b *pageBuffer) Write(p []byte) (int, error) {
 // gatewayPhases are the phase filter's choices: the open ones (planned or
 // sent: not over), then each phase.
 var gatewayPhases = []string{gatewaycalls.PhaseOpen, string(models.GatewayAwaitingApproval), string(models.GatewayPlanned), string(models.GatewaySent),
-	string(models.GatewayDone), string(models.GatewayFailed), string(models.GatewayDeclined), string(models.GatewayDiscarded)}
+	string(models.GatewayDone), string(models.GatewayFailed), string(models.GatewayDeclined), string(models.GatewayDiscarded),
+	string(models.GatewayConflict)}
 
 // adminGatewayRequests is GET /admin/gateway-requests: the calls Sekali
 // made to payment gateways (docs/gateway-calls.md), newest first; ?phase=open

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -118,10 +119,16 @@ func productRow(p models.Product) views.ProductRow {
 func productAnswer(p *models.Product) views.ProductRow { return productRow(*p) }
 
 func gatewayRow(r models.GatewayRequest) views.GatewayRequestRow {
-	return views.GatewayRequestRow{ID: r.ID, OrderID: r.OrderID, Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey,
+	row := views.GatewayRequestRow{ID: r.ID, OrderID: r.OrderID, Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey,
 		Amount: r.Amount, Currency: r.Currency, Phase: string(r.Phase), Attempts: r.Attempts, Object: r.ProviderObjectID,
 		RedirectURL: r.RedirectURL, LastError: r.LastError, Created: r.CreatedAt.UTC(), Updated: r.UpdatedAt.UTC(), Done: utc(r.DoneAt),
+		AnsweredAmount: r.AnsweredAmount, AnsweredCurrency: r.AnsweredCurrency,
 		Retry: r.Kind == models.GatewayRefund && (r.Phase == models.GatewayPlanned || r.Phase == models.GatewaySent)}
+	if r.Phase == models.GatewayConflict && r.AnsweredAmount != nil {
+		row.Answer = views.AnswerConflict{Asked: models.Money(r.Amount, r.Currency),
+			Answered: models.Money(*r.AnsweredAmount, cmp.Or(r.AnsweredCurrency, r.Currency))}
+	}
+	return row
 }
 
 func gatewayRefundRow(r models.Refund) views.GatewayRefundRow {

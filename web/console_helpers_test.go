@@ -64,6 +64,7 @@ type console struct {
 	payments *payments.Service
 	client   *http.Client
 	pages    *recordingOpener // what Pay asked the gateway for
+	gateway  *sandboxgw.Sandbox
 	srv      *web.Server
 }
 
@@ -171,7 +172,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 	hs.Start()
 	t.Cleanup(hs.Close)
 	ensureAdmin(t, db)
-	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService, pages: pages, srv: srv}
+	c := &console{t: t, URL: hs.URL, db: db, orders: orderService, payments: paymentService, pages: pages, gateway: gateway, srv: srv}
 	c.client = c.newClient()
 	return c
 }

@@ -605,3 +605,51 @@ func TestRefundToldBackAndFullyRefunded(t *testing.T) {
 		t.Errorf("asking to refund a refunded order: flash %q (classes %q)", flash.Text(), flash.AttrOr("class", ""))
 	}
 }
+
+// A refund the gateway answers with another amount than asked is shown as
+// a conflict with both values — on the order's refunds, among the calls
+// to gateways (HTML and JSON) — and changes no money: the order stays
+// paid, nothing is refunded.
+func TestRefundAnsweredInConflictIsShown(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-CONFLICT")
+	if p := c.refundAPI(o.ID, "refund-conflict-"+o.ID, `{"amount":"20.00","reason":"a cracked lid"}`); p.StatusCode != http.StatusAccepted {
+		t.Fatalf("refund: %d", p.StatusCode)
+	}
+	id := c.refundRows(o.ID)[0].ID
+	c.gateway.MisstateNext(1, -500, "") // the sandbox refunds 20.00 and answers 15.00
+	if p := c.post("/admin/gateway-requests/"+strconv.FormatInt(id, 10)+"/retry", nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send again: %d", p.StatusCode)
+	}
+	var order models.Order
+	c.db.Take(&order, "id = ?", o.ID)
+	if rows := c.refundRows(o.ID); rows[0].Phase != models.GatewayConflict || order.Status != models.OrderPaid || c.count("SELECT count(*) FROM refunds") != 0 {
+		t.Fatalf("after the answer: %s, order %s; want conflict, the order paid, nothing refunded", rows[0].Phase, order.Status)
+	}
+	both := func(where, text string) {
+		t.Helper()
+		for _, v := range []string{"conflict", "asked 20.00 USD", "the gateway answered 15.00 USD"} {
+			if !strings.Contains(text, v) {
+				t.Errorf("%s reads %q: no %q", where, strings.Join(strings.Fields(text), " "), v)
+			}
+		}
+	}
+	both("the order's refund", c.get("/admin/orders/"+o.ID).Doc(t).Find("#refund-list tbody tr").Text())
+	both("the calls in conflict", c.get("/admin/gateway-requests?phase=conflict").Doc(t).Find("tbody tr").Text())
+	var list struct {
+		Rows []struct {
+			Phase            string `json:"phase"`
+			Amount           int64  `json:"amount"`
+			AnsweredAmount   *int64 `json:"answered_amount"`
+			AnsweredCurrency string `json:"answered_currency"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin/gateway-requests?phase=conflict").Body), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Rows) != 1 || list.Rows[0].AnsweredAmount == nil || *list.Rows[0].AnsweredAmount != 1500 || list.Rows[0].Amount != 2000 || list.Rows[0].AnsweredCurrency != "USD" {
+		t.Errorf("the API's calls in conflict: %+v; want one, asked 2000, answered 1500 USD", list.Rows)
+	}
+}

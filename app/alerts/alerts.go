@@ -29,11 +29,12 @@ const (
 	ReconcilerSent  = "reconciler.resent"
 	RefundFailed    = "refund.failed"
 	GatewayDown     = "gateway.unreachable"
+	GatewayConflict = "gateway.conflict"
 	maxEventIDBytes = 200 // as the column's check
 )
 
 // Types lists every event type, in the order the docs describe them.
-var Types = []string{AuditRed, JobsArchived, ConflictBurst, ReconcilerSent, RefundFailed, GatewayDown}
+var Types = []string{AuditRed, JobsArchived, ConflictBurst, ReconcilerSent, RefundFailed, GatewayConflict, GatewayDown}
 
 // Window is the span a burst is counted over: a bursty event (conflicts,
 // archived tasks, re-sent tasks, gateway errors) is raised at most once

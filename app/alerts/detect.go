@@ -17,13 +17,15 @@ import (
 // dashboard; several in minutes is an attack or a broken integration.
 const ConflictBurstAt = 5
 
-// refundLookback bounds how far back failed refunds are looked for: the
-// watch runs every minute, so a day covers any outage of the worker.
-const refundLookback = 24 * time.Hour
+// lookback bounds how far back failed refunds and answers in conflict
+// are looked for: the watch runs every minute, so a day covers any
+// outage of the worker.
+const lookback = 24 * time.Hour
 
 // Detect raises, in one transaction, the alerts that the database shows
 // and no single transaction causes: a burst of conflicts, a gateway that
-// did not answer, a refund the gateway refused. It looks at the window
+// did not answer, a refund the gateway refused, a payment page the
+// gateway answered for another amount or currency. It looks at the window
 // now is in and the one before (a window's last events may come after its
 // last look); each occurrence's key makes a second look raise nothing.
 func Detect(ctx context.Context, db *gorm.DB, tasks Tasks, now time.Time) (raised int, err error) {
@@ -37,7 +39,7 @@ func Detect(ctx context.Context, db *gorm.DB, tasks Tasks, now time.Time) (raise
 			}
 			events = append(events, evs...)
 		}
-		evs, err := failedRefunds(tx, now)
+		evs, err := lately(tx, now)
 		if err != nil {
 			return err
 		}
@@ -97,20 +99,43 @@ WHERE phase = ? AND last_error <> '' AND updated_at >= ? AND updated_at < ? GROU
 	return events, nil
 }
 
-// failedRefunds are the refunds the gateway refused lately, one alert
-// each.
-func failedRefunds(tx *gorm.DB, now time.Time) ([]Event, error) {
+// lately are the gateway requests that ended lately in one of the
+// phases that raise an alert of their own — a refund the gateway refused
+// (refund.failed), a call it answered with another amount or currency
+// than asked (gateway.conflict: a refund's is raised as it is recorded, a
+// payment page's here) — one alert each.
+func lately(tx *gorm.DB, now time.Time) ([]Event, error) {
 	var rows []models.GatewayRequest
-	err := tx.Where("kind = ? AND phase = ? AND updated_at >= ?", models.GatewayRefund, models.GatewayFailed, now.Add(-refundLookback)).
-		Order("id").Limit(100).Find(&rows).Error
+	err := tx.Where("(kind = ? AND phase = ? OR phase = ?) AND updated_at >= ?",
+		models.GatewayRefund, models.GatewayFailed, models.GatewayConflict, now.Add(-lookback)).
+		Order("id").Limit(200).Find(&rows).Error
 	if err != nil {
-		return nil, fmt.Errorf("failed refunds: %w", err)
+		return nil, fmt.Errorf("failed refunds and answers in conflict: %w", err)
 	}
 	events := make([]Event, 0, len(rows))
 	for _, r := range rows {
-		events = append(events, RefundFailedEvent(r, now))
+		if r.Phase == models.GatewayConflict {
+			events = append(events, GatewayConflictEvent(r, now))
+		} else {
+			events = append(events, RefundFailedEvent(r, now))
+		}
 	}
 	return events, nil
+}
+
+// GatewayConflictEvent is the alert of call r, whose answer stated another
+// amount or currency than it asked (phase conflict): keyed by the call,
+// so it is raised once wherever it is seen.
+func GatewayConflictEvent(r models.GatewayRequest, now time.Time) Event {
+	var answered any // null where the answer stated none
+	if r.AnsweredAmount != nil {
+		answered = *r.AnsweredAmount
+	}
+	return Event{Type: GatewayConflict, Key: strconv.FormatInt(r.ID, 10), At: now, Data: map[string]any{
+		"gateway_request_id": r.ID, "kind": r.Kind, "order_id": r.OrderID, "provider": r.Provider,
+		"amount": r.Amount, "currency": r.Currency, "answered_amount": answered, "answered_currency": r.AnsweredCurrency,
+		"provider_object_id": r.ProviderObjectID, "error": r.LastError,
+	}}
 }
 
 // RefundFailedEvent is the alert of refund record r, failed: keyed by the

@@ -56,6 +56,10 @@ type Report struct {
 	// information: the job checks accept a paid order whose invoice or
 	// email job was discarded, and this says which and why.
 	Discarded []Violation `json:"discarded"`
+	// Conflicts are the calls gateways answered with another amount or
+	// currency than asked (the newest 100), for information: nothing of
+	// them was applied, and each waits for an operator to settle it.
+	Conflicts []Violation `json:"conflicts"`
 	Took      string      `json:"took"`
 	took      time.Duration
 }
@@ -173,7 +177,7 @@ func summary(r Report) string {
 
 func (a *Auditor) run(ctx context.Context, drainTimeout time.Duration) (Report, error) {
 	start := time.Now()
-	r := Report{Violations: []Violation{}, Checked: []string{}, Discarded: []Violation{}}
+	r := Report{Violations: []Violation{}, Checked: []string{}, Discarded: []Violation{}, Conflicts: []Violation{}}
 	live := drainTimeout <= 0
 	settledBefore := time.Now().Add(24 * time.Hour) // drained: judge every paid order
 	if live {
@@ -209,10 +213,17 @@ func (a *Auditor) run(ctx context.Context, drainTimeout time.Duration) (Report, 
 			}
 			r.Checked = append(r.Checked, c.Name)
 		}
+		var lines []struct{ Line, Ref string }
+		if err := tx.Raw(fmt.Sprintf("%s LIMIT %d", conflictsQuery, maxLines)).Scan(&lines).Error; err != nil {
+			return fmt.Errorf("answers in conflict: %w", err)
+		}
+		for _, l := range lines {
+			r.Conflicts = append(r.Conflicts, Violation{Check: "conflict", Detail: l.Line, Ref: l.Ref})
+		}
 		if len(a.checks) == len(baseChecks) {
 			return nil // no job checks
 		}
-		var lines []struct{ Line, Ref string }
+		lines = nil
 		if err := tx.Raw(fmt.Sprintf("%s LIMIT %d", discardedQuery, maxLines)).Scan(&lines).Error; err != nil {
 			return fmt.Errorf("discarded jobs: %w", err)
 		}
@@ -311,6 +322,9 @@ func (a *Auditor) Print(w io.Writer, r Report) {
 	}
 	for _, d := range r.Discarded {
 		fmt.Fprintf(w, "info  discarded: %s\n", d.Detail)
+	}
+	for _, c := range r.Conflicts {
+		fmt.Fprintf(w, "info  conflict: %s\n", c.Detail)
 	}
 	if r.Settling > 0 {
 		fmt.Fprintf(w, "        %d paid order(s) paid within the last %s were left out of the job checks (live run)\n", r.Settling, SettleWindow)

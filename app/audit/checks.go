@@ -189,20 +189,44 @@ WHERE j.status = 'succeeded' AND j.idempotency_key LIKE 'email:send:%'
 	},
 	{
 		ID: 9, Name: "gateway refunds",
-		Description: "refunds Sekali asked for never exceed their payment; each done one is one refund at the gateway, applied to its payment and counted (one the gateway failed after accepting it is failed); no refund job succeeded with its refund still open",
+		Description: "refunds Sekali asked for never exceed their payment; each done one was answered with the amount and currency asked and is one refund at the gateway, applied to its payment and counted (one the gateway failed after accepting it is failed); one answered otherwise is in conflict, its answer not applied; no refund job succeeded with its refund still open",
 		Query: `
+-- A refund in conflict counts what the gateway's notification of it
+-- counted, once it has, or else what it asked (held back meanwhile).
 SELECT format('payment %s of %s: the refunds asked of the gateway add up to %s', p.provider_reference, p.amount, g.asked), 'order:' || p.order_id
-FROM payments p JOIN (SELECT payment_id, sum(amount) AS asked FROM gateway_requests
-                      WHERE kind = 'refund' AND phase NOT IN ('failed', 'declined', 'discarded') GROUP BY payment_id) g ON g.payment_id = p.id
+FROM payments p JOIN (SELECT g.payment_id, sum(CASE WHEN g.phase = 'conflict' THEN coalesce(c.counted, g.amount) ELSE g.amount END) AS asked
+                      FROM gateway_requests g
+                      LEFT JOIN LATERAL (SELECT sum(r.amount) AS counted FROM refunds r
+                                         WHERE r.payment_id = g.payment_id AND r.status IN ('pending', 'succeeded')
+                                           AND r.refund_key IN (g.idempotency_key, g.provider_object_id)) c ON g.phase = 'conflict'
+                      WHERE g.kind = 'refund' AND g.phase NOT IN ('failed', 'declined', 'discarded') GROUP BY g.payment_id) g ON g.payment_id = p.id
 WHERE g.asked > p.amount
+UNION ALL
+-- The integrity check of the gateway's answer held: a done refund was
+-- answered as asked (where the answer states it), and one in conflict
+-- was not, and applied nothing — its answer's event (keyed
+-- refund:{key}, refunds.Service) was never processed.
+SELECT format('refund %s at %s is done, applied as the gateway''s answer of %s %s, not the %s %s asked', idempotency_key, provider,
+              answered_amount, coalesce(nullif(answered_currency, ''), currency), amount, currency), 'order:' || order_id
+FROM gateway_requests
+WHERE kind = 'refund' AND phase = 'done' AND answered_amount IS NOT NULL
+  AND (answered_amount <> amount OR answered_currency NOT IN ('', currency))
+UNION ALL
+SELECT format('refund %s at %s is in conflict, but the gateway answered the %s %s asked', idempotency_key, provider, amount, currency), 'order:' || order_id
+FROM gateway_requests
+WHERE kind = 'refund' AND phase = 'conflict' AND answered_amount = amount AND answered_currency IN ('', currency)
+UNION ALL
+SELECT format('refund %s at %s is in conflict, yet its answer was applied (callback %s)', g.idempotency_key, g.provider, c.id), 'order:' || g.order_id
+FROM gateway_requests g JOIN payment_callbacks c ON c.provider = g.provider AND c.idempotency_key = 'refund:' || g.idempotency_key
+WHERE g.kind = 'refund' AND g.phase = 'conflict' AND c.status = 'processed'
 UNION ALL
 SELECT format('payment %s has %s refunded, less than the %s its done refunds took at the gateway', p.provider_reference, p.refunded_amount, g.done), 'order:' || p.order_id
 FROM payments p JOIN (SELECT payment_id, sum(amount) AS done FROM gateway_requests
                       WHERE kind = 'refund' AND phase = 'done' GROUP BY payment_id) g ON g.payment_id = p.id
 WHERE p.refunded_amount < g.done
 UNION ALL
-SELECT format('gateway refund %s of %s is the answer of %s done refunds', provider_object_id, provider, count(*)), 'order:' || min(order_id)
-FROM gateway_requests WHERE kind = 'refund' AND phase = 'done'
+SELECT format('gateway refund %s of %s is the answer of %s refunds done or in conflict', provider_object_id, provider, count(*)), 'order:' || min(order_id)
+FROM gateway_requests WHERE kind = 'refund' AND phase IN ('done', 'conflict')
 GROUP BY provider, provider_object_id HAVING count(*) > 1
 UNION ALL
 -- The done refund's own row is there and counts (or, for a refund
@@ -219,6 +243,19 @@ FROM job_executions j JOIN gateway_requests g ON j.idempotency_key = 'refund:sen
 WHERE j.status = 'succeeded' AND g.phase IN ('planned', 'sent')`,
 	},
 }
+
+// conflictsQuery lists the calls a gateway answered with another amount
+// or currency than asked (phase conflict), newest first: shown with a
+// report as information, never as a violation — nothing of them was
+// applied, and the books hold — but each waits for an operator to
+// settle it in the gateway's dashboard, and a green audit must not hide
+// it.
+const conflictsQuery = `
+SELECT format('%s %s of order %s at %s: asked %s %s, the gateway answered %s %s (%s); %s', kind, idempotency_key, order_id, provider,
+              amount, currency, answered_amount, coalesce(nullif(answered_currency, ''), currency), provider_object_id, last_error) AS line,
+       'order:' || order_id AS ref
+FROM gateway_requests WHERE phase = 'conflict'
+ORDER BY updated_at DESC, id DESC`
 
 // discardedQuery lists the jobs operators discarded, newest first: shown
 // with a report as information, never as a violation — the work they

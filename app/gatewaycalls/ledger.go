@@ -3,6 +3,7 @@ package gatewaycalls
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ const (
 	answerDone       = "done"
 	answerRefused    = "refused"
 	answerUnanswered = "unanswered"
+	answerConflict   = "conflict"
 )
 
 // count counts one answer of the gateway to the call of r.
@@ -80,15 +82,36 @@ func held(db *gorm.DB, r *models.GatewayRequest) *gorm.DB {
 		Where("id = ? AND phase = ? AND attempts = ?", r.ID, models.GatewaySent, r.Attempts)
 }
 
-// Done records the gateway's object on r while the caller holds it. It
-// reports false when another caller had taken the row over.
-func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, redirectURL string) (bool, error) {
+// Done records the gateway's object on r while the caller holds it,
+// with what its answer stated of the object's money. It reports false
+// when another caller had taken the row over.
+func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, redirectURL string, said Stated) (bool, error) {
 	l.count(r, answerDone)
 	now := l.now().UTC()
-	res := l.Held(ctx, r).Updates(map[string]any{"phase": models.GatewayDone, "provider_object_id": objectID,
+	changes := said.columns()
+	maps.Copy(changes, map[string]any{"phase": models.GatewayDone, "provider_object_id": objectID,
 		"redirect_url": redirectURL, "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now})
+	res := l.Held(ctx, r).Updates(changes)
 	if res.Error != nil {
 		return false, fmt.Errorf("gatewaycalls: record request %d done: %w", r.ID, store.Classify(res.Error))
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// ConflictIn records, in tx, the gateway's answer to r — its object, and
+// what it stated of the object's money, which is not what r asked (why
+// says how, with both values) — while the caller holds r: phase
+// conflict, never sent again. It reports false when another caller had
+// taken the row over.
+func (l *Ledger) ConflictIn(tx *gorm.DB, r *models.GatewayRequest, objectID, redirectURL string, said Stated, why string) (bool, error) {
+	l.count(r, answerConflict)
+	now := l.now().UTC()
+	changes := said.columns()
+	maps.Copy(changes, map[string]any{"phase": models.GatewayConflict, "provider_object_id": objectID,
+		"redirect_url": redirectURL, "last_error": truncate(why), "locked_until": nil, "done_at": now, "updated_at": now})
+	res := held(tx, r).Updates(changes)
+	if res.Error != nil {
+		return false, fmt.Errorf("gatewaycalls: record request %d in conflict: %w", r.ID, store.Classify(res.Error))
 	}
 	return res.RowsAffected == 1, nil
 }

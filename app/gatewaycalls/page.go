@@ -71,7 +71,17 @@ type Page struct {
 	// Checkout Session (cs_…), an invoice id.
 	ObjectID    string
 	RedirectURL string
+	// Amount (minor units) and Currency are what the gateway's answer
+	// states the page asks the customer to pay — a Checkout Session's
+	// amount_total and currency, an invoice's amount and currency — or 0
+	// and "" where it states none (a Snap token). A page for another
+	// amount or currency than the order's is not offered (Pages.Open).
+	Amount   int64
+	Currency string
 }
+
+// Stated is what the answer states of the page's money.
+func (p Page) Stated() Stated { return Stated{Amount: p.Amount, Currency: p.Currency} }
 
 // PageOpener opens hosted payment pages at one gateway. OpenPage returns
 // a *Refused error when the gateway answered and said no (that request

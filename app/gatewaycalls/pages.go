@@ -75,6 +75,8 @@ func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, ret
 			return storedPage(r), nil
 		case models.GatewayFailed:
 			return Page{}, errRefused
+		case models.GatewayConflict:
+			return Page{}, errAnswerConflict
 		}
 		claimed, err := p.ledger.Claim(ctx, r, Lease(p.CallTimeout))
 		if err != nil {
@@ -103,6 +105,12 @@ func storedPage(r *models.GatewayRequest) Page {
 // errRefused is what the customer hears when the gateway said no: its
 // own words (they may name Sekali's key) stay in last_error and the log.
 var errRefused = models.Errorf(models.EConflict, "the payment gateway would not open a payment page for this order")
+
+// errAnswerConflict is what the customer hears when the gateway's page
+// is for another amount or currency than the order's: both values stay
+// in last_error, for the console, and the page is never offered.
+var errAnswerConflict = models.Errorf(models.EConflict,
+	"the payment gateway answered with a page for another amount or currency than this order's, so it is not offered; the shop has been told")
 
 // plan finds or writes the order's create_payment row. Its key is the
 // order id: the one id of the order every gateway can carry back in its
@@ -146,7 +154,10 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	log := p.log.With("provider", r.Provider, "order_id", o.ID, "idempotency_key", r.IdempotencyKey, "attempt", r.Attempts)
 	switch {
 	case err == nil && page.ObjectID != "" && page.RedirectURL != "":
-		recorded, err := p.ledger.Done(wctx, r, page.ObjectID, WithoutToken(page.RedirectURL))
+		if why := page.Stated().Disagreement(o.TotalAmount, o.Currency); why != "" {
+			return p.conflict(wctx, r, page, why, log)
+		}
+		recorded, err := p.ledger.Done(wctx, r, page.ObjectID, WithoutToken(page.RedirectURL), page.Stated())
 		switch {
 		case err != nil:
 			// The page exists: the customer gets it. The row stays sent
@@ -181,6 +192,29 @@ func (p *Pages) call(ctx context.Context, r *models.GatewayRequest, o *models.Or
 	}
 	log.WarnContext(ctx, "payment page not opened yet", "error", err)
 	return Page{}, models.Errorf(models.EUnavailable, "the payment gateway did not answer; try again in a moment")
+}
+
+// conflict records the gateway's page for another amount or currency
+// than the order's (why says both) on r, which this press holds: the
+// page is not offered — a customer who paid it would pay what the order
+// does not say, and the payment would be rejected — and never asked
+// for again under its key; alerts:watch raises gateway.conflict of it.
+func (p *Pages) conflict(ctx context.Context, r *models.GatewayRequest, page Page, why string, log *slog.Logger) (Page, error) {
+	recorded, err := p.ledger.ConflictIn(p.db.WithContext(ctx), r, page.ObjectID, WithoutToken(page.RedirectURL), page.Stated(), "not offered: "+why)
+	if err != nil {
+		return Page{}, fmt.Errorf("gatewaycalls.Open: %w", err)
+	}
+	if !recorded {
+		// Another press took the row over (this one outlived its lease):
+		// its outcome is the order's.
+		var current models.GatewayRequest
+		if err := p.db.WithContext(ctx).Take(&current, r.ID).Error; err == nil && current.Phase == models.GatewayDone {
+			return storedPage(&current), nil
+		}
+	}
+	log.ErrorContext(ctx, "payment page not offered: the gateway's answer is for another amount or currency",
+		"provider_object_id", page.ObjectID, "error", why)
+	return Page{}, errAnswerConflict
 }
 
 // rotateKey gives the row a new key, {order}~{n} for its nth attempt,

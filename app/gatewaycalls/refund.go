@@ -31,7 +31,13 @@ type Refunded struct {
 	// ObjectID is the gateway's id of the refund (re_…, a Midtrans
 	// refund_key, rfd-…).
 	ObjectID string
-	Amount   int64 // minor units
+	// Amount (minor units of Currency) and Currency are what the
+	// gateway's answer states it refunded; Currency is "" where the
+	// answer states none (the amount is then read in the currency
+	// asked). An answer of another amount or currency than asked is not
+	// applied (refunds.Service: the request ends in conflict).
+	Amount   int64
+	Currency string
 	// RefundKey is the id the gateway's notifications name this refund
 	// by; "" where they state only the charge's refunded total.
 	RefundKey string
@@ -43,6 +49,9 @@ type Refunded struct {
 	// fail, and its notification says so. False: the refund is made.
 	Pending bool
 }
+
+// Stated is what the answer states of the refund's money.
+func (a Refunded) Stated() Stated { return Stated{Amount: a.Amount, Currency: a.Currency} }
 
 // Refunder refunds charges at one gateway. Refund returns a *Refused
 // error when the gateway answered and said no (that refund will never be

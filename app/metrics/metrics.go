@@ -57,7 +57,8 @@ type Set struct {
 	// GatewayCalls counts Sekali's calls to a gateway's API (payment
 	// pages, refunds) by provider, kind and what the gateway answered:
 	// done, refused (its "no"), unanswered (a timeout, a 5xx: repeated
-	// later with the same key).
+	// later with the same key), conflict (an object of another amount or
+	// currency than asked: not applied).
 	GatewayCalls *prometheus.CounterVec
 	// StatusRequests counts the status poll's (and the catch-up's)
 	// requests to a gateway's status API by provider and result:
@@ -115,7 +116,7 @@ func New() *Set {
 			Name: "sekali_outbox_errors_total", Help: "Failed attempts to hand an outbox row to the queue.",
 		}),
 		GatewayCalls: counterVec("sekali_gateway_calls_total",
-			"Calls to a gateway's API by provider, kind and answer: done, refused, unanswered.", "provider", "kind", "result"),
+			"Calls to a gateway's API by provider, kind and answer: done, refused, unanswered, conflict.", "provider", "kind", "result"),
 		StatusRequests: counterVec("sekali_status_requests_total",
 			"Requests to a gateway's status API (the status poll, the catch-up) by provider and result: answered, failed.", "provider", "result"),
 		RefundsFailed: counterVec("sekali_refunds_failed_total",

@@ -139,7 +139,7 @@ func (s *Service) applyTx(ctx context.Context, tx *store.Tx, provider string, ev
 	switch {
 	case dec.reason != "":
 		out.Result, out.Reason = models.ResultRejected, dec.reason
-		out.Detail = rejectionDetail(dec.reason, ev, o)
+		out.Detail = rejectionDetail(dec.reason, ev, o, charge)
 		result = callbackResult{status: models.CallbackRejected, result: dec.reason}
 	case dec.action.Refunds():
 		out.OrderStatus, out.queued, out.refundsFailed, err = s.refund(tx.DB(), o, charge, refunds, dec.action, cb.ID, d.RequestID)
@@ -152,10 +152,17 @@ func (s *Service) applyTx(ctx context.Context, tx *store.Tx, provider string, ev
 		return Outcome{}, nil, nil, err
 	}
 	out.recorded = true
+	var note string
+	if out.Result == models.ResultRejected {
+		// Why it changed nothing, with both sides' values: the console
+		// shows it on the delivery, whether a notification, a status
+		// poll's answer or a refund's answer was rejected.
+		note = models.Truncate("rejected: "+out.Detail, maxNoteLength)
+	}
 	completeStatement(cb.ID, result, s.keep(d, models.CallbackDelivery{
 		CallbackID: &cb.ID, Provider: provider, ReceivedAt: now, Outcome: out.Word(),
 		ResponseCode: out.Status(), DurationMS: int(s.now().Sub(now).Milliseconds()),
-		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, TraceID: d.TraceID,
+		RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, TraceID: d.TraceID, Note: note,
 	})).Queue(done)
 	return out, nil, done, nil
 }
@@ -201,6 +208,12 @@ func decide(ev Event, o *models.Order, charge *models.Payment, refunds refundPla
 			current, held = charge.Dispute, charge.DisputedAmount
 		}
 		dec.action = models.DecideDispute(ev.Status, chargeStatus, current, held, ev.Amount)
+		if dec.action == models.ActionDispute && ev.Currency != charge.Currency {
+			// What it holds is counted in the charge's currency: a dispute
+			// told in another holds nothing.
+			dec.reason = models.ReasonCurrencyMismatch
+			return dec
+		}
 	} else if ev.Status == models.EventRefunded {
 		dec.action, dec.reason = decideRefund(ev, o, charge, refunds)
 		if dec.reason != "" {
@@ -366,14 +379,21 @@ func rereserve(tx *gorm.DB, o *models.Order) (models.OrderStatus, error) {
 	return models.OrderPaid, nil
 }
 
-func rejectionDetail(reason string, ev Event, o *models.Order) string {
+// rejectionDetail says why an event was rejected; for a mismatch, with
+// what the event says and what it was compared with, both.
+func rejectionDetail(reason string, ev Event, o *models.Order, charge *models.Payment) string {
 	switch reason {
 	case models.ReasonUnknownOrder:
 		return fmt.Sprintf("no order %q", ev.OrderID)
 	case models.ReasonAmountMismatch:
-		return fmt.Sprintf("paid_amount %d does not match the order total %d", ev.Amount, o.TotalAmount)
+		return fmt.Sprintf("paid_amount %d %s does not match the order total %d %s", ev.Amount, ev.Currency, o.TotalAmount, o.Currency)
 	case models.ReasonCurrencyMismatch:
-		return fmt.Sprintf("currency %s does not match the order currency %s", ev.Currency, o.Currency)
+		if charge != nil && ev.Status != models.EventPaid { // a refund or a dispute is compared with its payment
+			return fmt.Sprintf("currency %s does not match the payment's currency %s (%s %d %s of a payment of %d %s)",
+				ev.Currency, charge.Currency, ev.Status, ev.Amount, ev.Currency, charge.Amount, charge.Currency)
+		}
+		return fmt.Sprintf("currency %s does not match the order currency %s (paid %d %s, the order total %d %s)",
+			ev.Currency, o.Currency, ev.Amount, ev.Currency, o.TotalAmount, o.Currency)
 	case models.ReasonReferenceMismatch:
 		return fmt.Sprintf("transaction_id %q belongs to another order", ev.TransactionID)
 	case models.ReasonRefundExceedsPayment:

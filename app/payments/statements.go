@@ -115,6 +115,6 @@ var completeSQL string
 func completeStatement(callbackID int64, r callbackResult, d models.CallbackDelivery) store.Statement {
 	return store.Statement{SQL: completeSQL, Args: []any{
 		string(r.status), r.result, d.ResponseCode, r.processedAt, callbackID,
-		d.Provider, d.ReceivedAt, d.Outcome, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID,
+		d.Provider, d.ReceivedAt, d.Outcome, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID, d.Note,
 		nullText(d.Headers), d.Body, nullText(d.BodyJSON)}}
 }

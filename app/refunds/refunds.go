@@ -214,7 +214,7 @@ func (s *Service) RequestTx(tx *gorm.DB, r Request) (*models.GatewayRequest, err
 type assessment struct {
 	charge *models.Payment
 	left   int64 // minor units: the charge less what is refunded and what open refunds ask
-	open   int64 // minor units that open (awaiting approval, planned, sent) refunds ask
+	open   int64 // minor units that held refunds (awaiting approval, planned, sent, in conflict and not counted) ask
 	asked  int64 // how many refunds were asked of the order before
 	recent int64 // minor units the order's refunds asked within the approval window, but those that came to nothing
 }
@@ -241,13 +241,15 @@ func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Paym
 			charge.ProviderReference, o.ID, charge.Dispute, money(charge.DisputedAmount, charge.Currency))
 	}
 	var asked struct{ Open, Count, Recent int64 }
-	// Open refunds hold back money of their own charge; the count, which
-	// numbers the keys, and what was asked recently, which the approval
-	// threshold weighs, are of the whole order.
-	err := tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE phase IN ? AND payment_id = ?), 0) AS open, count(*) AS count,
-		coalesce(sum(amount) FILTER (WHERE phase NOT IN ? AND currency = ? AND created_at > ?), 0) AS recent
-		FROM gateway_requests WHERE order_id = ? AND kind = ?`,
-		models.HeldPhases, charge.ID, models.CameToNothing, charge.Currency, s.now().Add(-s.ApprovalWindow),
+	// Open refunds hold back money of their own charge, and so does one
+	// the gateway answered in conflict until the gateway's notification
+	// of its refund is counted (then that counts instead); the count,
+	// which numbers the keys, and what was asked recently, which the
+	// approval threshold weighs, are of the whole order.
+	err := tx.Raw(`SELECT coalesce(sum(amount) FILTER (WHERE payment_id = ? AND (phase IN ? OR phase = ? AND NOT `+conflictCounted+`)), 0) AS open,
+		count(*) AS count, coalesce(sum(amount) FILTER (WHERE phase NOT IN ? AND currency = ? AND created_at > ?), 0) AS recent
+		FROM gateway_requests g WHERE order_id = ? AND kind = ?`,
+		charge.ID, models.HeldPhases, models.GatewayConflict, models.CameToNothing, charge.Currency, s.now().Add(-s.ApprovalWindow),
 		o.ID, models.GatewayRefund).Scan(&asked).Error
 	if err != nil {
 		return assessment{}, err
@@ -255,6 +257,12 @@ func (s *Service) assessCharge(tx *gorm.DB, o *models.Order, charge *models.Paym
 	left := charge.Amount - charge.RefundedAmount - asked.Open - charge.DisputedAmount
 	return assessment{charge: charge, left: left, open: asked.Open, asked: asked.Count, recent: asked.Recent}, nil
 }
+
+// conflictCounted says of refund request g, answered in conflict, that
+// the gateway's notification of its refund is counted: a pending or
+// succeeded refund of its charge named by its key or the gateway's id.
+const conflictCounted = `EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = g.payment_id AND r.status IN ('pending', 'succeeded')
+	AND r.refund_key IN (g.idempotency_key, g.provider_object_id))`
 
 // Refundable is what is left to refund of an order, and through whom;
 // Why says, when nothing can be refunded, why not.
@@ -264,7 +272,10 @@ type Refundable struct {
 	Provider string
 	Currency string
 	Left     int64 // minor units
-	Open     int64 // minor units asked by refunds the gateway has not answered, held back from Left
+	// Open is what refunds the gateway has not answered ask, and those
+	// it answered with another amount or currency whose refund is not
+	// counted yet, in minor units: held back from Left.
+	Open int64
 	// Recent is what the order's refunds asked within the approval
 	// window (minor units), those that came to nothing left out: a
 	// refund needs approval when Recent and its amount are together
@@ -302,8 +313,10 @@ func (r Refundable) Amount(text string) (int64, error) {
 		msg := fmt.Sprintf("at most %s is left to refund of order %s", money(max(r.Left, 0), r.Currency), r.OrderID)
 		if r.Open > 0 {
 			// What an unanswered refund asks is held back until the
-			// gateway answers it, even if its notification came first.
-			msg += fmt.Sprintf("; %s is asked by refunds the gateway has not answered yet, and counts once they are", money(r.Open, r.Currency))
+			// gateway answers it, even if its notification came first;
+			// what one answered in conflict asks, until the gateway's
+			// notification of its refund is counted.
+			msg += fmt.Sprintf("; %s is held back by refunds the gateway has not answered yet, or answered with another amount or currency, until what it refunded is counted", money(r.Open, r.Currency))
 		}
 		return 0, models.Errorf(models.EInvalid, "%s", msg)
 	}

@@ -486,7 +486,7 @@ func TestRefundableAmount(t *testing.T) {
 		{"10", 1000, ""},
 		{"12.5", 1250, ""},
 		{"50", 5000, ""},
-		{"50.01", 0, "at most 50.00 USD is left to refund of order ORD-A; 10.00 USD is asked by refunds the gateway has not answered yet"},
+		{"50.01", 0, "at most 50.00 USD is left to refund of order ORD-A; 10.00 USD is held back by refunds the gateway has not answered yet"},
 		{"0", 0, "amount 0 is not a positive amount of USD"},
 		{"0.001", 0, "amount 0.001 is not a positive amount of USD"}, // a cent cannot be split
 		{"-1", 0, "amount must be a positive number"},

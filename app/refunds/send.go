@@ -45,7 +45,7 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 			return nil, fmt.Errorf("refunds.Send: %w", err)
 		}
 		return s.get(ctx, r.ID)
-	case models.GatewayFailed, models.GatewayDeclined, models.GatewayDiscarded: // over: never sent (again)
+	case models.GatewayFailed, models.GatewayDeclined, models.GatewayDiscarded, models.GatewayConflict: // over: never sent (again)
 		return r, nil
 	case models.GatewayAwaitingApproval: // nothing is sent before an owner approves it
 		return nil, models.Errorf(models.EInvalidTransition, "refund %d of order %s awaits an owner's approval: it is not sent before", r.ID, r.OrderID)
@@ -109,8 +109,12 @@ func (s *Service) Send(ctx context.Context, id int64, requestID string) (*models
 // the call is repeated with the same key, and the same answer applied
 // again adds nothing (the refunds table's unique key, or the charge's
 // stated total). The gateway's notification of the refund converges the
-// same way, whichever comes first.
+// same way, whichever comes first. An answer of another amount or
+// currency than asked is not applied (conflict).
 func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *models.Payment, a gatewaycalls.Refunded, requestID string, log *slog.Logger) (*models.GatewayRequest, error) {
+	if why := a.Stated().Disagreement(r.Amount, r.Currency); why != "" {
+		return s.conflict(ctx, r, a, why, log)
+	}
 	ev := payments.Event{
 		Key: "refund:" + r.IdempotencyKey, OrderID: r.OrderID, TransactionID: charge.ProviderReference,
 		Status: models.EventRefunded, Amount: a.Amount, Currency: r.Currency,
@@ -135,7 +139,7 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 		// the audit and the callbacks page show the disagreement.
 		log.ErrorContext(ctx, "the gateway's refund does not fit the charge", "result", out.Word(), "reason", out.Reason)
 	}
-	recorded, err := s.ledger.Done(ctx, r, a.ObjectID, "")
+	recorded, err := s.ledger.Done(ctx, r, a.ObjectID, "", a.Stated())
 	if err != nil {
 		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}
@@ -149,6 +153,39 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 	if err := s.failIfFailed(ctx, r); err != nil {
 		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}
+	return s.get(ctx, r.ID)
+}
+
+// conflict records the gateway's answer to r, which the caller holds,
+// when it states another amount or currency than r asked (why says both):
+// nothing of it is applied, and gateway.conflict is raised in the same
+// transaction. The gateway did refund something, so r is never sent
+// again under its key — a repeat would be answered with the same refund,
+// or, where a key is single-use, refused — and it is not done either:
+// done says the refund asked is counted, and the audit holds each done
+// refund to a counted refund of its amount. Its amount stays held back
+// from what is left to refund until an operator settles it in the
+// gateway's dashboard; the gateway's notification of the refund, a
+// signed fact, counts what it says.
+func (s *Service) conflict(ctx context.Context, r *models.GatewayRequest, a gatewaycalls.Refunded, why string, log *slog.Logger) (*models.GatewayRequest, error) {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		recorded, err := s.ledger.ConflictIn(tx, r, a.ObjectID, "", a.Stated(), "not applied: "+why)
+		if err != nil || !recorded {
+			return err // another caller had taken the row over: its outcome stands
+		}
+		var row models.GatewayRequest
+		if err := tx.Take(&row, r.ID).Error; err != nil {
+			return err
+		}
+		_, err = alerts.Raise(tx, s.tasks, alerts.GatewayConflictEvent(row, s.now()))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("refunds.Send: %w", store.Classify(err))
+	}
+	log.ErrorContext(ctx, "refund answer not applied: another amount or currency than asked",
+		"provider_object_id", a.ObjectID, "amount", r.Amount, "currency", r.Currency,
+		"answered_amount", a.Amount, "answered_currency", a.Currency, "error", why)
 	return s.get(ctx, r.ID)
 }
 

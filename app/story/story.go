@@ -454,7 +454,7 @@ func timeline(s *Order) []Event {
 	}
 	for _, r := range s.GatewayRequests {
 		tone := map[models.GatewayPhase]string{models.GatewayDone: "ok", models.GatewayFailed: "bad", models.GatewaySent: "warn",
-			models.GatewayAwaitingApproval: "warn", models.GatewayDeclined: "bad", models.GatewayDiscarded: "bad"}[r.Phase]
+			models.GatewayAwaitingApproval: "warn", models.GatewayDeclined: "bad", models.GatewayDiscarded: "bad", models.GatewayConflict: "bad"}[r.Phase]
 		d := fmt.Sprintf("key %s, %d attempt(s)", r.IdempotencyKey, r.Attempts)
 		if r.ProviderObjectID != "" {
 			d += ", object " + r.ProviderObjectID

@@ -103,6 +103,11 @@ type Sandbox struct {
 	wg         sync.WaitGroup
 	stop       chan struct{} // closed by Close: no more retries
 	stopOnce   sync.Once
+
+	// Misstate makes its refunds' answers state another amount or
+	// currency than they were made with (MisstateNext): a gateway whose
+	// answer is not what was asked.
+	emulation.Misstate
 }
 
 // Delivery is one HTTP delivery the gateway made.

@@ -1,6 +1,7 @@
 package sandboxgw
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -20,7 +21,7 @@ import (
 // notification both reach Sekali, in either order. The fault switches
 // apply as to the emulated APIs: FailNext fails before acting,
 // TimeOutAfterActing refunds and then answers only when the caller gives
-// up.
+// up, and MisstateNext makes an answer state another amount or currency.
 
 // keptRefunds bounds the refunds the sandbox remembers: the oldest go
 // first.
@@ -51,7 +52,7 @@ func (g *Sandbox) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (gat
 	s.mu.Lock()
 	a, seen := s.byKey.Get(r.Key)
 	if !seen {
-		a = gatewaycalls.Refunded{ObjectID: emulation.NewID("sbx-rf-"), RefundKey: r.Key, Amount: r.Amount}
+		a = gatewaycalls.Refunded{ObjectID: emulation.NewID("sbx-rf-"), RefundKey: r.Key, Amount: r.Amount, Currency: r.Currency}
 		s.byKey.Put(r.Key, a)
 	}
 	s.mu.Unlock()
@@ -62,6 +63,9 @@ func (g *Sandbox) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (gat
 	if hang {
 		g.faults.Hold(ctx) // until the caller gives up
 		return gatewaycalls.Refunded{}, fmt.Errorf("sandbox gateway: no answer: %w", ctx.Err())
+	}
+	if by, currency, ok := g.Misstated(); ok { // the answer only: what was made and told stays what was asked
+		a.Amount, a.Currency = a.Amount+by, cmp.Or(currency, a.Currency)
 	}
 	return a, nil
 }

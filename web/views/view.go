@@ -398,7 +398,7 @@ type GatewayRequestRow struct {
 	Key         string     `json:"idempotency_key"`
 	Amount      int64      `json:"amount"` // minor units
 	Currency    string     `json:"currency"`
-	Phase       string     `json:"phase"` // awaiting_approval, planned, sent, done, failed or declined (PhaseText shows it)
+	Phase       string     `json:"phase"` // awaiting_approval, planned, sent, done, failed, declined, discarded or conflict (PhaseText shows it)
 	Attempts    int        `json:"attempts"`
 	Object      string     `json:"provider_object_id"`
 	RedirectURL string     `json:"redirect_url"`
@@ -406,9 +406,23 @@ type GatewayRequestRow struct {
 	Created     time.Time  `json:"created_at"`
 	Updated     time.Time  `json:"updated_at"`
 	Done        *time.Time `json:"done_at"`
+	// AnsweredAmount (minor units) and AnsweredCurrency are what the
+	// gateway's answer stated of its object's money; null and "" where it
+	// states none ("": in Currency).
+	AnsweredAmount   *int64 `json:"answered_amount"`
+	AnsweredCurrency string `json:"answered_currency"`
+	// Answer, for a call in phase conflict, is what was asked and what
+	// the gateway answered, both, as the page shows them.
+	Answer AnswerConflict `json:"-"`
 	// Retry: a refund not over, which an admin may send again now rather
 	// than wait for its job's next try.
 	Retry bool `json:"-"`
+}
+
+// AnswerConflict is a gateway's answer that states another amount or
+// currency than was asked: both, written as money. Zero: no conflict.
+type AnswerConflict struct {
+	Asked, Answered string
 }
 
 // PhaseSentUnknown is how a request in phase sent is shown: sent, and

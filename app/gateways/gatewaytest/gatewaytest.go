@@ -7,7 +7,10 @@
 // payments pipeline (Pipeline, AppliesOnce), and what its page opener
 // and refunder must do against its emulation of its API (Emulate,
 // EmulateSending, Pages, Refunds) and answer to a gateway that
-// misbehaves (PageAnswers, PageNoAnswer, PageRefusedBeforeSending).
+// misbehaves (PageAnswers, PageNoAnswer, PageRefusedBeforeSending), and
+// that an answer of another amount or currency than asked — a refund's,
+// a page's, a status answer's — changes no money (AnswersChecked,
+// StatusChecked).
 package gatewaytest
 
 import (

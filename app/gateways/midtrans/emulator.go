@@ -46,6 +46,10 @@ type Emulator struct {
 	// refund notifications replace it in the status API.
 	settled *emulation.Kept[Notification]
 	nextID  int64 // the next refund_chargeback_id
+	// Misstate makes the answers of refunds state another refund_amount
+	// or currency than they were made with (MisstateNext). Snap's answer
+	// states no amount: there is nothing there to misstate.
+	emulation.Misstate
 }
 
 // NewEmulator answers as Midtrans's API and Snap to callers that

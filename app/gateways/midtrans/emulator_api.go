@@ -1,6 +1,7 @@
 package midtrans
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -200,11 +201,15 @@ func (m *Emulator) refund(r *http.Request, sb payments.Sandbox) emulation.Answer
 		}
 	}
 	sb.Notify("refund asked through the Midtrans API", f)
+	answered, currency := amount, n.Currency
+	if by, other, ok := m.Misstated(); ok {
+		answered, currency = amount+by, cmp.Or(other, currency)
+	}
 	return emulation.JSON(http.StatusOK, map[string]any{
 		"status_code": "200", "status_message": "Success, refund request is approved",
 		"transaction_id": n.TransactionID, "order_id": n.OrderID, "payment_type": n.PaymentType,
 		"transaction_time": time.Now().Format(time.DateTime), "transaction_status": status,
-		"gross_amount": n.GrossAmount, "currency": n.Currency, "refund_chargeback_id": id, "refund_chargeback_uuid": emulation.NewUUID(),
-		"refund_amount": payments.MajorText(amount, n.Currency, 2), "refund_key": key,
+		"gross_amount": n.GrossAmount, "currency": currency, "refund_chargeback_id": id, "refund_chargeback_uuid": emulation.NewUUID(),
+		"refund_amount": payments.MajorText(answered, currency, 2), "refund_key": key,
 	})
 }

@@ -34,7 +34,7 @@ func TestMidtransRefunderOnce(t *testing.T) {
 	_, em, m := midtransEmulator(t)
 	f := midtransRefunder(t, m.base)
 	m.transaction("ORD-RF-5", "tx-rf-5", models.EventPaid, 150000)
-	want := gatewaycalls.Refunded{ObjectID: "ORD-RF-5-R1", RefundKey: "ORD-RF-5-R1", Amount: 50000}
+	want := gatewaycalls.Refunded{ObjectID: "ORD-RF-5-R1", RefundKey: "ORD-RF-5-R1", Amount: 50000, Currency: "IDR"}
 	if a, err := f.Refund(t.Context(), sandboxgwtest.RefundOf("ORD-RF-5", "ORD-RF-5-R1", "tx-rf-5", 50000, 1)); err != nil || a != want {
 		t.Fatalf("refund: %+v, %v; want %+v", a, err, want)
 	}
@@ -77,7 +77,7 @@ func TestMidtransRefunderTimeOutAfterActing(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("no answer: %v, want the deadline", err)
 	}
-	want := gatewaycalls.Refunded{ObjectID: "ORD-RF-7-R1", RefundKey: "ORD-RF-7-R1", Amount: 50000}
+	want := gatewaycalls.Refunded{ObjectID: "ORD-RF-7-R1", RefundKey: "ORD-RF-7-R1", Amount: 50000, Currency: "IDR"}
 	if a, err := f.Refund(t.Context(), sandboxgwtest.RefundOf("ORD-RF-7", "ORD-RF-7-R1", "tx-rf-7", 50000, 2)); err != nil || a != want {
 		t.Errorf("the repeat: %+v, %v; want %+v", a, err, want)
 	}

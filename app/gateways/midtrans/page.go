@@ -28,7 +28,10 @@ import (
 // is never paid through unless its customer had it. An order_id already
 // paid is *gatewaycalls.Refused: its notification settles the order.
 //
-// Answers: 201 (or 200) with a token → the token and redirect_url; any
+// Answers: 201 (or 200) with a token → the token and redirect_url (Snap's
+// answer states no amount or currency: Page's Amount and Currency stay 0
+// and "", and there is nothing to check it against — what the customer
+// pays is checked when its notification comes, against the order); any
 // other 4xx but 408, 409, 425 and 429 → *gatewaycalls.Refused; those, a 5xx,
 // an answer without a token, no answer, or the context's end → a plain
 // error: unknown whether Midtrans acted. A request that cannot be sent as

@@ -1,6 +1,7 @@
 package midtrans
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,7 +24,8 @@ import (
 // request's Key, amount whole rupiah (Midtrans takes IDR only), reason
 // cut to Midtrans's 255 characters. Midtrans's refund notification names
 // the refund by that refund_key, so the answer does too: Refunded's
-// ObjectID and RefundKey are the Key, its Amount the request's.
+// ObjectID and RefundKey are the Key; its Amount and Currency are what
+// the answer states (refund_amount, currency: answered).
 //
 // Midtrans answers with HTTP 200 and the outcome in the body's
 // status_code, or with the status itself; the body's code is read first.
@@ -108,20 +110,21 @@ func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (ga
 		StatusCode    string `json:"status_code"`
 		StatusMessage string `json:"status_message"`
 		RefundKey     string `json:"refund_key"`
+		RefundAmount  string `json:"refund_amount"`
+		Currency      string `json:"currency"`
 	}
 	decodeErr := json.Unmarshal(answer, &a)
 	status := code
 	if n, err := strconv.Atoi(a.StatusCode); decodeErr == nil && err == nil && code == http.StatusOK {
 		status = n // Midtrans's HTTP 200 with the outcome in the body
 	}
-	done := gatewaycalls.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: r.Amount}
 	msg := a.StatusMessage
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
 	switch {
 	case status == http.StatusOK && decodeErr == nil && (a.RefundKey == "" || a.RefundKey == r.Key):
-		return done, nil
+		return answered(r, a.RefundAmount, a.Currency)
 	case status == http.StatusNotAcceptable && r.Attempt > 1: // the key was used: by an earlier attempt of this request?
 		return f.listed(ctx, r, msg)
 	case status == http.StatusNotAcceptable:
@@ -156,11 +159,31 @@ func (f *Refunder) listed(ctx context.Context, r gatewaycalls.RefundRequest, msg
 		if listed.RefundKey != r.Key {
 			continue
 		}
-		amount, err := payments.ParseAmount(listed.RefundAmount, "IDR")
-		if err != nil || amount < 1 {
-			return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: the status API lists refund_key %s with refund_amount %q", r.Key, listed.RefundAmount)
+		if listed.RefundAmount == "" {
+			return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: the status API lists refund_key %s with no refund_amount", r.Key)
 		}
-		return gatewaycalls.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: amount}, nil
+		return answered(r, listed.RefundAmount, n.Currency)
 	}
 	return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: 406 %s, and the status API lists no refund with refund_key %s: not counted; asked again later", msg, r.Key)
+}
+
+// answered is the refund of r as Midtrans's answer states it: its
+// refund_amount (decimal rupiah) and currency. An answer without a
+// refund_amount — Midtrans's documented answer has one — is taken for the
+// amount asked; one without a currency states none (Refunded.Currency
+// ""), and its amount is read in IDR, the currency Midtrans refunds in.
+// An amount that is not one of its currency is an answer Sekali cannot
+// read: a plain error, the refund asked again.
+func answered(r gatewaycalls.RefundRequest, refundAmount, currency string) (gatewaycalls.Refunded, error) {
+	a := gatewaycalls.Refunded{ObjectID: r.Key, RefundKey: r.Key, Amount: r.Amount, Currency: strings.ToUpper(currency)}
+	if refundAmount == "" {
+		return a, nil
+	}
+	amount, err := payments.ParseAmount(refundAmount, cmp.Or(a.Currency, "IDR"))
+	if err != nil || amount < 1 {
+		return gatewaycalls.Refunded{}, fmt.Errorf("midtrans refund: refund_key %s is answered with refund_amount %s of %s", r.Key,
+			payments.QuoteAmount(refundAmount), cmp.Or(a.Currency, "IDR"))
+	}
+	a.Amount = amount
+	return a, nil
 }

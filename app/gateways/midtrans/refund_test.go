@@ -57,7 +57,7 @@ func TestRefund406IsCheckedWithTheStatusAPI(t *testing.T) {
 	}
 	listed := map[string]string{"ORD-1-R1": "50000.00", "someone-else": "10000.00"}
 	a, err := scriptedMidtrans(t, "", listed).Refund(t.Context(), req(2))
-	if want := (gatewaycalls.Refunded{ObjectID: "ORD-1-R1", RefundKey: "ORD-1-R1", Amount: 50000}); err != nil || a != want {
+	if want := (gatewaycalls.Refunded{ObjectID: "ORD-1-R1", RefundKey: "ORD-1-R1", Amount: 50000, Currency: "IDR"}); err != nil || a != want {
 		t.Errorf("a repeat, the key listed: %+v, %v; want %+v", a, err, want)
 	}
 

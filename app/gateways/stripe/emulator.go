@@ -60,6 +60,10 @@ type Emulator struct {
 	// beginning, when set, is called as a request under a new key
 	// begins: a test holds it there, in progress.
 	beginning func()
+	// Misstate makes the answers of Checkout Sessions and refunds state
+	// another amount_total or amount, or currency, than they were made
+	// with (MisstateNext).
+	emulation.Misstate
 }
 
 // stripeKeyed is what an idempotency key was first used for, and, once
@@ -371,7 +375,28 @@ func (s *Emulator) createSession(r *http.Request, form url.Values, sb payments.S
 	s.mu.Lock()
 	s.sessions.Put(cs.ID, cs)
 	s.mu.Unlock()
-	return emulation.JSON(http.StatusOK, cs), true
+	answered := *cs
+	answered.AmountTotal, answered.Currency = s.misstate(cs.AmountTotal, cs.Currency)
+	answered.AmountSubtotal = answered.AmountTotal
+	return emulation.JSON(http.StatusOK, &answered), true
+}
+
+// misstate is amount (Stripe's units) of currency (lower case) as the
+// answer being written states it: as it is, unless the Misstate switch
+// says otherwise.
+func (s *Emulator) misstate(amount int64, currency string) (int64, string) {
+	by, other, ok := s.Misstated()
+	if !ok {
+		return amount, currency
+	}
+	delta, _ := Amount(max(by, -by), strings.ToUpper(currency))
+	if by < 0 {
+		delta = -delta
+	}
+	if other != "" {
+		currency = strings.ToLower(other)
+	}
+	return amount + delta, currency
 }
 
 // listSessions is GET /v1/checkout/sessions: newest first, limit (1 to

@@ -168,7 +168,13 @@ func (s *Emulator) createRefund(form url.Values, sb payments.Sandbox) (emulation
 		s.charges.Put(key, ch)
 	}
 	if ch.Currency == "" {
+		// A refund is in its charge's currency: the one its PaymentIntent
+		// was told in, where an event told of it, before the shop's
+		// default (Sekali checks the answer's currency).
 		ch.Currency = strings.ToLower(form.Get("currency"))
+		if intent, ok := s.intents.Get(pi); ch.Currency == "" && ok {
+			ch.Currency = strings.ToLower(intent.Currency)
+		}
 		if ch.Currency == "" {
 			ch.Currency = "idr" // the shop's currency: the emulation does not know the payment's
 		}
@@ -185,7 +191,9 @@ func (s *Emulator) createRefund(form url.Values, sb payments.Sandbox) (emulation
 		re.Status = "pending" // accepted; it fails below, after the answer is written
 	}
 	s.refunds.Put(re.ID, re)
-	a := emulation.JSON(http.StatusOK, s.shown(re, slices.Contains(expands(form), "charge")))
+	answered := *re
+	answered.Amount, answered.Currency = s.misstate(re.Amount, re.Currency)
+	a := emulation.JSON(http.StatusOK, s.shown(&answered, slices.Contains(expands(form), "charge")))
 	told := stripeRefundTold{orderID: metadata["order_id"], pi: pi, refund: re.ID, amount: amount, total: ch.AmountRefunded,
 		currency: ch.Currency, status: models.RefundStatus(re.Status)}
 	s.mu.Unlock()

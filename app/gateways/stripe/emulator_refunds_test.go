@@ -12,6 +12,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v82"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/app/gateways/gatewaytest"
 	"github.com/sekali/sekali/app/gateways/stripe"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
@@ -394,4 +395,34 @@ func TestStripeRefundFailedLaterEndToEnd(t *testing.T) {
 	s.Notify(sender, payment)
 	em.Reported(payment)
 	s.ExpectRefundFailedLater(g, refunder)
+}
+
+// A refund is in its charge's currency: of a PaymentIntent the
+// emulation was told of only by its event (a tool's notification, not a
+// payment the sandbox reported), the event's currency, not the shop's
+// default — Sekali checks the answer's currency, and a guess of rupiah
+// would put every refund of a dollar shop in conflict.
+func TestStripeRefundIsInItsIntentsCurrency(t *testing.T) {
+	t.Parallel()
+	sender, err := stripe.NewSender(webhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := stripe.NewEmulator(emulatorKey)
+	f := payments.Fact{EventID: "evt_usd_1", OrderID: "ORD-USD-1", TransactionID: "pi_usd_1", Status: models.EventPaid, Amount: 5000, Currency: "USD"}
+	_, body, err := payments.Notification(sender, f, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	em.Notified(f, body)
+	x := gatewaytest.Emulate(t, em)
+	refunder, err := stripe.NewRefunder(emulatorKey, x.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := refunder.Refund(t.Context(), gatewaycalls.RefundRequest{OrderID: "ORD-USD-1", Key: "ORD-USD-1-R1", Charge: "pi_usd_1",
+		Amount: 1250, Currency: "USD", Reason: "damaged", Attempt: 1})
+	if err != nil || a.Currency != "USD" || a.Amount != 1250 {
+		t.Errorf("the refund: %+v, %v; want 1250 USD", a, err)
+	}
 }

@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,8 @@ import (
 // after a lost answer is safe. stripe-go makes no retries of its own: the
 // caller repeats.
 //
-// Answers: a session → its id (cs_…) and url. Stripe's 400, 401, 402,
+// Answers: a session → its id (cs_…) and url, with the amount_total and
+// currency it states (Page's Amount and Currency). Stripe's 400, 401, 402,
 // 403 and 404 are *gatewaycalls.Refused — among them the 400
 // idempotency_error of a key first used with other parameters or on
 // another endpoint: the key cannot succeed, so a repeat must send exactly
@@ -74,7 +76,22 @@ func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (
 	if cs.ID == "" || cs.URL == "" {
 		return gatewaycalls.Page{}, fmt.Errorf("stripe checkout session: the answer has no id or url")
 	}
-	return gatewaycalls.Page{ObjectID: cs.ID, RedirectURL: cs.URL}, nil
+	return sessionPage(cs, strings.ToUpper(r.Currency))
+}
+
+// sessionPage is the page of Checkout Session cs, with the amount_total
+// and currency it states — the caller offers it only when they are the
+// order's — read in the currency it states (asked, when it states none).
+// An amount_total that is not one of that currency is an answer Sekali
+// cannot read: a plain error, and the press asks again.
+func sessionPage(cs *stripego.CheckoutSession, asked string) (gatewaycalls.Page, error) {
+	page := gatewaycalls.Page{ObjectID: cs.ID, RedirectURL: cs.URL, Currency: strings.ToUpper(string(cs.Currency))}
+	amount, ok := MinorUnits(cs.AmountTotal, cmp.Or(page.Currency, asked))
+	if !ok {
+		return gatewaycalls.Page{}, fmt.Errorf("stripe checkout session %s: amount_total %d is not an amount of %s", cs.ID, cs.AmountTotal, cmp.Or(page.Currency, asked))
+	}
+	page.Amount = amount
+	return page, nil
 }
 
 // sessionParams is the Checkout Session that r asks for. A request

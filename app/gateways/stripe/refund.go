@@ -1,6 +1,7 @@
 package stripe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,7 +82,7 @@ func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (ga
 		return gatewaycalls.Refunded{}, &gatewaycalls.Refused{Message: fmt.Sprintf("stripe refund: %d is not an amount of %s", r.Amount, currency)}
 	}
 	if r.Attempt > 1 {
-		if a, found, err := f.existing(ctx, r.Charge, r.Key, currency); err != nil || found {
+		if a, found, err := f.existing(ctx, r.Charge, r.Key, r.Amount, currency); err != nil || found {
 			return a, err
 		}
 	}
@@ -89,7 +90,7 @@ func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (ga
 	if err != nil {
 		return gatewaycalls.Refunded{}, refundError(err)
 	}
-	return f.refunded(ctx, re, currency)
+	return f.refunded(ctx, re, r.Amount, currency)
 }
 
 // createParams are the refund of r, amount in Stripe's units, with its
@@ -124,22 +125,23 @@ func retrieveParams() *stripego.RefundRetrieveParams {
 
 // existing is the refund of the PaymentIntent whose metadata.refund_key
 // is key, if Stripe lists one.
-func (f *Refunder) existing(ctx context.Context, pi, key, currency string) (gatewaycalls.Refunded, bool, error) {
+func (f *Refunder) existing(ctx context.Context, pi, key string, asked int64, currency string) (gatewaycalls.Refunded, bool, error) {
 	for re, err := range f.api.refunds(ctx, listParams(pi)) {
 		if err != nil {
 			return gatewaycalls.Refunded{}, false, refundError(err)
 		}
 		if re.Metadata["refund_key"] == key {
-			a, err := f.refunded(ctx, re, currency)
+			a, err := f.refunded(ctx, re, asked, currency)
 			return a, true, err
 		}
 	}
 	return gatewaycalls.Refunded{}, false, nil
 }
 
-// refunded is the answer a Stripe refund gives: its amount, and its
-// charge's refunded total (read again when the charge came unexpanded).
-func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, currency string) (gatewaycalls.Refunded, error) {
+// refunded is the answer a Stripe refund gives to the refund asked of
+// that amount and currency: its amount and currency, and its charge's
+// refunded total (read again when the charge came unexpanded).
+func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, asked int64, currency string) (gatewaycalls.Refunded, error) {
 	switch {
 	case re.ID == "":
 		return gatewaycalls.Refunded{}, errors.New("stripe refund: the answer names no refund")
@@ -157,14 +159,24 @@ func (f *Refunder) refunded(ctx context.Context, re *stripego.Refund, currency s
 		}
 		re.Charge = again.Charge
 	}
-	amount, ok1 := MinorUnits(re.Amount, currency)
-	total, ok2 := MinorUnits(re.Charge.AmountRefunded, currency)
-	if !ok1 || !ok2 || amount < 1 || total < amount {
-		return gatewaycalls.Refunded{}, fmt.Errorf("stripe refund %s: amount %d and refunded total %d are not amounts of %s",
-			re.ID, re.Amount, re.Charge.AmountRefunded, currency)
-	}
+	// The refund's amount is read in the currency it states; the
+	// charge's total in the charge's. An answer in another currency than
+	// asked is answered as it is: the caller does not apply it.
+	stated := cmp.Or(strings.ToUpper(string(re.Currency)), currency)
+	amount, ok1 := MinorUnits(re.Amount, stated)
+	total, ok2 := MinorUnits(re.Charge.AmountRefunded, cmp.Or(strings.ToUpper(string(re.Charge.Currency)), stated))
 	pending := re.Status == stripego.RefundStatusPending || re.Status == stripego.RefundStatusRequiresAction
-	return gatewaycalls.Refunded{ObjectID: re.ID, RefundKey: re.ID, Amount: amount, Total: total, Pending: pending}, nil
+	a := gatewaycalls.Refunded{ObjectID: re.ID, RefundKey: re.ID, Amount: amount, Currency: stated, Total: total, Pending: pending}
+	switch {
+	case !ok1 || !ok2 || amount < 1:
+		return gatewaycalls.Refunded{}, fmt.Errorf("stripe refund %s: amount %d and refunded total %d are not amounts of %s",
+			re.ID, re.Amount, re.Charge.AmountRefunded, stated)
+	case stated != currency || amount != asked:
+		a.Total = 0 // not the refund asked: nothing of it is applied, its total least of all
+	case total < amount:
+		return gatewaycalls.Refunded{}, fmt.Errorf("stripe refund %s: the refunded total %d is less than the refund's amount %d", re.ID, total, amount)
+	}
+	return a, nil
 }
 
 // refundError is what an error of stripe-go says of a refund: Stripe's

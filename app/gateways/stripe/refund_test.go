@@ -47,7 +47,7 @@ func TestRefundRepeatFindsItsRefundOnALaterPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (gatewaycalls.Refunded{ObjectID: "re_mine", RefundKey: "re_mine", Amount: 50000, Total: 51000, Pending: true}); a != want {
+	if want := (gatewaycalls.Refunded{ObjectID: "re_mine", RefundKey: "re_mine", Amount: 50000, Currency: "IDR", Total: 51000, Pending: true}); a != want {
 		t.Errorf("answer %+v, want %+v", a, want)
 	}
 	list := url.Values{"payment_intent": {"pi_1"}, "limit": {"100"}, "expand[0]": {"data.charge"}}

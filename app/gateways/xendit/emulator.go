@@ -81,6 +81,10 @@ type Emulator struct {
 	paidInvoices  *emulation.Kept[*xenditPaid]    // the invoices the sandbox reported paid, by id
 	refunds       *emulation.Kept[*xenditRefund]  // by id
 	refundKeys    *emulation.Kept[string]         // the refund of each Idempotency-key
+	// Misstate makes the answers of invoice and refund creates state
+	// another amount or currency than they were made with
+	// (MisstateNext).
+	emulation.Misstate
 }
 
 // NewEmulator answers as Xendit's API to callers that authenticate with
@@ -248,9 +252,29 @@ func (x *Emulator) createInvoice(r *http.Request, sb payments.Sandbox) emulation
 	}
 	x.mu.Lock()
 	x.invoices.Put(inv.ID, inv)
-	a := emulation.JSON(http.StatusOK, inv)
+	answered := *inv
+	answered.Amount, answered.Currency = x.misstate(inv.Amount, inv.Currency)
+	a := emulation.JSON(http.StatusOK, &answered)
 	x.mu.Unlock()
 	return a
+}
+
+// misstate is amount (major units) of currency as the answer being
+// written states it: as it is, unless the Misstate switch says
+// otherwise.
+func (x *Emulator) misstate(amount json.Number, currency string) (json.Number, string) {
+	by, other, ok := x.Misstated()
+	if !ok {
+		return amount, currency
+	}
+	minor, err := payments.ParseAmount(string(amount), currency)
+	if err != nil {
+		return amount, currency
+	}
+	if other != "" {
+		currency = strings.ToUpper(other)
+	}
+	return json.Number(payments.MajorText(minor+by, currency, 0)), currency
 }
 
 // shown is an invoice as the API shows it at now: a PENDING one past its
@@ -573,7 +597,9 @@ func (x *Emulator) refund(r *http.Request, failLater func() bool) (emulation.Ans
 	if key != "" {
 		x.refundKeys.Put(key, re.ID)
 	}
-	a := emulation.JSON(http.StatusOK, re)
+	answered := *re
+	answered.Amount, answered.Currency = x.misstate(re.Amount, re.Currency)
+	a := emulation.JSON(http.StatusOK, &answered)
 	settled := *re // the channel refunds at once
 	settled.Status = "SUCCEEDED"
 	if failLater() {

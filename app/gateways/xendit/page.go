@@ -1,6 +1,7 @@
 package xendit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,7 +40,9 @@ const DefaultAPIURL = "https://api.xendit.co"
 // look.
 //
 // Answers: an invoice with an id and an invoice_url → its id and the
-// url; a 4xx but 408, 409, 425 and 429 (to the look or the create) →
+// url, with the amount and currency it states (Page's Amount and
+// Currency: one made before for another amount is answered so, and the
+// caller does not offer it); a 4xx but 408, 409, 425 and 429 (to the look or the create) →
 // *gatewaycalls.Refused with Xendit's error_code and message; those, a 5xx,
 // an answer that is not an invoice, no answer, or the context's end → a
 // plain error: unknown whether Xendit acted. A request that cannot be
@@ -107,12 +110,32 @@ type invoiceItem struct {
 // invoiceAnswer is the part of Xendit's invoice the opener reads, and its
 // error.
 type invoiceAnswer struct {
-	ID         string `json:"id"`
-	Status     string `json:"status"`
-	InvoiceURL string `json:"invoice_url"`
-	ExpiryDate string `json:"expiry_date"`
-	ErrorCode  string `json:"error_code"`
-	Message    string `json:"message"`
+	ID         string      `json:"id"`
+	Status     string      `json:"status"`
+	InvoiceURL string      `json:"invoice_url"`
+	ExpiryDate string      `json:"expiry_date"`
+	Amount     json.Number `json:"amount"`
+	Currency   string      `json:"currency"`
+	ErrorCode  string      `json:"error_code"`
+	Message    string      `json:"message"`
+}
+
+// page is the page of invoice inv, with the amount and currency it states
+// — the caller offers it only when they are the order's — read in the
+// currency it states (asked, when it states none). An amount that is not
+// one of that currency is an answer Sekali cannot read: a plain error,
+// and the press asks again.
+func (inv invoiceAnswer) page(asked string) (gatewaycalls.Page, error) {
+	page := gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL, Currency: strings.ToUpper(inv.Currency)}
+	if inv.Amount == "" {
+		return page, nil
+	}
+	amount, err := payments.ParseAmount(string(inv.Amount), cmp.Or(page.Currency, asked))
+	if err != nil {
+		return gatewaycalls.Page{}, fmt.Errorf("xendit invoice %s: amount %s is not an amount of %s", inv.ID, payments.QuoteAmount(string(inv.Amount)), cmp.Or(page.Currency, asked))
+	}
+	page.Amount = amount
+	return page, nil
 }
 
 // OpenPage implements gatewaycalls.PageOpener.
@@ -121,7 +144,8 @@ func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (
 	if err != nil {
 		return gatewaycalls.Page{}, err
 	}
-	if page, found, err := o.existing(ctx, r.Key); err != nil || found {
+	currency := strings.ToUpper(r.Currency)
+	if page, found, err := o.existing(ctx, r.Key, currency); err != nil || found {
 		return page, err
 	}
 	code, answer, err := httpjson.Post(ctx, o.Client, o.BaseURL+"/v2/invoices", o.secretKey, body)
@@ -132,7 +156,7 @@ func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (
 	decodeErr := json.Unmarshal(answer, &inv)
 	switch {
 	case (code == http.StatusOK || code == http.StatusCreated) && decodeErr == nil && inv.ID != "" && inv.InvoiceURL != "":
-		return gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, nil
+		return inv.page(currency)
 	case gatewaycalls.RefusedStatus(code):
 		return gatewaycalls.Page{}, refusal(code, inv)
 	}
@@ -141,7 +165,7 @@ func (o *PageOpener) OpenPage(ctx context.Context, r gatewaycalls.PageRequest) (
 
 // existing is the invoice of externalID that OpenPage answers with
 // instead of creating one, if Xendit lists one.
-func (o *PageOpener) existing(ctx context.Context, externalID string) (gatewaycalls.Page, bool, error) {
+func (o *PageOpener) existing(ctx context.Context, externalID, currency string) (gatewaycalls.Page, bool, error) {
 	code, answer, err := httpjson.Get(ctx, o.Client, o.BaseURL+"/v2/invoices?external_id="+url.QueryEscape(externalID), o.secretKey)
 	if err != nil {
 		return gatewaycalls.Page{}, false, fmt.Errorf("xendit invoice lookup: %w", err)
@@ -164,12 +188,14 @@ func (o *PageOpener) existing(ctx context.Context, externalID string) (gatewayca
 		}
 		switch inv.Status {
 		case "PAID", "SETTLED":
-			return gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, true, nil
+			page, err := inv.page(currency)
+			return page, err == nil, err
 		case "PENDING":
 			if expiry, err := time.Parse(time.RFC3339, inv.ExpiryDate); err == nil && !expiry.After(o.now()) {
 				continue // expired, though Xendit has not said so yet
 			}
-			return gatewaycalls.Page{ObjectID: inv.ID, RedirectURL: inv.InvoiceURL}, true, nil
+			page, err := inv.page(currency)
+			return page, err == nil, err
 		}
 	}
 	return gatewaycalls.Page{}, false, nil

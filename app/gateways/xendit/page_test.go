@@ -75,7 +75,7 @@ func TestXenditOpenPageRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if page != (gatewaycalls.Page{ObjectID: "579c8d61f23fa4ca35e52da4",
-		RedirectURL: "https://checkout-staging.xendit.co/web/579c8d61f23fa4ca35e52da4"}) {
+		RedirectURL: "https://checkout-staging.xendit.co/web/579c8d61f23fa4ca35e52da4", Amount: 150000, Currency: "IDR"}) {
 		t.Errorf("page %+v", page)
 	}
 	look := <-got

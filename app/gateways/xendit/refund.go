@@ -1,6 +1,7 @@
 package xendit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,8 @@ import (
 // amount: a JSON number in the currency's major unit, currency, reason:
 // REQUESTED_BY_CUSTOMER, metadata: order_id and Sekali's reason, cut to
 // Xendit's 500 characters}. The answer is Refunded{ObjectID and
-// RefundKey: the refund's id (rfd-…), Amount: the request's}.
+// RefundKey: the refund's id (rfd-…), Amount and Currency: the refund's
+// amount and currency, as it states them}.
 //
 // Xendit answers a create with the refund, PENDING until the channel
 // has refunded (its refund.succeeded or refund.failed callback follows,
@@ -97,6 +99,7 @@ type refundAnswer struct {
 	InvoiceID   string      `json:"invoice_id"`
 	ReferenceID string      `json:"reference_id"`
 	Amount      json.Number `json:"amount"`
+	Currency    string      `json:"currency"`
 	Status      string      `json:"status"`
 	FailureCode string      `json:"failure_code"`
 	ErrorCode   string      `json:"error_code"`
@@ -205,10 +208,21 @@ func refunded(code int, a refundAnswer, r gatewaycalls.RefundRequest) (gatewayca
 	default:
 		return gatewaycalls.Refunded{}, fmt.Errorf("xendit refund %s: status %q", a.ID, a.Status)
 	}
-	if amount, err := payments.ParseAmount(string(a.Amount), strings.ToUpper(r.Currency)); a.Amount != "" && (err != nil || amount != r.Amount) {
-		return gatewaycalls.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + payments.QuoteAmount(string(a.Amount)) + " is not the one asked")
+	// What the refund states is answered as it is — the caller does not
+	// apply a refund of another amount or currency than asked — but for
+	// an amount that is not one of its currency: an answer Sekali cannot
+	// read, asked again. A refund that states no amount (Xendit's always
+	// does) is taken for the amount asked.
+	currency := strings.ToUpper(a.Currency)
+	done := gatewaycalls.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount, Currency: currency, Pending: a.Status == "PENDING"}
+	if a.Amount != "" {
+		amount, err := payments.ParseAmount(string(a.Amount), cmp.Or(currency, strings.ToUpper(r.Currency)))
+		if err != nil {
+			return gatewaycalls.Refunded{}, errors.New("xendit refund " + a.ID + ": its amount " + payments.QuoteAmount(string(a.Amount)) + " is not one of " + cmp.Or(currency, r.Currency))
+		}
+		done.Amount = amount
 	}
-	return gatewaycalls.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: r.Amount, Pending: a.Status == "PENDING"}, nil
+	return done, nil
 }
 
 // errorText is Xendit's error, or the status's text.
