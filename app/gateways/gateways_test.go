@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
 )
 
@@ -63,6 +65,33 @@ func TestSettingsLogHidesSecrets(t *testing.T) {
 	for name, s := range secrets {
 		if strings.Contains(line, s) {
 			t.Errorf("the log line shows %s: %s", name, line)
+		}
+	}
+}
+
+// Every gateway states its schedule of asks about unknown outcomes, and
+// each is a schedule the janitor can keep: waits at least the first
+// ask's minute (a call's lease is 20 s; asking sooner would find it
+// still held), never shorter than the wait before (an outcome unknown
+// longer is asked less often), and an end past a day — a gateway's
+// own retries of its notifications run for hours at least, and the audit
+// must not call an outcome overdue that a notification may still tell.
+func TestEveryGatewayHasASchedule(t *testing.T) {
+	t.Parallel()
+	all := gateways.Schedules()
+	for _, e := range gateways.All {
+		s := all[e.Name]
+		if len(s) == 0 {
+			t.Errorf("%s states no schedule", e.Name)
+			continue
+		}
+		for i, w := range s {
+			if w < gatewaycalls.FirstAsk || (i > 0 && w < s[i-1]) {
+				t.Errorf("%s: wait %d is %v in %v: less than a minute, or shorter than the one before", e.Name, i+1, w, s)
+			}
+		}
+		if e.Name != "sandbox" && s.End() < 24*time.Hour {
+			t.Errorf("%s's schedule (%s) ends after %v: before a day", e.Name, s, s.End())
 		}
 	}
 }
