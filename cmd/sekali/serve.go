@@ -185,7 +185,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Calls:    gatewaycalls.NewLedger(db, time.Now, metricSet),
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
-			Audit:    audit.New(db).RaisingAlerts(jobs.Tasks{}),
+			Audit:    audit.New(db).WithSchedules(gateways.Schedules()).RaisingAlerts(jobs.Tasks{}),
 			Metrics:  metricSet.Registry,
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
