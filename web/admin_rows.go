@@ -121,6 +121,7 @@ func gatewayRow(r models.GatewayRequest) views.GatewayRequestRow {
 	return views.GatewayRequestRow{ID: r.ID, OrderID: r.OrderID, Kind: string(r.Kind), Provider: r.Provider, Key: r.IdempotencyKey,
 		Amount: r.Amount, Currency: r.Currency, Phase: string(r.Phase), Attempts: r.Attempts, Object: r.ProviderObjectID,
 		RedirectURL: r.RedirectURL, LastError: r.LastError, Created: r.CreatedAt.UTC(), Updated: r.UpdatedAt.UTC(), Done: utc(r.DoneAt),
+		UnknownSince: utc(r.UnknownSince), Asks: r.Asks, NextAsk: utc(r.NextAskAt),
 		Retry: r.Kind == models.GatewayRefund && (r.Phase == models.GatewayPlanned || r.Phase == models.GatewaySent)}
 }
 

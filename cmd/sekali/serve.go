@@ -192,6 +192,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
 			Audit:    audit.New(db).WithSchedules(gateways.Schedules()).RaisingAlerts(jobs.Tasks{}),
+			Janitor:  unknowns,
 			Metrics:  metricSet.Registry,
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
