@@ -2,7 +2,9 @@ package gateways_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +94,40 @@ func TestEveryGatewayHasASchedule(t *testing.T) {
 		}
 		if e.Name != "sandbox" && s.End() < 24*time.Hour {
 			t.Errorf("%s's schedule (%s) ends after %v: before a day", e.Name, s, s.End())
+		}
+	}
+}
+
+// docs/gateway-calls.md's table of the schedules says what each
+// gateway's Schedule is: its asks and the end the audit holds it to.
+func TestSchedulesTableIsTrue(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/gateway-calls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if cells := strings.Split(line, "|"); len(cells) > 2 {
+			rows[strings.ToLower(strings.TrimSpace(cells[1]))] = line
+		}
+	}
+	for _, e := range gateways.All {
+		row, ok := rows[e.Name]
+		if !ok {
+			t.Errorf("docs/gateway-calls.md has no row of %s's schedule", e.Name)
+			continue
+		}
+		end := e.Schedule.End()
+		days, hours, minutes := int(end/(24*time.Hour)), int(end%(24*time.Hour)/time.Hour), int(end%time.Hour/time.Minute)
+		endText := fmt.Sprintf("%d h %d m", hours, minutes)
+		if days > 0 {
+			endText = fmt.Sprintf("%d d %s", days, endText)
+		} else if hours == 0 {
+			endText = fmt.Sprintf("%d m", minutes)
+		}
+		if !strings.Contains(row, "| "+e.Schedule.String()+" |") || !strings.HasSuffix(strings.TrimSpace(row), "| "+endText+" |") {
+			t.Errorf("%s's row reads\n%s\nwant its asks %q and its end %q", e.Name, row, e.Schedule.String(), endText)
 		}
 	}
 }
