@@ -25,6 +25,7 @@ const (
 	TaskPrune        = "prune"
 	TaskRollup       = "stats:rollup"
 	TaskPollPayments = "payments:poll"
+	TaskJanitor      = "gateway:janitor"
 )
 
 // orderSweeper is the part of the orders service the expiry sweep needs.
@@ -57,6 +58,10 @@ type Maintenance struct {
 	// CatchUpRun asks the gateways what Sekali missed since the last run
 	// (catchup.Service.Run); nil when the worker is not given one.
 	CatchUpRun func(ctx context.Context) error
+	// AskUnknown asks the gateways again about the calls whose outcome
+	// is unknown and whose next ask is due (janitor.Janitor.Run); nil
+	// when the worker is not given one.
+	AskUnknown func(ctx context.Context) (asked int, err error)
 }
 
 // NewMaintenance returns the periodic tasks, counting the jobs the
@@ -150,16 +155,43 @@ func (m *Maintenance) PollPayments(ctx context.Context, _ *asynq.Task) error {
 	if m.Poll == nil {
 		return nil
 	}
-	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-pollMargin))
-		defer cancel()
-	}
+	ctx, cancel := beforeDeadline(ctx)
+	defer cancel()
 	applied, err := m.Poll(ctx)
 	if applied > 0 {
 		m.log.InfoContext(ctx, "status poll applied payments the notifications had not", "count", applied)
 	}
 	return err
+}
+
+func janitorJob() Spec {
+	return periodic(TaskJanitor, time.Minute, func(d Deps) asynq.HandlerFunc { return d.Maintenance.AskAboutUnknowns })
+}
+
+// AskAboutUnknowns is the gateway:janitor task: it asks the gateways
+// again about the calls whose outcome is unknown — a page or a refund
+// whose answer was lost, a refund still pending — once their next ask
+// is due (app/janitor). An ask the gateway does not answer does not fail
+// it; its error is Sekali's own — the database — and is retried. It stops
+// asking pollMargin before its deadline, as the status poll does: the
+// next minute's run asks the rest.
+func (m *Maintenance) AskAboutUnknowns(ctx context.Context, _ *asynq.Task) error {
+	if m.AskUnknown == nil {
+		return nil
+	}
+	ctx, cancel := beforeDeadline(ctx)
+	defer cancel()
+	_, err := m.AskUnknown(ctx)
+	return err
+}
+
+// beforeDeadline is ctx ended pollMargin before its deadline, if it has
+// one: a task that asks gateways stops asking in time to return.
+func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, deadline.Add(-pollMargin))
+	}
+	return ctx, func() {}
 }
 
 func pruneJob() Spec {

@@ -470,6 +470,29 @@ func TestSchedulerConcurrentSchedulersEnqueueEachPeriodOnce(t *testing.T) {
 	}
 }
 
+// TestMaintenanceAsksAboutUnknowns: the gateway:janitor task runs the
+// configured janitor within its own deadline, less a margin, and hands
+// its error (the database's: a gateway that cannot be asked is no error
+// of the run) to Asynq; without a janitor it does nothing.
+func TestMaintenanceAsksAboutUnknowns(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	m := jobs.NewMaintenance(db, orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}), testenv.Logger(t), time.Hour, metrics.New())
+	task := asynq.NewTask(jobs.TaskJanitor, nil)
+	if err := m.AskAboutUnknowns(context.Background(), task); err != nil {
+		t.Fatalf("without a janitor: %v", err)
+	}
+	failure := errors.New("the database is unavailable")
+	taskDeadline := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), taskDeadline)
+	defer cancel()
+	var runDeadline time.Time
+	m.AskUnknown = func(ctx context.Context) (int, error) { runDeadline, _ = ctx.Deadline(); return 0, failure }
+	if err := m.AskAboutUnknowns(ctx, task); !errors.Is(err, failure) || runDeadline.IsZero() || !runDeadline.Before(taskDeadline) {
+		t.Errorf("the run: %v, its deadline %v, the task's %v; want its error, and its deadline first", err, runDeadline, taskDeadline)
+	}
+}
+
 // TestMaintenancePollPayments: the payments:poll task runs the configured
 // poll and hands its error (the database's: payments.Service.Poll
 // returns none for a gateway) to Asynq, which retries it; without a poll

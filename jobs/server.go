@@ -41,6 +41,9 @@ type WorkerConfig struct {
 	// CatchUp asks the gateways what Sekali missed (payments:catch-up,
 	// scheduled with CATCH_UP_EVERY); nil when it cannot.
 	CatchUp func(ctx context.Context) error
+	// AskUnknown asks the gateways again about the calls whose outcome
+	// is unknown (gateway:janitor); nil when it cannot.
+	AskUnknown func(ctx context.Context) (asked int, err error)
 	// Refunds sends the refunds admins ask for (refund:send); nil in a
 	// worker that cannot.
 	Refunds RefundSender
@@ -76,6 +79,7 @@ func RunWorker(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, log 
 	maintenance := NewMaintenance(db, o, log, cfg.PruneAfter, m)
 	maintenance.Poll = cfg.PollPayments
 	maintenance.CatchUpRun = cfg.CatchUp
+	maintenance.AskUnknown = cfg.AskUnknown
 	maintenance.KeepBodiesFor = cfg.KeepBodiesFor
 	mux := NewMux(Deps{
 		DB:          db,

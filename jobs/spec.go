@@ -63,6 +63,7 @@ func specs() []Spec {
 		rollupJob(),
 		reconcileJob(),
 		pollPaymentsJob(),
+		janitorJob(),
 		alertJob(),
 		watchJob(),
 		catchUpJob(),

@@ -95,7 +95,7 @@ func TestPeriodicTasksPinned(t *testing.T) {
 	every := map[string]time.Duration{
 		"sweep:stuck": time.Minute, "sweep:expired": time.Minute, "prune": time.Hour,
 		"stats:rollup": time.Minute, "outbox:reconcile": time.Minute, "payments:poll": time.Minute,
-		"alerts:watch": time.Minute,
+		"alerts:watch": time.Minute, "gateway:janitor": time.Minute,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -137,6 +137,7 @@ func TestMuxServesEverySpec(t *testing.T) {
 		"invoice:generate": "critical", "email:send": "default", "order:expire": "default",
 		"sweep:stuck": "maintenance", "sweep:expired": "maintenance", "prune": "maintenance",
 		"stats:rollup": "maintenance", "outbox:reconcile": "maintenance", "payments:poll": "maintenance",
+		"gateway:janitor": "maintenance",
 	} {
 		if _, pattern := mux.Handler(asynq.NewTask(typ, nil)); pattern != typ {
 			t.Errorf("%s is routed to %q", typ, pattern)

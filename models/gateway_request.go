@@ -111,4 +111,12 @@ type GatewayRequest struct {
 	// DeclinedBy and DeclinedAt: the owner who declined it.
 	DeclinedBy string
 	DeclinedAt *time.Time
+	// UnknownSince, Asks and NextAskAt are the janitor's schedule of a
+	// call whose outcome is unknown (sent, its answer lost; or a refund
+	// the gateway accepted and has not settled): since when, how often
+	// it was asked about again, and when it is asked next. The times are
+	// nil once the outcome is known.
+	UnknownSince *time.Time
+	Asks         int
+	NextAskAt    *time.Time
 }

@@ -78,6 +78,12 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Traces:         st.Traces(),
 	}
 	mayAnswer(v.Refunds, adminOf(c), roleOf(c))
+	for i := range v.Gateway { // their buttons come back here
+		v.Gateway[i].From = "order"
+	}
+	for i := range v.Refunds {
+		v.Refunds[i].From = "order"
+	}
 	if v.Refund, _, err = s.refundForm(c, &o, ""); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/janitor"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/refunds"
 	"github.com/sekali/sekali/models"
@@ -282,15 +284,32 @@ func (s *Server) adminRefund(c echo.Context) error {
 	return seeOther(c, back+"#refunds")
 }
 
-// adminRetryRefund is POST /admin/gateway-requests/:id/retry: a refund
-// whose answer is not known yet is sent again now, rather than at its
-// job's next try — by the same code the job runs (refunds.Service.Send),
-// so it calls only if no one else holds the refund, and with the same
-// key. The job then finds it over.
+// adminRetryRefund is POST /admin/gateway-requests/:id/retry, "Ask
+// now": a call whose outcome is unknown is asked about at once rather
+// than at its next scheduled ask, by the janitor's own code
+// (janitor.AskNow: a refund sent again with its key, only if no one else
+// holds it; a pending refund or a lost page looked up). A refund not
+// sent yet is sent now ("Send again now") rather than at its job's next
+// try — by the same code the job runs (refunds.Service.Send), so it
+// calls only if no one else holds the refund, and with the same key.
+// The job then finds it over. With from=order it goes back to the
+// order's page, else to the calls not over.
 func (s *Server) adminRetryRefund(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
 		return models.Errorf(models.ENotFound, "no gateway request %q", c.Param("id"))
+	}
+	orderID := ""
+	if s.deps.Janitor != nil {
+		a, err := s.deps.Janitor.AskNow(c.Request().Context(), id, requestID(c))
+		if err != nil {
+			return err
+		}
+		if a.Result != janitor.Known || a.Request.Kind != models.GatewayRefund {
+			s.askedNow(c, a)
+			return seeOther(c, retryBack(c, a.Request.OrderID))
+		}
+		orderID = a.Request.OrderID
 	}
 	if s.deps.Refunds == nil {
 		return models.Errorf(models.EInvalidTransition, "refunds are not set up in this process")
@@ -316,7 +335,51 @@ func (s *Server) adminRetryRefund(c echo.Context) error {
 		s.record(c, adminOf(c), "send refund again", target, models.ActionError, err.Error())
 		return err
 	}
-	return seeOther(c, "/admin/gateway-requests?phase=open")
+	if r != nil {
+		orderID = r.OrderID
+	}
+	return seeOther(c, retryBack(c, orderID))
+}
+
+// retryBack is where "Ask now" and "Send again now" go back to: the
+// order's refunds, from its page (from=order), else the calls not over.
+func retryBack(c echo.Context, orderID string) string {
+	if c.FormValue("from") == "order" && orderID != "" {
+		return "/admin/orders/" + url.PathEscape(orderID) + "#refunds"
+	}
+	return "/admin/gateway-requests?phase=open"
+}
+
+// askedNow logs what an admin's "Ask now" came to and says it.
+func (s *Server) askedNow(c echo.Context, a janitor.Asked) {
+	r := a.Request
+	what := r.Provider + " " + strings.ReplaceAll(string(r.Kind), "_", " ") + " " + strconv.FormatInt(r.ID, 10) + " of order " + r.OrderID
+	next := ""
+	if r.NextAskAt != nil {
+		next = "; " + views.GatewayRequestRow{Asks: r.Asks}.Asked() + ", next at " + views.Time(*r.NextAskAt) + " UTC"
+	}
+	result, tone, say := models.ActionOK, "ok", ""
+	switch a.Result {
+	case janitor.Final:
+		say = "The gateway answered: " + what + " is " + views.PhaseText(string(r.Phase)) + "."
+		if r.LastError != "" && r.Phase != models.GatewayDone {
+			say += " " + r.LastError
+		}
+	case janitor.Unknown:
+		result, tone = models.ActionError, "warn"
+		say = "Asked: " + what + " is still not known (" + cmp.Or(r.LastError, "pending at the gateway") + ")" + next + "."
+	case janitor.Busy:
+		result, tone = models.ActionNoop, "warn"
+		say = what + " is being asked right now by another caller: nothing was asked twice" + next + ". Look again in a minute."
+	case janitor.CannotAsk:
+		result, tone = models.ActionNoop, "warn"
+		say = r.Provider + " cannot be asked about " + what + "; Sekali looks again whether it became known" + next + "."
+	default:
+		result, tone = models.ActionNoop, "ok"
+		say = "Nothing to ask: the outcome of " + what + " is known (" + views.PhaseText(string(r.Phase)) + ")."
+	}
+	s.record(c, adminOf(c), "ask gateway now", "gateway request "+strconv.FormatInt(r.ID, 10), result, string(a.Result))
+	s.flash(c, tone, say)
 }
 
 // adminApproveRefund is POST /admin/gateway-requests/:id/approve (owners):

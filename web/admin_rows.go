@@ -123,6 +123,7 @@ func gatewayRow(r models.GatewayRequest) views.GatewayRequestRow {
 		Amount: r.Amount, Currency: r.Currency, Phase: string(r.Phase), Attempts: r.Attempts, Object: r.ProviderObjectID,
 		RedirectURL: r.RedirectURL, LastError: r.LastError, Created: r.CreatedAt.UTC(), Updated: r.UpdatedAt.UTC(), Done: utc(r.DoneAt),
 		AnsweredAmount: r.AnsweredAmount, AnsweredCurrency: r.AnsweredCurrency,
+		UnknownSince: utc(r.UnknownSince), Asks: r.Asks, NextAsk: utc(r.NextAskAt),
 		Retry: r.Kind == models.GatewayRefund && (r.Phase == models.GatewayPlanned || r.Phase == models.GatewaySent)}
 	if r.Phase == models.GatewayConflict && r.AnsweredAmount != nil {
 		row.Answer = views.AnswerConflict{Asked: models.Money(r.Amount, r.Currency),

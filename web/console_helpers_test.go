@@ -32,6 +32,7 @@ import (
 	"github.com/sekali/sekali/app/gateways/midtrans"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/janitor"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
@@ -64,8 +65,8 @@ type console struct {
 	payments *payments.Service
 	client   *http.Client
 	pages    *recordingOpener // what Pay asked the gateway for
-	gateway  *sandboxgw.Sandbox
 	srv      *web.Server
+	gateway  *sandboxgw.Sandbox // the sandbox gateway, with its fault switches
 }
 
 // recordingOpener is the sandbox gateway's page opener, keeping each
@@ -166,6 +167,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		// stays planned, its refund:send job written to the outbox.
 		Refunds: refundService,
 		Calls:   gatewaycalls.NewLedger(db, time.Now, metricSet),
+		Janitor: janitor.New(db, log, time.Now, metricSet, refundService, gateways.Schedules(), gateway),
 		CatchUp: catchup.New(db, log, time.Now, paymentService, nil, nil, jobs.Tasks{}),
 	})
 	handler = srv

@@ -448,7 +448,7 @@ func TestAuditPageAndDashboardVerdict(t *testing.T) {
 	doc.Find("#audit tbody tr").Each(func(_ int, tr *goquery.Selection) {
 		rows = append(rows, strings.TrimSpace(tr.Find("td").First().Text())+". "+tr.Find("td strong").Text())
 	})
-	want := []string{"1. stock", "2. reservations", "3. payments", "4. callbacks", "5. refunds", "6. invoices", "7. emails", "8. jobs", "9. gateway refunds"}
+	want := []string{"1. stock", "2. reservations", "3. payments", "4. callbacks", "5. refunds", "6. invoices", "7. emails", "8. jobs", "9. gateway refunds", "10. unknown outcomes"}
 	if strings.Join(rows, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the audit page lists %q, want %q", rows, want)
 	}

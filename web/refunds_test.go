@@ -374,6 +374,65 @@ func TestRefundSendAgainNow(t *testing.T) {
 	}
 }
 
+// A refund whose answer is unknown (the sandbox gateway answered 500)
+// shows on the order's page and in the list of calls as not asked about
+// yet, when it is asked next, and "Ask now"; its JSON says the same.
+// Pressed from the order's page, "Ask now" asks through the janitor —
+// the sandbox refunds it, the refund is done, asked once — goes back to
+// the order's refunds, and is logged.
+func TestRefundAskNow(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	o := c.paidUSDOrder(t, "RF-ASK")
+	if p := c.refundAPI(o.ID, "refund-ask-"+o.ID, `{"amount":"20.00","reason":"a cracked lid"}`); p.StatusCode != http.StatusAccepted {
+		t.Fatalf("refund: %d", p.StatusCode)
+	}
+	rows := c.refundRows(o.ID)
+	retry := "/admin/gateway-requests/" + strconv.FormatInt(rows[0].ID, 10) + "/retry"
+	c.gateway.Faults().FailNext(1)
+	if p := c.post(retry, url.Values{"from": {"order"}}); p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin/orders/"+o.ID+"#refunds" {
+		t.Fatalf("send again, the gateway failing: %d to %q; want 303 to the order's refunds", p.StatusCode, p.Header.Get("Location"))
+	}
+	if rows = c.refundRows(o.ID); rows[0].Phase != models.GatewaySent || rows[0].NextAskAt == nil {
+		t.Fatalf("after the gateway's 500: %+v; want sent, its next ask set", rows[0])
+	}
+	for path, css := range map[string]string{"/admin/orders/" + o.ID: "#refund-list", "/admin/gateway-requests?phase=open": "#list"} {
+		cell := c.get(path).Doc(t).Find(css + " tbody tr")
+		if s := strings.TrimSpace(cell.Find(".asked").Text()); !strings.HasPrefix(s, "not asked yet, next at ") || !strings.Contains(s, " UTC (in ") {
+			t.Errorf("%s: the refund's schedule reads %q", path, s)
+		}
+		if cell.Find(`form[action="`+retry+`"] button`).Text() != "Ask now" {
+			t.Errorf("%s: no Ask now for the unknown refund", path)
+		}
+	}
+	var js struct {
+		Refunds []struct {
+			Asks    int        `json:"asks"`
+			NextAsk *time.Time `json:"next_ask_at"`
+			Unknown *time.Time `json:"unknown_since"`
+		} `json:"refunds"`
+	}
+	p := c.do(http.DefaultClient, "GET", "/api/admin/orders/"+o.ID, nil, http.Header{"Authorization": {"Bearer " + apiToken}, "Accept": {"application/json"}})
+	if err := json.Unmarshal([]byte(p.Body), &js); err != nil || len(js.Refunds) != 1 || js.Refunds[0].NextAsk == nil || js.Refunds[0].Unknown == nil {
+		t.Errorf("the order's JSON: %+v, %v; want the refund's schedule", js.Refunds, err)
+	}
+
+	c.db.Exec("UPDATE gateway_requests SET locked_until = now() - interval '1 second' WHERE id = ?", rows[0].ID) // its call's lease passes
+	if p := c.post(retry, url.Values{"from": {"order"}}); p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/admin/orders/"+o.ID+"#refunds" {
+		t.Fatalf("ask now: %d to %q", p.StatusCode, p.Header.Get("Location"))
+	}
+	if rows = c.refundRows(o.ID); rows[0].Phase != models.GatewayDone || rows[0].Asks != 1 || rows[0].NextAskAt != nil {
+		t.Fatalf("after ask now: %+v; want done, asked once, its schedule over", rows[0])
+	}
+	if n := c.count("SELECT count(*) FROM admin_actions WHERE action = 'ask gateway now' AND result = 'ok' AND detail = 'final'"); n != 1 {
+		t.Errorf("%d 'ask gateway now' actions logged, want 1", n)
+	}
+	if doc := c.get("/admin/orders/" + o.ID).Doc(t); doc.Find("#refund-list .asked").Length() != 0 || doc.Find(`form[action="`+retry+`"]`).Length() != 0 {
+		t.Error("the done refund still shows a schedule or a button")
+	}
+}
+
 // A paid order charged a second time: its page offers that charge back
 // in one click (with the order's own refund form beside it), and the
 // click refunds that charge, all of it, once; the admin API refunds such

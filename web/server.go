@@ -25,6 +25,7 @@ import (
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/janitor"
 	"github.com/sekali/sekali/app/jobview"
 	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/outbox"
@@ -99,6 +100,10 @@ type Deps struct {
 	// Refunds asks gateways for the refunds admins ask for; nil: the
 	// console offers none.
 	Refunds *refunds.Service
+	// Janitor asks the gateways about an unknown outcome at an admin's
+	// "Ask now" (janitor.Janitor.AskNow); nil: the button sends a refund
+	// again through Refunds, as "Send again now" does.
+	Janitor *janitor.Janitor
 	// CatchUp lists the catch-up runs (catchup.Service); nil: the page
 	// lists none.
 	CatchUp catchUpRuns

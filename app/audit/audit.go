@@ -6,7 +6,9 @@
 package audit
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/alerts"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -70,6 +73,10 @@ type Auditor struct {
 	checks []Check
 	drain  bool
 	alerts alerts.Tasks // nil: a red run raises no alert
+	// ends are how long, in seconds, an outcome may stay unknown at each
+	// gateway (gatewaycalls.Schedule.End), as JSON; others get
+	// DefaultSchedule's.
+	ends string
 }
 
 // New returns an auditor of every invariant: baseChecks and jobChecks. Its
@@ -82,6 +89,20 @@ func New(db *gorm.DB) *Auditor {
 // jobs (baseChecks: 1 to 5), which does not drain: for tests and set-ups that
 // run no worker.
 func WithoutJobs(db *gorm.DB) *Auditor { return &Auditor{db: db, checks: baseChecks} }
+
+// WithSchedules returns an auditor that judges an unknown outcome at
+// each gateway by that gateway's schedule (check 10); one not in s, and
+// every gateway without it, by gatewaycalls.DefaultSchedule.
+func (a *Auditor) WithSchedules(s gatewaycalls.Schedules) *Auditor {
+	ends := map[string]float64{}
+	for provider, schedule := range s {
+		ends[provider] = schedule.End().Seconds()
+	}
+	b := *a
+	j, _ := json.Marshal(ends)
+	b.ends = string(j)
+	return &b
+}
 
 // RaisingAlerts makes a run that turns the audit red raise audit.red
 // (docs/operations.md#operational-webhooks), with tasks making its send
@@ -202,8 +223,9 @@ func (a *Auditor) run(ctx context.Context, drainTimeout time.Duration) (Report, 
 			var lines []struct{ Line, Ref string }
 			q := fmt.Sprintf("SELECT line, ref FROM (%s) AS violations(line, ref) LIMIT %d", c.Query, maxLines)
 			var args []any
-			if strings.Contains(c.Query, "@settled_before") {
-				args = append(args, map[string]any{"settled_before": settledBefore})
+			if strings.Contains(c.Query, "@") {
+				args = append(args, map[string]any{"settled_before": settledBefore, "ends": cmp.Or(a.ends, "{}"),
+					"default_end": gatewaycalls.DefaultSchedule.End().Seconds()})
 			}
 			if err := tx.Raw(q, args...).Scan(&lines).Error; err != nil {
 				return fmt.Errorf("check %s: %w", c.Name, err)

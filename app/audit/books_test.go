@@ -216,9 +216,9 @@ func (b *books) actions() map[string]func(*rapid.T) {
 }
 
 // next is a fresh number for an id, unique in the test binary: the
-// payments service remembers recent event ids across runs.
+// payments service remembers recent event ids across runs. Safe to call
+// at once (two admins asking together).
 func (b *books) next() string {
-	b.n++
 	return strconv.FormatInt(ids.Add(1), 10)
 }
 
@@ -251,8 +251,9 @@ func (b *books) takenCharge(t *rapid.T, o *mOrder) *mCharge {
 // returns its id ("" when it is out of stock).
 func (b *books) create(gateway, sku string) string {
 	b.t.Helper()
-	r := b.a.do(b.t, "POST", "/api/orders", map[string][]string{"Content-Type": {"application/json"}, "Idempotency-Key": {"books-create-key-" + b.next() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}},
-		fmt.Appendf(nil, `{"customer_email":"buyer%d@example.com","items":[{"sku":%q,"qty":1}]}`, b.n, sku))
+	n := b.next()
+	r := b.a.do(b.t, "POST", "/api/orders", map[string][]string{"Content-Type": {"application/json"}, "Idempotency-Key": {"books-create-key-" + n + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}},
+		fmt.Appendf(nil, `{"customer_email":"buyer%s@example.com","items":[{"sku":%q,"qty":1}]}`, n, sku))
 	var o struct {
 		ID          string `json:"id"`
 		AccessToken string `json:"access_token"`

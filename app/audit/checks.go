@@ -242,6 +242,28 @@ SELECT format('job %s succeeded but its refund is still %s', j.idempotency_key, 
 FROM job_executions j JOIN gateway_requests g ON j.idempotency_key = 'refund:send:' || g.id
 WHERE j.status = 'succeeded' AND g.phase IN ('planned', 'sent')`,
 	},
+	{
+		ID: 10, Name: "unknown outcomes",
+		Description: "no call to a gateway is left unknown past the end of its gateway's schedule: each page or refund sent whose answer was lost, and each refund the gateway accepted and has not settled, is known (done or failed) by then, or its order needs it no more",
+		Query: `
+WITH ends AS (SELECT key AS provider, value::float8 AS secs FROM jsonb_each_text(CAST(@ends AS jsonb))),
+unknown AS (
+    SELECT g.*, 'sent, its answer unknown' AS what, coalesce(g.unknown_since, g.updated_at) AS since
+    FROM gateway_requests g
+    WHERE g.phase = 'sent'
+      AND (g.kind <> 'create_payment' OR EXISTS (SELECT 1 FROM orders o WHERE o.id = g.order_id AND o.status = 'pending'))
+    UNION ALL
+    SELECT g.*, 'pending at the gateway', coalesce(g.unknown_since, g.done_at, g.updated_at)
+    FROM refunds r JOIN gateway_requests g ON g.order_id = r.order_id AND g.provider = r.provider AND g.payment_id = r.payment_id
+         AND g.kind = 'refund' AND g.phase = 'done' AND r.refund_key IN (g.provider_object_id, g.idempotency_key)
+    WHERE r.status = 'pending')
+SELECT format('%s %s %s (key %s) has been %s since %s, past the end of its schedule (%s): asked %s times',
+              u.provider, replace(u.kind, '_', ' '), u.id, u.idempotency_key, u.what,
+              to_char(u.since AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'),
+              make_interval(secs => coalesce(e.secs, @default_end)), u.asks), 'order:' || u.order_id
+FROM unknown u LEFT JOIN ends e ON e.provider = u.provider
+WHERE u.since < now() - make_interval(secs => coalesce(e.secs, @default_end))`,
+	},
 }
 
 // conflictsQuery lists the calls a gateway answered with another amount

@@ -54,12 +54,17 @@ func Lease(callTimeout time.Duration) time.Duration { return 2 * callTimeout }
 // answer was lost), for lease. Each claim counts an attempt, and r becomes the row
 // as claimed: its key and attempt are the caller's. Times are the
 // database's, one clock for every instance.
+//
+// From its first claim until its answer is final the call's outcome is
+// unknown: the claim starts the janitor's schedule (unknown_since, and
+// the first ask FirstAsk later), which the final answer ends.
 func (l *Ledger) Claim(ctx context.Context, r *models.GatewayRequest, lease time.Duration) (bool, error) {
 	var rows []models.GatewayRequest
 	err := l.db.WithContext(ctx).Raw(`UPDATE gateway_requests
-		SET phase = ?, attempts = attempts + 1, locked_until = now() + make_interval(secs => ?), updated_at = now()
+		SET phase = ?, attempts = attempts + 1, locked_until = now() + make_interval(secs => ?), updated_at = now(),
+			unknown_since = coalesce(unknown_since, now()), next_ask_at = coalesce(next_ask_at, now() + make_interval(secs => ?))
 		WHERE id = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < now())))
-		RETURNING *`, models.GatewaySent, lease.Seconds(), r.ID, models.GatewayPlanned, models.GatewaySent).Scan(&rows).Error
+		RETURNING *`, models.GatewaySent, lease.Seconds(), FirstAsk.Seconds(), r.ID, models.GatewayPlanned, models.GatewaySent).Scan(&rows).Error
 	if err != nil {
 		return false, fmt.Errorf("gatewaycalls: claim request %d: %w", r.ID, store.Classify(err))
 	}
@@ -83,15 +88,33 @@ func held(db *gorm.DB, r *models.GatewayRequest) *gorm.DB {
 }
 
 // Done records the gateway's object on r while the caller holds it,
-// with what its answer stated of the object's money. It reports false
-// when another caller had taken the row over.
+// with what its answer stated of the object's money: the outcome is
+// known, and the janitor's schedule of it ends. It reports false when
+// another caller had taken the row over.
 func (l *Ledger) Done(ctx context.Context, r *models.GatewayRequest, objectID, redirectURL string, said Stated) (bool, error) {
+	return l.done(ctx, r, objectID, redirectURL, said, known)
+}
+
+// Accepted is Done for a refund the gateway accepted without making it
+// yet (pending): the row is done — the gateway's refund exists — but
+// what becomes of it is not known, so the janitor's schedule goes on
+// until the gateway says (app/janitor).
+func (l *Ledger) Accepted(ctx context.Context, r *models.GatewayRequest, objectID string, said Stated) (bool, error) {
+	return l.done(ctx, r, objectID, "", said, nil)
+}
+
+// known are the columns that end the janitor's schedule of a row: its
+// outcome is known.
+var known = map[string]any{"unknown_since": nil, "next_ask_at": nil}
+
+func (l *Ledger) done(ctx context.Context, r *models.GatewayRequest, objectID, redirectURL string, said Stated, ends map[string]any) (bool, error) {
 	l.count(r, answerDone)
 	now := l.now().UTC()
-	changes := said.columns()
-	maps.Copy(changes, map[string]any{"phase": models.GatewayDone, "provider_object_id": objectID,
+	change := said.columns()
+	maps.Copy(change, map[string]any{"phase": models.GatewayDone, "provider_object_id": objectID,
 		"redirect_url": redirectURL, "last_error": "", "locked_until": nil, "done_at": now, "updated_at": now})
-	res := l.Held(ctx, r).Updates(changes)
+	maps.Copy(change, ends)
+	res := l.Held(ctx, r).Updates(change)
 	if res.Error != nil {
 		return false, fmt.Errorf("gatewaycalls: record request %d done: %w", r.ID, store.Classify(res.Error))
 	}
@@ -109,6 +132,7 @@ func (l *Ledger) ConflictIn(tx *gorm.DB, r *models.GatewayRequest, objectID, red
 	changes := said.columns()
 	maps.Copy(changes, map[string]any{"phase": models.GatewayConflict, "provider_object_id": objectID,
 		"redirect_url": redirectURL, "last_error": truncate(why), "locked_until": nil, "done_at": now, "updated_at": now})
+	maps.Copy(changes, known) // answered: nothing left to ask the gateway
 	res := held(tx, r).Updates(changes)
 	if res.Error != nil {
 		return false, fmt.Errorf("gatewaycalls: record request %d in conflict: %w", r.ID, store.Classify(res.Error))
@@ -125,7 +149,7 @@ func (l *Ledger) Failed(ctx context.Context, r *models.GatewayRequest, cause err
 func (l *Ledger) FailedIn(tx *gorm.DB, r *models.GatewayRequest, cause error) error {
 	l.count(r, answerRefused)
 	err := held(tx, r).Updates(map[string]any{"phase": models.GatewayFailed, "last_error": truncate(cause.Error()),
-		"locked_until": nil, "updated_at": l.now().UTC()}).Error
+		"locked_until": nil, "updated_at": l.now().UTC(), "unknown_since": nil, "next_ask_at": nil}).Error
 	if err != nil {
 		return fmt.Errorf("gatewaycalls: record request %d failed: %w", r.ID, store.Classify(err))
 	}
@@ -163,7 +187,7 @@ func truncate(s string) string {
 // is left as it is: there is nothing left to give up.
 func DiscardIn(tx *gorm.DB, id int64, why string) error {
 	res := tx.Exec(`UPDATE gateway_requests
-		SET phase = ?, locked_until = NULL, last_error = ?, updated_at = now()
+		SET phase = ?, locked_until = NULL, last_error = ?, updated_at = now(), unknown_since = NULL, next_ask_at = NULL
 		WHERE id = ? AND kind = ? AND (phase = ? OR (phase = ? AND (locked_until IS NULL OR locked_until < now())))`,
 		models.GatewayDiscarded, truncate(why), id, models.GatewayRefund, models.GatewayPlanned, models.GatewaySent)
 	if res.Error != nil || res.RowsAffected == 1 {

@@ -261,3 +261,64 @@ func WithoutToken(rawURL string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// PageFinder is implemented by a PageOpener whose gateway can be asked
+// what a call to open a page made: the page it holds for the request's
+// order under the request's key (Xendit's invoices by external_id,
+// Stripe's Checkout Sessions by the order they name). found is false when
+// the gateway answers that it holds none. An error says nothing either
+// way. Midtrans's Snap cannot be asked (no API returns a Snap token), so
+// its opener is no PageFinder.
+type PageFinder interface {
+	FindPage(ctx context.Context, r PageRequest) (page Page, found bool, err error)
+}
+
+// PageLook is what looking up a page whose answer was lost found.
+type PageLook string
+
+const (
+	// PageBusy: another caller holds the request (a press is calling
+	// the gateway right now); nothing was asked.
+	PageBusy PageLook = "busy"
+	// PageFound: the gateway holds the page; the request is done.
+	PageFound PageLook = "found"
+	// PageNotMade: the gateway holds none; the request is planned
+	// again, and the customer's next Pay sends it.
+	PageNotMade PageLook = "not made"
+	// PageUnknown: the gateway could not be asked; still unknown.
+	PageUnknown PageLook = "unknown"
+)
+
+// LookUpPage asks finder's gateway what became of create_payment request
+// r, sent and its answer lost, once it can claim r (as a press would),
+// and records the answer. It does not send the request again: a repeat
+// must carry the customer's access token in its return URL, which only
+// the customer's own press has, and Stripe refuses a repeat with other
+// parameters for good. o is r's order.
+func (l *Ledger) LookUpPage(ctx context.Context, finder PageFinder, r *models.GatewayRequest, o *models.Order, callTimeout time.Duration) (PageLook, error) {
+	claimed, err := l.Claim(ctx, r, Lease(callTimeout))
+	if err != nil || !claimed {
+		return PageBusy, err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	page, found, err := finder.FindPage(callCtx, PageRequest{OrderID: o.ID, Key: r.IdempotencyKey, Amount: r.Amount,
+		Currency: r.Currency, CustomerEmail: o.CustomerEmail, ExpiresAt: o.ExpiresAt, AskedAt: l.now()})
+	wctx := context.WithoutCancel(ctx) // what the gateway said is written whatever happens to ctx now
+	switch {
+	case err == nil && found && page.ObjectID != "" && page.RedirectURL != "":
+		if _, err := l.Done(wctx, r, page.ObjectID, WithoutToken(page.RedirectURL), page.Stated()); err != nil {
+			return PageUnknown, err
+		}
+		return PageFound, nil
+	case err == nil && !found:
+		_, err := l.NotMade(wctx, r, "asked again: the gateway holds no page under this key; the next press of Pay asks for one")
+		return PageNotMade, err
+	case err == nil:
+		err = errors.New("the gateway's page has no object id or no redirect URL")
+	}
+	if uerr := l.Unknown(wctx, r, fmt.Errorf("asked again: %w", err)); uerr != nil {
+		return PageUnknown, uerr
+	}
+	return PageUnknown, nil
+}

@@ -1,6 +1,10 @@
 package gatewaycalls
 
-import "context"
+import (
+	"context"
+
+	"github.com/sekali/sekali/models"
+)
 
 // RefundRequest is what a gateway needs to refund part or all of a
 // charge.
@@ -61,4 +65,24 @@ func (a Refunded) Stated() Stated { return Stated{Amount: a.Amount, Currency: a.
 type Refunder interface {
 	Provider() string
 	Refund(ctx context.Context, r RefundRequest) (Refunded, error)
+}
+
+// RefundLooker is implemented by a Refunder whose gateway can be asked
+// what became of a refund it accepted without making it (pending):
+// Stripe lists a PaymentIntent's refunds with Sekali's key in their
+// metadata, Xendit an invoice's with the key as reference_id. found is
+// false when the gateway lists no refund under the request's key; an
+// error says nothing either way. A gateway that never answers pending
+// (Midtrans, the sandbox) needs none: its refunds are made when answered.
+type RefundLooker interface {
+	LookUpRefund(ctx context.Context, r RefundRequest) (state RefundState, found bool, err error)
+}
+
+// RefundState is a refund as its gateway holds it now: the refund (its
+// id and amount; Pending unused) and its state — pending, succeeded,
+// failed or canceled — with the gateway's reason for one that failed.
+type RefundState struct {
+	Refunded
+	Status models.RefundStatus
+	Reason string
 }

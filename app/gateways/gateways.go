@@ -37,14 +37,28 @@ type Entry struct {
 	// New reads its settings and builds its parts; none of them when its
 	// settings are unset.
 	New func(config.Env) (payments.Gateway, error)
+	// Schedule is when the janitor asks it again about a call whose
+	// outcome is unknown, and so how long such an outcome may last
+	// before the audit reports it.
+	Schedule gatewaycalls.Schedule
 }
 
 // All are the gateways, the sandbox first.
 var All = []Entry{
-	{sandbox.Name, "SANDBOX_WEBHOOK_SECRET", sandbox.NewSenderFromSecret, sandbox.New},
-	{midtrans.Name, "MIDTRANS_SERVER_KEY", midtrans.NewSender, midtrans.New},
-	{xendit.Name, "XENDIT_CALLBACK_TOKEN", xendit.NewSender, xendit.New},
-	{stripe.Name, "STRIPE_WEBHOOK_SECRET", stripe.NewSender, stripe.New},
+	{sandbox.Name, "SANDBOX_WEBHOOK_SECRET", sandbox.NewSenderFromSecret, sandbox.New, sandbox.Schedule},
+	{midtrans.Name, "MIDTRANS_SERVER_KEY", midtrans.NewSender, midtrans.New, midtrans.Schedule},
+	{xendit.Name, "XENDIT_CALLBACK_TOKEN", xendit.NewSender, xendit.New, xendit.Schedule},
+	{stripe.Name, "STRIPE_WEBHOOK_SECRET", stripe.NewSender, stripe.New, stripe.Schedule},
+}
+
+// Schedules are every gateway's schedule of asks about unknown
+// outcomes, by name: the janitor's and the audit's.
+func Schedules() gatewaycalls.Schedules {
+	s := gatewaycalls.Schedules{}
+	for _, e := range All {
+		s[e.Name] = e.Schedule
+	}
+	return s
 }
 
 // Names are the gateways' names, in the order of All.
@@ -122,6 +136,13 @@ func (s Set) LogValue() slog.Value { return slog.GroupValue(s.settings...) }
 // go to (PAYMENT_GATEWAY); nil for the sandbox, whose pages the sandbox
 // gateway serves itself.
 func (s Set) PageOpener() gatewaycalls.PageOpener { return s.pages }
+
+// PageOpeners are the page openers of every gateway whose API key is
+// set, PAYMENT_GATEWAY's or not: the janitor looks up the pages of
+// orders asked under an earlier setting too.
+func (s Set) PageOpeners() []gatewaycalls.PageOpener {
+	return parts(s, func(g payments.Gateway) gatewaycalls.PageOpener { return g.Pages })
+}
 
 // Refunders are the gateways Sekali can ask for refunds.
 func (s Set) Refunders() []gatewaycalls.Refunder {

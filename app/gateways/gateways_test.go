@@ -2,11 +2,15 @@ package gateways_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
 )
 
@@ -63,6 +67,67 @@ func TestSettingsLogHidesSecrets(t *testing.T) {
 	for name, s := range secrets {
 		if strings.Contains(line, s) {
 			t.Errorf("the log line shows %s: %s", name, line)
+		}
+	}
+}
+
+// Every gateway states its schedule of asks about unknown outcomes, and
+// each is a schedule the janitor can keep: waits at least the first
+// ask's minute (a call's lease is 20 s; asking sooner would find it
+// still held), never shorter than the wait before (an outcome unknown
+// longer is asked less often), and an end past a day — a gateway's
+// own retries of its notifications run for hours at least, and the audit
+// must not call an outcome overdue that a notification may still tell.
+func TestEveryGatewayHasASchedule(t *testing.T) {
+	t.Parallel()
+	all := gateways.Schedules()
+	for _, e := range gateways.All {
+		s := all[e.Name]
+		if len(s) == 0 {
+			t.Errorf("%s states no schedule", e.Name)
+			continue
+		}
+		for i, w := range s {
+			if w < gatewaycalls.FirstAsk || (i > 0 && w < s[i-1]) {
+				t.Errorf("%s: wait %d is %v in %v: less than a minute, or shorter than the one before", e.Name, i+1, w, s)
+			}
+		}
+		if e.Name != "sandbox" && s.End() < 24*time.Hour {
+			t.Errorf("%s's schedule (%s) ends after %v: before a day", e.Name, s, s.End())
+		}
+	}
+}
+
+// docs/gateway-calls.md's table of the schedules says what each
+// gateway's Schedule is: its asks and the end the audit holds it to.
+func TestSchedulesTableIsTrue(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/gateway-calls.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if cells := strings.Split(line, "|"); len(cells) > 2 {
+			rows[strings.ToLower(strings.TrimSpace(cells[1]))] = line
+		}
+	}
+	for _, e := range gateways.All {
+		row, ok := rows[e.Name]
+		if !ok {
+			t.Errorf("docs/gateway-calls.md has no row of %s's schedule", e.Name)
+			continue
+		}
+		end := e.Schedule.End()
+		days, hours, minutes := int(end/(24*time.Hour)), int(end%(24*time.Hour)/time.Hour), int(end%time.Hour/time.Minute)
+		endText := fmt.Sprintf("%d h %d m", hours, minutes)
+		if days > 0 {
+			endText = fmt.Sprintf("%d d %s", days, endText)
+		} else if hours == 0 {
+			endText = fmt.Sprintf("%d m", minutes)
+		}
+		if !strings.Contains(row, "| "+e.Schedule.String()+" |") || !strings.HasSuffix(strings.TrimSpace(row), "| "+endText+" |") {
+			t.Errorf("%s's row reads\n%s\nwant its asks %q and its end %q", e.Name, row, e.Schedule.String(), endText)
 		}
 	}
 }

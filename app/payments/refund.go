@@ -344,7 +344,8 @@ func FailAfterAcceptance(tx *gorm.DB, tasks alerts.Tasks, charge *models.Payment
 	err := tx.Model(&failed).Clauses(clause.Returning{}).
 		Where("kind = ? AND provider = ? AND payment_id = ? AND (provider_object_id IN ? OR idempotency_key IN ?) AND phase = ?",
 			models.GatewayRefund, charge.Provider, charge.ID, keys, keys, models.GatewayDone).
-		Updates(map[string]any{"phase": models.GatewayFailed, "last_error": FailedAfterAcceptance, "updated_at": now}).Error
+		Updates(map[string]any{"phase": models.GatewayFailed, "last_error": FailedAfterAcceptance, "updated_at": now,
+			"unknown_since": nil, "next_ask_at": nil}).Error // the outcome is known: the janitor asks no more
 	if err != nil {
 		return err
 	}

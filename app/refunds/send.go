@@ -139,7 +139,13 @@ func (s *Service) done(ctx context.Context, r *models.GatewayRequest, charge *mo
 		// the audit and the callbacks page show the disagreement.
 		log.ErrorContext(ctx, "the gateway's refund does not fit the charge", "result", out.Word(), "reason", out.Reason)
 	}
-	recorded, err := s.ledger.Done(ctx, r, a.ObjectID, "", a.Stated())
+	record := func(ctx context.Context, r *models.GatewayRequest, objectID string, said gatewaycalls.Stated) (bool, error) {
+		return s.ledger.Done(ctx, r, objectID, "", said)
+	}
+	if a.Pending { // accepted, not made: the janitor asks until the gateway says what became of it
+		record = s.ledger.Accepted
+	}
+	recorded, err := record(ctx, r, a.ObjectID, a.Stated())
 	if err != nil {
 		return nil, fmt.Errorf("refunds.Send: %w", err)
 	}

@@ -84,7 +84,7 @@ func TestAdminAPI(t *testing.T) {
 	t.Run("audit", func(t *testing.T) {
 		r := a.do(t, "GET", "/api/audit?drain_timeout=10s", auth(nil), nil)
 		checked, _ := r.JSON["checked"].([]any)
-		want := []any{"stock", "reservations", "payments", "callbacks", "refunds", "invoices", "emails", "jobs", "gateway refunds"} // checks 1 to 9
+		want := []any{"stock", "reservations", "payments", "callbacks", "refunds", "invoices", "emails", "jobs", "gateway refunds", "unknown outcomes"} // checks 1 to 10
 		if r.Status != 200 || r.JSON["ok"] != true || r.JSON["drained"] != true || !slices.Equal(checked, want) {
 			t.Fatalf("audit: %d %s; want ok, drained, checked %v", r.Status, r.Body, want)
 		}

@@ -37,13 +37,19 @@ type testApp struct {
 // stops it when the test ends.
 func startApp(t *testing.T, env map[string]string) *testApp {
 	t.Helper()
+	return startServe(t, env)
+}
+
+// startServe is startApp with serve's flags flags (--roles=web).
+func startServe(t *testing.T, env map[string]string, flags ...string) *testApp {
+	t.Helper()
 	a := newTestApp(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
 	logs := logOutput(t) // before the cleanup that stops the app, so that it stays open until then
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"sekali", "serve"}, a.getenv, outW, logs)
+		done <- run(ctx, append([]string{"sekali", "serve"}, flags...), a.getenv, outW, logs)
 		outW.Close()
 	}()
 	a.URL = servingURL(t, outR, func() error { cancel(); return <-done })

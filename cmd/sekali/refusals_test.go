@@ -231,7 +231,7 @@ func TestVerifyReportsBrokenInvariants(t *testing.T) {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{"sekali", "verify"}, a.getenv, &out, io.Discard)
 		if exitCode(err) != 1 || !strings.Contains(out.String(), "FAIL  "+b.check+" ") ||
-			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(9 checks, ") {
+			!strings.Contains(out.String(), "integrity audit: RED") || !strings.Contains(out.String(), "(10 checks, ") {
 			t.Fatalf("after breaking %s: exit %d, report:\n%s", b.check, exitCode(err), out.String())
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/idempotency"
+	"github.com/sekali/sekali/app/janitor"
 	"github.com/sekali/sekali/app/mail"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/orders"
@@ -166,6 +167,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	refundService.ApprovalAbove = cfg.RefundApprovalAbove
 	refundService.ApprovalWindow = cfg.RefundApprovalWindow
 	catchUps := catchup.New(db, log, time.Now, paymentService, gatewaySet.Listers(), gatewaySet.StatusClients(), jobs.Tasks{})
+	openers := gatewaySet.PageOpeners()
+	if gateway != nil { // the sandbox's own pages
+		openers = append([]gatewaycalls.PageOpener{gateway}, openers...)
+	}
+	unknowns := janitor.New(db, log, time.Now, metricSet, refundService, gateways.Schedules(), openers...)
 
 	g, ctx := errgroup.WithContext(ctx)
 	if slices.Contains(roles, "web") {
@@ -185,7 +191,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Calls:    gatewaycalls.NewLedger(db, time.Now, metricSet),
 			Keys:     idempotency.New(db, time.Now, cfg.RequestTimeout),
 			Products: catalog.NewService(db),
-			Audit:    audit.New(db).RaisingAlerts(jobs.Tasks{}),
+			Audit:    audit.New(db).WithSchedules(gateways.Schedules()).RaisingAlerts(jobs.Tasks{}),
+			Janitor:  unknowns,
 			Metrics:  metricSet.Registry,
 			Ready: map[string]func(context.Context) error{
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
@@ -248,6 +255,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				AlertWebhookURL: cfg.AlertWebhookURL, AlertWebhookKey: cfg.AlertWebhookKey,
 				PollPayments: func(ctx context.Context) (int, error) {
 					return paymentService.Poll(ctx, statusClients, cfg.PollWithin)
+				},
+				AskUnknown: func(ctx context.Context) (int, error) {
+					rep, err := unknowns.Run(ctx)
+					return rep.Due, err
 				},
 				CatchUp: func(ctx context.Context) error {
 					_, err := catchUps.Run(ctx, time.Time{}, models.CatchUpByJob)

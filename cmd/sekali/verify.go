@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sekali/sekali/app/audit"
+	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/jobs"
 )
@@ -27,7 +28,7 @@ func verify(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	defer store.Close(db)
 
-	a := audit.New(db).RaisingAlerts(jobs.Tasks{})
+	a := audit.New(db).WithSchedules(gateways.Schedules()).RaisingAlerts(jobs.Tasks{})
 	report, err := a.Run(ctx, *drainTimeout)
 	if err != nil {
 		return err

@@ -244,6 +244,14 @@ func (g *Sandbox) OpenPage(_ context.Context, r gatewaycalls.PageRequest) (gatew
 	return gatewaycalls.Page{ObjectID: r.OrderID, RedirectURL: g.PayURL(r.OrderID, tokenOf(r.ReturnURL))}, nil
 }
 
+// FindPage implements gatewaycalls.PageFinder: the sandbox's page of an
+// order is always there — opening it asks nobody — so a call to open it
+// whose answer was lost (a process that died before recording it) made
+// it. Stored without a token, as every page is.
+func (g *Sandbox) FindPage(_ context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, bool, error) {
+	return gatewaycalls.Page{ObjectID: r.OrderID, RedirectURL: g.PayURL(r.OrderID, "")}, true, nil
+}
+
 // tokenOf is the order's access token that a return URL carries (?t=):
 // the sandbox's pages — its own, and those of the gateways it emulates —
 // open the order with it, as the shop's order page does. A real

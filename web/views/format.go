@@ -46,6 +46,15 @@ func Ago(now, t time.Time) string {
 	return "in " + Duration(t.Sub(now))
 }
 
+// Soon says how soon t comes after now: "in 4m", or "due now" once it
+// has passed (a due ask waits for the janitor's next run).
+func Soon(now, t time.Time) string {
+	if !t.After(now) {
+		return "due now"
+	}
+	return "in " + Duration(t.Sub(now))
+}
+
 // Duration is a short, rounded duration: "850ms", "42s", "3m", "2h5m", "3d".
 func Duration(d time.Duration) string {
 	switch {

@@ -414,9 +414,31 @@ type GatewayRequestRow struct {
 	// Answer, for a call in phase conflict, is what was asked and what
 	// the gateway answered, both, as the page shows them.
 	Answer AnswerConflict `json:"-"`
+	// UnknownSince, Asks and NextAsk: a call whose outcome is unknown
+	// (sent, its answer lost; a refund pending at the gateway) is asked
+	// about again on its gateway's schedule — since when, how often so
+	// far, and when next (nil: its outcome is known).
+	UnknownSince *time.Time `json:"unknown_since"`
+	Asks         int        `json:"asks"`
+	NextAsk      *time.Time `json:"next_ask_at"`
 	// Retry: a refund not over, which an admin may send again now rather
 	// than wait for its job's next try.
 	Retry bool `json:"-"`
+	// From is what the form of its button names as the page to come
+	// back to: "order" for the order's page, "" for the list of calls.
+	From string `json:"-"`
+}
+
+// Asked says how often an unknown outcome was asked about:
+// "asked 2 times" ("asked once", "not asked yet").
+func (r GatewayRequestRow) Asked() string {
+	switch r.Asks {
+	case 0:
+		return "not asked yet"
+	case 1:
+		return "asked once"
+	}
+	return "asked " + strconv.Itoa(r.Asks) + " times"
 }
 
 // AnswerConflict is a gateway's answer that states another amount or

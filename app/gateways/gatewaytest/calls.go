@@ -143,6 +143,21 @@ func Pages(t *testing.T, c PageCase) {
 			t.Errorf("%s: %v, want refused before sending", what, err)
 		}
 	}
+
+	// A gateway that can be asked what a call made (the janitor asks it
+	// about a page whose answer was lost) finds the page, without making
+	// one, and finds none for an order it was never asked for.
+	if f, ok := o.(gatewaycalls.PageFinder); ok {
+		if found, ok, err := f.FindPage(t.Context(), pageFor("ORD-PG-1", "ORD-PG-1")); err != nil || !ok || found != first {
+			t.Errorf("the page looked up: %+v, %v, %v; want %+v", found, ok, err, first)
+		}
+		if found, ok, err := f.FindPage(t.Context(), pageFor("ORD-PG-5", "ORD-PG-5")); err != nil || ok {
+			t.Errorf("a page never asked for, looked up: %+v, %v, %v; want none", found, ok, err)
+		}
+		if found, ok, err := f.FindPage(t.Context(), pageFor("ORD-PG-5", "ORD-PG-5")); err != nil || ok {
+			t.Errorf("looked up again: %+v, %v, %v; still none: a look-up makes nothing", found, ok, err)
+		}
+	}
 }
 
 // RefundCase is a gateway's refunder, pointed at its emulation.
@@ -205,6 +220,18 @@ func Refunds(t *testing.T, c RefundCase) {
 	}
 	told("a refund", "ORD-RF-1", "ch-rf-1", first, models.RefundSucceeded)
 	same("the same key again", r, first)
+	// A gateway that can be asked what became of a refund (the janitor
+	// asks it about one pending) finds it by its key, in its state, and
+	// none under a key never sent.
+	if l, ok := f.(gatewaycalls.RefundLooker); ok {
+		st, found, err := l.LookUpRefund(t.Context(), r)
+		if err != nil || !found || st.ObjectID != first.ObjectID || st.Amount != 50000 || st.Status != models.RefundSucceeded {
+			t.Errorf("the refund looked up: %+v, %v, %v; want %s, succeeded", st, found, err, first.ObjectID)
+		}
+		if st, found, err := l.LookUpRefund(t.Context(), refundOf("ORD-RF-1", "ORD-RF-1-R9", "ch-rf-1", 50000, 1)); err != nil || found {
+			t.Errorf("a refund never asked for, looked up: %+v, %v, %v; want none", st, found, err)
+		}
+	}
 
 	// Above what is left: refused, and it takes nothing — the rest can
 	// still be refunded.

@@ -51,6 +51,18 @@ import (
 // Name is Midtrans's path segment: POST /callbacks/midtrans.
 const Name = "midtrans"
 
+// Schedule is when the janitor asks Midtrans again about a call whose
+// outcome is unknown (gatewaycalls.Schedule): a minute after the call,
+// then 5m, 30m, 2h, 12h and daily. Midtrans answers a refund when it is
+// made — never pending — so its unknowns are refunds whose answer was
+// lost, sent again with their refund_key (a 406 "Duplicate refund ID"
+// is checked with the status API), and Snap pages, which no API returns
+// again: those the janitor cannot ask about, and leaves to the
+// customer's next Pay (a new key) or the order's end. Midtrans retries
+// a notification only a few times, within the day, so a day and a half
+// of asks is its schedule's end.
+var Schedule = gatewaycalls.Schedule{5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+
 // Provider receives Midtrans's HTTP notifications.
 type Provider struct {
 	serverKey string

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/stdwebhooks"
 	"github.com/sekali/sekali/models"
@@ -29,6 +30,14 @@ import (
 
 // Name is the sandbox's path segment: POST /callbacks/sandbox.
 const Name = "sandbox"
+
+// Schedule is when the janitor asks the sandbox gateway again about a
+// call whose outcome is unknown (gatewaycalls.Schedule): a minute after
+// the call, then 5m and every 30m. The sandbox gateway is the Sekali
+// process itself: it answers at once and keeps no refund pending, so an
+// unknown is a process that died mid-call, settled at the first ask; a
+// development machine's audit says so within the hour if not.
+var Schedule = gatewaycalls.Schedule{5 * time.Minute, 30 * time.Minute}
 
 // Provider receives the sandbox gateway's notifications. Its body is
 //

@@ -14,13 +14,13 @@ import (
 	"github.com/sekali/sekali/app/gateways/httpjson"
 )
 
-// api is the part of Stripe's API that Sekali calls — create a Checkout
-// Session; create, list and read refunds — each as stripe-go's own
+// api is the part of Stripe's API that Sekali calls — create and list
+// Checkout Sessions; create, list and read refunds — each as stripe-go's own
 // service makes it: its params and types, Backend.Call, its
 // Idempotency-Key, its retries (none: see backendConfig) and its errors
 // (*stripego.Error). stripego.NewClient would build all of stripe-go's
 // ~150 services, and the binary would keep every one of their methods:
-// 6.7 MB more in cmd/sekali (5 MB stripped) for four calls.
+// 6.7 MB more in cmd/sekali (5 MB stripped) for five calls.
 type api struct {
 	backend stripego.Backend
 	key     string
@@ -57,29 +57,48 @@ func (a *api) refund(ctx context.Context, id string, p *stripego.RefundRetrieveP
 	return re, a.backend.Call(http.MethodGet, stripego.FormatURLPath("/v1/refunds/%s", id), a.key, p, re)
 }
 
-// refunds is GET /v1/refunds, page after page (starting_after the last
-// refund of the page before), as stripe-go's List iterates them: an error
-// is the last value. A list's params go to CallRaw encoded, as stripe-go's
-// List sends them: Call reads every params type as having Metadata.
+// refunds is GET /v1/refunds, page after page (listAll).
 func (a *api) refunds(ctx context.Context, p *stripego.RefundListParams) iter.Seq2[*stripego.Refund, error] {
-	return func(yield func(*stripego.Refund, error) bool) {
+	return listAll(ctx, a, "/v1/refunds", p, func(re *stripego.Refund) string { return re.ID })
+}
+
+// sessions is GET /v1/checkout/sessions, page after page (listAll).
+func (a *api) sessions(ctx context.Context, p *stripego.CheckoutSessionListParams) iter.Seq2[*stripego.CheckoutSession, error] {
+	return listAll(ctx, a, "/v1/checkout/sessions", p, func(cs *stripego.CheckoutSession) string { return cs.ID })
+}
+
+// listPage is one page of a Stripe list of T.
+type listPage[T any] struct {
+	stripego.APIResource
+	stripego.ListMeta
+	Data []T `json:"data"`
+}
+
+// listAll is a GET of the Stripe list at path, page after page
+// (starting_after the id of the last object of the page before), as
+// stripe-go's List iterates them: an error is the last value. A list's
+// params go to CallRaw encoded, as stripe-go's List sends them: Call
+// reads every params type as having Metadata.
+func listAll[T any](ctx context.Context, a *api, path string, params any, id func(T) string) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var none T
 		q := &form.Values{}
-		form.AppendTo(q, p)
+		form.AppendTo(q, params)
 		for {
-			page := &stripego.RefundList{}
-			if err := a.backend.CallRaw(http.MethodGet, "/v1/refunds", a.key, []byte(q.Encode()), &stripego.Params{Context: ctx}, page); err != nil {
-				yield(nil, err)
+			page := &listPage[T]{}
+			if err := a.backend.CallRaw(http.MethodGet, path, a.key, []byte(q.Encode()), &stripego.Params{Context: ctx}, page); err != nil {
+				yield(none, err)
 				return
 			}
-			for _, re := range page.Data {
-				if !yield(re, nil) {
+			for _, o := range page.Data {
+				if !yield(o, nil) {
 					return
 				}
 			}
 			if !page.HasMore || len(page.Data) == 0 {
 				return
 			}
-			q.Set(stripego.StartingAfter, page.Data[len(page.Data)-1].ID)
+			q.Set(stripego.StartingAfter, id(page.Data[len(page.Data)-1]))
 		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v82"
 
 	"github.com/sekali/sekali/app/gatewaycalls"
+	"github.com/sekali/sekali/models"
 )
 
 // PageOpener opens Stripe Checkout Sessions (POST /v1/checkout/sessions,
@@ -168,3 +170,39 @@ func answerError(err error) error {
 	}
 	return fmt.Errorf("stripe checkout session: %w", err)
 }
+
+// FindPage implements gatewaycalls.PageFinder: the Checkout Session of
+// the request's order (client_reference_id, or metadata.order_id) that
+// is open or complete, among the sessions created since the order was
+// (its id says when, a minute earlier for clocks that differ), newest
+// first (GET /v1/checkout/sessions, pages of 100). Stripe's list neither filters by order nor
+// names the Idempotency-Key a session was made under; an order has one
+// create_payment request, so its session is the one that request made.
+// An expired session is no page to send a customer to: not found.
+func (o *PageOpener) FindPage(ctx context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, bool, error) {
+	p := &stripego.CheckoutSessionListParams{}
+	p.Limit = stripego.Int64(100)
+	if t, ok := models.OrderIDTime(r.OrderID); ok {
+		p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: t.Add(-time.Minute).Unix()}
+	}
+	read := 0
+	for cs, err := range o.api.sessions(ctx, p) {
+		if err != nil {
+			return gatewaycalls.Page{}, false, fmt.Errorf("stripe checkout sessions: %w", err)
+		}
+		if read++; read > maxSessionPages*100 {
+			return gatewaycalls.Page{}, false, fmt.Errorf("stripe checkout sessions: more than %d since order %s was made; its own not among them", maxSessionPages*100, r.OrderID)
+		}
+		if sessionOrder(cs) != r.OrderID || cs.Status == stripego.CheckoutSessionStatusExpired || cs.ID == "" || cs.URL == "" {
+			continue
+		}
+		return gatewaycalls.Page{ObjectID: cs.ID, RedirectURL: cs.URL}, true, nil
+	}
+	return gatewaycalls.Page{}, false, nil
+}
+
+// maxSessionPages bounds the pages of sessions FindPage reads. Beyond
+// them it cannot say that the order has no session — it answers an
+// error, and the outcome stays unknown: a shop that makes more than 500
+// sessions while one order waits for its page.
+const maxSessionPages = 5

@@ -126,16 +126,43 @@ func retrieveParams() *stripego.RefundRetrieveParams {
 // existing is the refund of the PaymentIntent whose metadata.refund_key
 // is key, if Stripe lists one.
 func (f *Refunder) existing(ctx context.Context, pi, key string, asked int64, currency string) (gatewaycalls.Refunded, bool, error) {
+	re, err := f.find(ctx, pi, key)
+	if err != nil || re == nil {
+		return gatewaycalls.Refunded{}, false, err
+	}
+	a, err := f.refunded(ctx, re, asked, currency)
+	return a, true, err
+}
+
+// find is the refund of PaymentIntent pi whose metadata.refund_key is
+// key; nil when Stripe lists none.
+func (f *Refunder) find(ctx context.Context, pi, key string) (*stripego.Refund, error) {
 	for re, err := range f.api.refunds(ctx, listParams(pi)) {
 		if err != nil {
-			return gatewaycalls.Refunded{}, false, refundError(err)
+			return nil, refundError(err)
 		}
 		if re.Metadata["refund_key"] == key {
-			a, err := f.refunded(ctx, re, asked, currency)
-			return a, true, err
+			return re, nil
 		}
 	}
-	return gatewaycalls.Refunded{}, false, nil
+	return nil, nil
+}
+
+// LookUpRefund implements gatewaycalls.RefundLooker: the refund whose
+// metadata.refund_key is the request's key, among the PaymentIntent's
+// (GET /v1/refunds?payment_intent=…), in its state now.
+func (f *Refunder) LookUpRefund(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.RefundState, bool, error) {
+	re, err := f.find(ctx, r.Charge, r.Key)
+	if err != nil || re == nil {
+		return gatewaycalls.RefundState{}, false, err
+	}
+	state, ok := refundStates[re.Status]
+	amount, okAmount := MinorUnits(re.Amount, strings.ToUpper(r.Currency))
+	if !ok || !okAmount || amount < 1 {
+		return gatewaycalls.RefundState{}, false, fmt.Errorf("stripe refund %s: status %q, amount %d of %s", re.ID, re.Status, re.Amount, r.Currency)
+	}
+	return gatewaycalls.RefundState{Refunded: gatewaycalls.Refunded{ObjectID: re.ID, RefundKey: re.ID, Amount: amount},
+		Status: state, Reason: string(re.FailureReason)}, true, nil
 }
 
 // refunded is the answer a Stripe refund gives to the refund asked of

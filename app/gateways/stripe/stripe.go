@@ -53,12 +53,26 @@ import (
 	stripego "github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 )
 
 // Name is Stripe's path segment: POST /callbacks/stripe.
 const Name = "stripe"
+
+// Schedule is when the janitor asks Stripe again about a call whose
+// outcome is unknown (gatewaycalls.Schedule): a minute after the call,
+// then 5m, 30m, 2h and 12h later, then daily until Stripe says final.
+// Stripe keeps an idempotency key 24 hours, within which a repeat is
+// answered with the first answer; after them the refunder finds the
+// refund by its metadata and the page finder the session by its order,
+// so asking later is as safe. Stripe retries a webhook for three days
+// and may keep a refund pending for days (one that requires the
+// customer's action, a bank that has not answered): the daily asks run
+// past those three days before the audit calls an unknown overdue.
+var Schedule = gatewaycalls.Schedule{5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 24 * time.Hour, 24 * time.Hour}
 
 // Tolerance is how old a Stripe signature's timestamp may be.
 const Tolerance = 300 * time.Second

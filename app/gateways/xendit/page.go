@@ -201,6 +201,13 @@ func (o *PageOpener) existing(ctx context.Context, externalID, currency string) 
 	return gatewaycalls.Page{}, false, nil
 }
 
+// FindPage implements gatewaycalls.PageFinder: the invoice OpenPage would
+// answer with, looked up by the request's key (its external_id), without
+// creating one.
+func (o *PageOpener) FindPage(ctx context.Context, r gatewaycalls.PageRequest) (gatewaycalls.Page, bool, error) {
+	return o.existing(ctx, r.Key, strings.ToUpper(r.Currency))
+}
+
 // refusal is Xendit's definite "no".
 func refusal(code int, e invoiceAnswer) *gatewaycalls.Refused {
 	msg := e.Message

@@ -157,8 +157,37 @@ func (f *Refunder) Refund(ctx context.Context, r gatewaycalls.RefundRequest) (ga
 }
 
 // existing is the refund of r's invoice whose reference_id is r's key,
-// if Xendit lists one: every page, 100 a page, newest first.
+// if Xendit lists one.
 func (f *Refunder) existing(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.Refunded, bool, error) {
+	a, code, found, err := f.find(ctx, r)
+	if err != nil || !found {
+		return gatewaycalls.Refunded{}, false, err
+	}
+	done, err := refunded(code, a, r)
+	return done, true, err
+}
+
+// LookUpRefund implements gatewaycalls.RefundLooker: the refund of the
+// request's invoice whose reference_id is its key (GET
+// /refunds?invoice_id=), in its state now.
+func (f *Refunder) LookUpRefund(ctx context.Context, r gatewaycalls.RefundRequest) (gatewaycalls.RefundState, bool, error) {
+	a, _, found, err := f.find(ctx, r)
+	if err != nil || !found {
+		return gatewaycalls.RefundState{}, false, err
+	}
+	state, ok := refundStates[a.Status]
+	amount, err := payments.ParseAmount(string(a.Amount), strings.ToUpper(r.Currency))
+	if !ok || err != nil || amount < 1 {
+		return gatewaycalls.RefundState{}, false, fmt.Errorf("xendit refund %s: status %q, amount %s", a.ID, a.Status, payments.QuoteAmount(string(a.Amount)))
+	}
+	return gatewaycalls.RefundState{Refunded: gatewaycalls.Refunded{ObjectID: a.ID, RefundKey: a.ID, Amount: amount},
+		Status: state, Reason: a.FailureCode}, true, nil
+}
+
+// find is the refund of r's invoice whose reference_id is r's key, and
+// the status of the answer that listed it, if Xendit lists one: every
+// page, 100 a page, newest first.
+func (f *Refunder) find(ctx context.Context, r gatewaycalls.RefundRequest) (refundAnswer, int, bool, error) {
 	after := ""
 	for {
 		q := url.Values{"invoice_id": {r.Charge}, "limit": {"100"}}
@@ -167,7 +196,7 @@ func (f *Refunder) existing(ctx context.Context, r gatewaycalls.RefundRequest) (
 		}
 		code, answer, err := httpjson.Get(ctx, f.Client, f.BaseURL+"/refunds?"+q.Encode(), f.secretKey)
 		if err != nil {
-			return gatewaycalls.Refunded{}, false, fmt.Errorf("xendit refund lookup: %w", err)
+			return refundAnswer{}, 0, false, fmt.Errorf("xendit refund lookup: %w", err)
 		}
 		var list struct {
 			Data    []refundAnswer `json:"data"`
@@ -177,22 +206,21 @@ func (f *Refunder) existing(ctx context.Context, r gatewaycalls.RefundRequest) (
 		switch {
 		case code == http.StatusOK && decodeErr == nil:
 		case code == http.StatusNotFound: // none of the invoice: Xendit may answer so
-			return gatewaycalls.Refunded{}, false, nil
+			return refundAnswer{}, code, false, nil
 		case gatewaycalls.RefusedStatus(code):
 			var e refundAnswer
 			json.Unmarshal(answer, &e)
-			return gatewaycalls.Refunded{}, false, &gatewaycalls.Refused{Status: code, Message: errorText(code, e)}
+			return refundAnswer{}, code, false, &gatewaycalls.Refused{Status: code, Message: errorText(code, e)}
 		default:
-			return gatewaycalls.Refunded{}, false, fmt.Errorf("xendit refund lookup: HTTP %d %.200s", code, answer)
+			return refundAnswer{}, code, false, fmt.Errorf("xendit refund lookup: HTTP %d %.200s", code, answer)
 		}
 		for _, a := range list.Data {
 			if a.ReferenceID == r.Key && a.ID != "" {
-				found, err := refunded(code, a, r)
-				return found, true, err
+				return a, code, true, nil
 			}
 		}
 		if !list.HasMore || len(list.Data) == 0 {
-			return gatewaycalls.Refunded{}, false, nil
+			return refundAnswer{}, code, false, nil
 		}
 		after = list.Data[len(list.Data)-1].ID
 	}

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/canonjson"
+	"github.com/sekali/sekali/app/gatewaycalls"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/stdwebhooks"
 	"github.com/sekali/sekali/models"
@@ -47,6 +48,18 @@ import (
 
 // Name is Xendit's path segment: POST /callbacks/xendit.
 const Name = "xendit"
+
+// Schedule is when the janitor asks Xendit again about a call whose
+// outcome is unknown (gatewaycalls.Schedule): a minute after the call,
+// then 5m, 30m, 2h and 12h later, then daily for a week. Xendit answers
+// every refund PENDING and settles it once the payment channel has
+// refunded — an e-wallet within minutes, other channels after days —
+// and tells it by a callback that may be lost; the refunder finds a
+// refund by its reference_id and the page finder an invoice by its
+// external_id, neither of which expires (Xendit does not say how long
+// it keeps an idempotency key).
+var Schedule = gatewaycalls.Schedule{5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 24 * time.Hour, 24 * time.Hour, 24 * time.Hour, 24 * time.Hour, 24 * time.Hour, 24 * time.Hour}
 
 // TokenHeader carries Xendit's callback verification token.
 const TokenHeader = "X-Callback-Token"
