@@ -287,6 +287,9 @@ const (
 	PageNotMade PageLook = "not made"
 	// PageUnknown: the gateway could not be asked; still unknown.
 	PageUnknown PageLook = "unknown"
+	// PageConflict: the gateway holds a page of another amount or
+	// currency than the order's; it is not offered (phase conflict).
+	PageConflict PageLook = "conflict"
 )
 
 // LookUpPage asks finder's gateway what became of create_payment request
@@ -307,6 +310,14 @@ func (l *Ledger) LookUpPage(ctx context.Context, finder PageFinder, r *models.Ga
 	wctx := context.WithoutCancel(ctx) // what the gateway said is written whatever happens to ctx now
 	switch {
 	case err == nil && found && page.ObjectID != "" && page.RedirectURL != "":
+		// Checked as an answer to the press is (Pages.Open): a page of
+		// another amount or currency is never offered.
+		if why := page.Stated().Disagreement(o.TotalAmount, o.Currency); why != "" {
+			if _, err := l.ConflictIn(l.db.WithContext(wctx), r, page.ObjectID, WithoutToken(page.RedirectURL), page.Stated(), "not offered: "+why); err != nil {
+				return PageUnknown, err
+			}
+			return PageConflict, nil
+		}
 		if _, err := l.Done(wctx, r, page.ObjectID, WithoutToken(page.RedirectURL), page.Stated()); err != nil {
 			return PageUnknown, err
 		}

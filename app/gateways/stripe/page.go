@@ -196,7 +196,8 @@ func (o *PageOpener) FindPage(ctx context.Context, r gatewaycalls.PageRequest) (
 		if sessionOrder(cs) != r.OrderID || cs.Status == stripego.CheckoutSessionStatusExpired || cs.ID == "" || cs.URL == "" {
 			continue
 		}
-		return gatewaycalls.Page{ObjectID: cs.ID, RedirectURL: cs.URL}, true, nil
+		page, err := sessionPage(cs, strings.ToUpper(r.Currency))
+		return page, err == nil, err
 	}
 	return gatewaycalls.Page{}, false, nil
 }
