@@ -50,7 +50,8 @@ func (s *Server) page(c echo.Context, status int, title, section string, content
 func renderHTML(c echo.Context, status int, comp templ.Component) error {
 	addVary(c, "HX-Request")
 	var buf bytes.Buffer
-	if err := comp.Render(context.WithoutCancel(c.Request().Context()), &buf); err != nil {
+	ctx := views.WithRole(context.WithoutCancel(c.Request().Context()), string(roleOf(c)))
+	if err := comp.Render(ctx, &buf); err != nil {
 		return err
 	}
 	return c.HTMLBlob(status, buf.Bytes())
