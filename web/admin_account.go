@@ -55,10 +55,15 @@ func (s *Server) accountView(c echo.Context) (views.Account, error) {
 	return v, nil
 }
 
-// accountError shows the account page again with what was wrong (422).
+// accountError shows the account page again with what was wrong: 422,
+// or 429 when the throttle refused the try (trySecret).
 func (s *Server) accountError(c echo.Context, err error) error {
-	if models.ErrorCode(err) != models.EInvalid && models.ErrorCode(err) != models.EUnauthorized &&
-		models.ErrorCode(err) != models.EInvalidTransition {
+	status := http.StatusUnprocessableEntity
+	switch models.ErrorCode(err) {
+	case models.EInvalid, models.EUnauthorized, models.EInvalidTransition:
+	case models.ETooManyRequests:
+		status = http.StatusTooManyRequests
+	default:
 		return err
 	}
 	v, verr := s.accountView(c)
@@ -66,7 +71,37 @@ func (s *Server) accountError(c echo.Context, err error) error {
 		return verr
 	}
 	v.Error = models.ErrorMessage(err)
-	return s.page(c, http.StatusUnprocessableEntity, "Your account", "", views.AccountPage(v))
+	return s.page(c, status, "Your account", "", views.AccountPage(v))
+}
+
+// trySecret runs check, a guess at one of the logged-in admin's secrets
+// (their current password, a second-factor code), as one attempt of the
+// log-in throttle: reserved against the admin's email and the client
+// before check runs (admins.Reserve), so a stolen session guesses no
+// faster than a stranger at the log-in page, and the guesses of both
+// count together. Over the limit check does not run: the answer is
+// ETooManyRequests, with Retry-After. A guess that was right, or a try
+// refused for something else (a new password too short), takes back
+// its own attempt only: it buys no fresh guesses.
+func (s *Server) trySecret(c echo.Context, check func() error) error {
+	ctx := c.Request().Context()
+	attempt, wait, err := s.deps.Admins.Reserve(ctx, adminOf(c), s.client(c))
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		wait = max(wait.Round(time.Second), time.Second)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		return models.Errorf(models.ETooManyRequests, "too many wrong passwords or codes: try again in %s", views.Duration(wait))
+	}
+	err = check()
+	if errors.Is(err, admins.ErrBadCode) || errors.Is(err, admins.ErrWrongPassword) {
+		return err
+	}
+	if terr := s.deps.Admins.TakeBack(ctx, attempt); terr != nil {
+		return errors.Join(err, terr)
+	}
+	return err
 }
 
 // changePassword is POST /admin/account/password: the current password
@@ -74,7 +109,9 @@ func (s *Server) accountError(c echo.Context, err error) error {
 // ends; this one gets a new token.
 func (s *Server) changePassword(c echo.Context) error {
 	ctx := c.Request().Context()
-	err := s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+	err := s.trySecret(c, func() error {
+		return s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+	})
 	if err != nil {
 		s.record(c, adminOf(c), "change password", adminOf(c), resultOf(err), models.ErrorMessage(err))
 		return s.accountError(c, err)
@@ -95,7 +132,10 @@ func (s *Server) enableMFA(c echo.Context) error {
 	if secret == "" {
 		return s.accountError(c, models.Errorf(models.EInvalid, "the key to set up has expired: scan the new one"))
 	}
-	if err := s.deps.Admins.EnableTOTP(ctx, adminOf(c), secret, strings.TrimSpace(c.FormValue("code"))); err != nil {
+	err := s.trySecret(c, func() error {
+		return s.deps.Admins.EnableTOTP(ctx, adminOf(c), secret, strings.TrimSpace(c.FormValue("code")))
+	})
+	if err != nil {
 		s.record(c, adminOf(c), "set up second factor", adminOf(c), resultOf(err), models.ErrorMessage(err))
 		return s.accountError(c, err)
 	}
@@ -107,7 +147,10 @@ func (s *Server) enableMFA(c echo.Context) error {
 
 // removeMFA is POST /admin/account/mfa/remove with a current code.
 func (s *Server) removeMFA(c echo.Context) error {
-	if err := s.deps.Admins.RemoveTOTP(c.Request().Context(), adminOf(c), strings.TrimSpace(c.FormValue("code"))); err != nil {
+	err := s.trySecret(c, func() error {
+		return s.deps.Admins.RemoveTOTP(c.Request().Context(), adminOf(c), strings.TrimSpace(c.FormValue("code")))
+	})
+	if err != nil {
 		s.record(c, adminOf(c), "remove second factor", adminOf(c), resultOf(err), models.ErrorMessage(err))
 		return s.accountError(c, err)
 	}

@@ -172,6 +172,10 @@ func (s *Service) Accept(ctx context.Context, token, password string) (*models.A
 	return &u, nil
 }
 
+// ErrWrongPassword is the answer to a password change whose current
+// password is wrong: a guess at the password, which the caller counts.
+var ErrWrongPassword = models.Errorf(models.EInvalid, "the current password is wrong")
+
 // ChangePassword sets email's password to next when current is right.
 func (s *Service) ChangePassword(ctx context.Context, email, current, next string) error {
 	if err := CheckPassword(next); err != nil {
@@ -179,7 +183,7 @@ func (s *Service) ChangePassword(ctx context.Context, email, current, next strin
 	}
 	if _, err := s.Authenticate(ctx, email, current); err != nil {
 		if errors.Is(err, ErrBadCredentials) {
-			return models.Errorf(models.EInvalid, "the current password is wrong")
+			return ErrWrongPassword
 		}
 		return err
 	}
