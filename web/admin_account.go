@@ -105,12 +105,15 @@ func (s *Server) trySecret(c echo.Context, check func() error) error {
 }
 
 // changePassword is POST /admin/account/password: the current password
-// and a new one. Every other session of the admin stays valid until it
-// ends; this one gets a new token.
+// and a new one. Every other session of the admin ends (a password is
+// changed because it may have leaked); this one gets a new token and
+// goes on.
 func (s *Server) changePassword(c echo.Context) error {
 	ctx := c.Request().Context()
-	err := s.trySecret(c, func() error {
-		return s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+	var from time.Time
+	err := s.trySecret(c, func() (err error) {
+		from, err = s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+		return err
 	})
 	if err != nil {
 		s.record(c, adminOf(c), "change password", adminOf(c), resultOf(err), models.ErrorMessage(err))
@@ -119,7 +122,8 @@ func (s *Server) changePassword(c echo.Context) error {
 	if err := s.deps.Sessions.RenewToken(ctx); err != nil {
 		return err
 	}
-	s.record(c, adminOf(c), "change password", adminOf(c), models.ActionOK, "")
+	s.deps.Sessions.Put(ctx, sessionLoginAt, from.UnixMicro())
+	s.record(c, adminOf(c), "change password", adminOf(c), models.ActionOK, "other sessions ended")
 	s.flash(c, "ok", "Your password is changed.")
 	return seeOther(c, "/admin/account")
 }
@@ -227,6 +231,7 @@ func (s *Server) loggedIn(c echo.Context, attempt admins.Attempt, email, next st
 	s.deps.Sessions.Remove(ctx, sessionPending)
 	s.deps.Sessions.Remove(ctx, sessionPendingAt)
 	s.deps.Sessions.Put(ctx, sessionAdmin, email)
+	s.deps.Sessions.Put(ctx, sessionLoginAt, time.Now().UnixMicro())
 	s.record(c, email, "login", "", models.ActionOK, "")
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }

@@ -176,28 +176,40 @@ func (s *Service) Accept(ctx context.Context, token, password string) (*models.A
 // password is wrong: a guess at the password, which the caller counts.
 var ErrWrongPassword = models.Errorf(models.EInvalid, "the current password is wrong")
 
-// ChangePassword sets email's password to next when current is right.
-func (s *Service) ChangePassword(ctx context.Context, email, current, next string) error {
+// ChangePassword sets email's password to next when current is right,
+// and ends every session of the admin that logged in before now, the
+// time it returns: a password changed because it leaked also shuts out
+// whoever logged in with it. The caller stamps the session it keeps with
+// the returned time (SessionAlive).
+func (s *Service) ChangePassword(ctx context.Context, email, current, next string) (time.Time, error) {
 	if err := CheckPassword(next); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if _, err := s.Authenticate(ctx, email, current); err != nil {
 		if errors.Is(err, ErrBadCredentials) {
-			return ErrWrongPassword
+			return time.Time{}, ErrWrongPassword
 		}
-		return err
+		return time.Time{}, err
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(next), bcrypt.DefaultCost)
 	if err != nil {
-		return fmt.Errorf("admins.ChangePassword: %w", err)
+		return time.Time{}, fmt.Errorf("admins.ChangePassword: %w", err)
 	}
 	now := s.now().UTC()
 	err = s.db.WithContext(ctx).Model(&models.AdminUser{}).Where("email = ?", normalize(email)).
-		Updates(map[string]any{"password_hash": string(hash), "password_changed_at": now}).Error
+		Updates(map[string]any{"password_hash": string(hash), "password_changed_at": now, "sessions_from": now}).Error
 	if err != nil {
-		return fmt.Errorf("admins.ChangePassword: %w", store.Classify(err))
+		return time.Time{}, fmt.Errorf("admins.ChangePassword: %w", store.Classify(err))
 	}
-	return nil
+	return now, nil
+}
+
+// SessionAlive reports whether a session of u that logged in at loggedIn
+// may still be used: not when u's sessions were ended after it (disabled,
+// a password changed). A session without a log-in time is of before
+// sessions were stamped, and lives until the first such end.
+func SessionAlive(u *models.AdminUser, loggedIn time.Time) bool {
+	return u.SessionsFrom == nil || !loggedIn.Before(u.SessionsFrom.Truncate(time.Microsecond))
 }
 
 // Change is what an owner does to another admin's account.
@@ -239,7 +251,9 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 		set := map[string]any{}
 		switch {
 		case c.Disable && u.DisabledAt == nil:
+			// Its sessions end with it: enabling it again brings none back.
 			set["disabled_at"] = now
+			set["sessions_from"] = now
 			u.DisabledAt = &now
 		case c.Enable && u.DisabledAt != nil:
 			set["disabled_at"] = nil

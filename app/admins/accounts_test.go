@@ -186,10 +186,10 @@ func TestChangePassword(t *testing.T) {
 	s := admins.NewService(db, time.Now)
 	ctx := context.Background()
 	mustEnsure(t, s, "op@example.com", models.RoleOperator)
-	if err := s.ChangePassword(ctx, "op@example.com", "wrong password!", "a new long password"); models.ErrorCode(err) != models.EInvalid {
+	if _, err := s.ChangePassword(ctx, "op@example.com", "wrong password!", "a new long password"); models.ErrorCode(err) != models.EInvalid {
 		t.Errorf("with a wrong current password: %v, want invalid", err)
 	}
-	if err := s.ChangePassword(ctx, "op@example.com", "correct horse battery", "a new long password"); err != nil {
+	if _, err := s.ChangePassword(ctx, "op@example.com", "correct horse battery", "a new long password"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Authenticate(ctx, "op@example.com", "correct horse battery"); !errors.Is(err, admins.ErrBadCredentials) {
