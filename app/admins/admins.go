@@ -236,28 +236,36 @@ func RecordTx(tx *gorm.DB, a models.AdminAction) error {
 	return nil
 }
 
+// SeveralEmails is the target of a row of refused log-ins that tried
+// more than one email.
+const SeveralEmails = "several emails"
+
 // RecordRefusedLogin counts a refused log-in (a wrong password, a
 // throttled or over-long attempt) in the one row of its client and
 // FailureWindow: a stranger cannot grow the log by more than a row per
 // client and window, however much they send. client is as Reserve's
 // (an IPv6 sender's /64), and is the row's remote_addr: the row counts
-// every address of it; the access log has each request's own. The row
-// keeps the last email tried, and the last reason.
+// every address of it; the access log has each request's own. A refused
+// log-in is no admin's action, so the row names no admin: the email
+// tried is its target — SeveralEmails once the client has tried more
+// than one in the window, not whichever came last — and it keeps the
+// last reason.
 func (s *Service) RecordRefusedLogin(ctx context.Context, email, client, detail string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	now := s.now().UTC()
 	window := now.Truncate(FailureWindow)
-	a := models.AdminAction{AdminEmail: email, Action: "login", Result: models.ActionRefused, Detail: detail,
-		RemoteAddr: client, CreatedAt: now, Count: 1, WindowStart: &window}
+	a := models.AdminAction{Action: "login", Target: models.Truncate(normalize(email), MaxEmailBytes), Result: models.ActionRefused,
+		Detail: detail, RemoteAddr: client, CreatedAt: now, Count: 1, WindowStart: &window}
 	bound(&a)
 	err := s.db.WithContext(ctx).Exec(`
 INSERT INTO admin_actions (admin_email, action, target, result, detail, remote_addr, created_at, count, window_start)
-VALUES (?, ?, '', ?, ?, ?, ?, 1, ?)
+VALUES ('', ?, ?, ?, ?, ?, ?, 1, ?)
 ON CONFLICT (remote_addr, window_start) WHERE window_start IS NOT NULL
-DO UPDATE SET count = admin_actions.count + 1, admin_email = excluded.admin_email, detail = excluded.detail,
+DO UPDATE SET count = admin_actions.count + 1, detail = excluded.detail,
+    target = CASE WHEN admin_actions.target = excluded.target THEN admin_actions.target ELSE ? END,
     created_at = greatest(admin_actions.created_at, excluded.created_at)`,
-		a.AdminEmail, a.Action, a.Result, a.Detail, a.RemoteAddr, a.CreatedAt, a.WindowStart).Error
+		a.Action, a.Target, a.Result, a.Detail, a.RemoteAddr, a.CreatedAt, a.WindowStart, SeveralEmails).Error
 	if err != nil {
 		return fmt.Errorf("admins.RecordRefusedLogin: %w", store.Classify(err))
 	}
