@@ -145,11 +145,12 @@ func (s *Server) enableMFA(c echo.Context) error {
 	}
 	s.deps.Sessions.Remove(ctx, sessionNewSecret)
 	s.record(c, adminOf(c), "set up second factor", adminOf(c), models.ActionOK, "TOTP")
-	s.flash(c, "ok", "The second factor is set up: log-ins now ask for its code.")
+	s.flash(c, "ok", "The second factor is set up: log-ins now ask for its code. You are emailed about it.")
 	return seeOther(c, "/admin/account")
 }
 
-// removeMFA is POST /admin/account/mfa/remove with a current code.
+// removeMFA is POST /admin/account/mfa/remove with a fresh code (one
+// of a later step than any accepted before); the admin is emailed.
 func (s *Server) removeMFA(c echo.Context) error {
 	err := s.trySecret(c, func() error {
 		return s.deps.Admins.RemoveTOTP(c.Request().Context(), adminOf(c), strings.TrimSpace(c.FormValue("code")))
@@ -159,7 +160,7 @@ func (s *Server) removeMFA(c echo.Context) error {
 		return s.accountError(c, err)
 	}
 	s.record(c, adminOf(c), "remove second factor", adminOf(c), models.ActionOK, "")
-	s.flash(c, "warn", "The second factor is removed: log-ins ask for the password alone.")
+	s.flash(c, "warn", "The second factor is removed: log-ins ask for the password alone. You are emailed about it.")
 	return seeOther(c, "/admin/account")
 }
 

@@ -41,14 +41,81 @@ func (c *console) withSecondFactor() {
 }
 
 // loginWithCode logs the client in with the password and this step's
-// code.
-func (c *console) loginWithCode() {
+// code, and returns the code.
+func (c *console) loginWithCode() string {
 	c.t.Helper()
 	if p := c.post("/admin/login", url.Values{"email": {adminEmail}, "password": {adminPassword}}); p.StatusCode != http.StatusSeeOther {
 		c.t.Fatalf("password step: %d\n%s", p.StatusCode, p.Body)
 	}
-	if p := c.post("/admin/login/code", url.Values{"code": {totpCode(c.t, time.Now())}}); p.StatusCode != http.StatusSeeOther {
+	code := totpCode(c.t, time.Now())
+	if p := c.post("/admin/login/code", url.Values{"code": {code}}); p.StatusCode != http.StatusSeeOther {
 		c.t.Fatalf("code step: %d\n%s", p.StatusCode, p.Body)
+	}
+	return code
+}
+
+// notices are the subjects of the notices written to the admin email,
+// oldest first; each must have its send task.
+func (c *console) notices(email string) (subjects []string) {
+	c.t.Helper()
+	var rows []models.OutboundEmail
+	if err := c.db.Order("id").Find(&rows, "key LIKE 'admin_notice:%' AND \"to\" = ?", email).Error; err != nil {
+		c.t.Fatal(err)
+	}
+	for _, e := range rows {
+		var tasks int64
+		c.db.Model(&models.OutboxMessage{}).Where("task_id = ?", "email:send:"+e.Key).Count(&tasks)
+		if tasks != 1 {
+			c.t.Errorf("the notice %s has %d send tasks, want 1", e.Key, tasks)
+		}
+		subjects = append(subjects, e.Subject)
+	}
+	return subjects
+}
+
+// Removing a second factor needs a fresh code — not the one the session
+// logged in with — and each change to an admin's second factor (set up,
+// removed, reset by an owner) emails that admin, with its send task.
+func TestSecondFactorChangesAskAFreshCodeAndTellTheAdmin(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.withSecondFactor()
+	used := c.loginWithCode()
+	if p := c.post("/admin/account/mfa/remove", url.Values{"code": {used}}); p.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("removal with the code the log-in used: %d, want 422", p.StatusCode)
+	}
+	if got := c.notices(adminEmail); len(got) != 0 {
+		t.Errorf("a refused removal sent %q", got)
+	}
+	fresh := totpCode(t, time.Now().Add(30*time.Second))
+	if p := c.post("/admin/account/mfa/remove", url.Values{"code": {fresh}}); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("removal with a fresh code: %d\n%s", p.StatusCode, p.Body)
+	}
+	if got := c.notices(adminEmail); len(got) != 1 || !strings.Contains(got[0], "removed") {
+		t.Errorf("after the removal the admin was sent %q, want one notice of it", got)
+	}
+	// Set up again: another notice.
+	secret := c.get("/admin/account").Doc(t).Find("code.mono").First().Text()
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.post("/admin/account/mfa", url.Values{"code": {code}}); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("set up: %d\n%s", p.StatusCode, p.Body)
+	}
+	if got := c.notices(adminEmail); len(got) != 2 || !strings.Contains(got[1], "set up") {
+		t.Errorf("after the set-up the admin was sent %q, want a second notice", got)
+	}
+	// An owner resets an operator's: the operator is told.
+	c.loginAs("op@example.com", models.RoleOperator)
+	var op models.AdminUser
+	c.db.Model(&op).Where("email = ?", "op@example.com").Update("totp_secret", testTOTPSecret)
+	c.db.Take(&op, "email = ?", "op@example.com")
+	if p := c.post("/admin/admins/"+strconv.FormatInt(op.ID, 10)+"/reset-mfa", nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reset: %d\n%s", p.StatusCode, p.Body)
+	}
+	if got := c.notices("op@example.com"); len(got) != 1 || !strings.Contains(got[0], "reset") {
+		t.Errorf("after the reset the operator was sent %q, want one notice", got)
 	}
 }
 

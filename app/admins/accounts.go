@@ -263,7 +263,8 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 			set["role"] = c.Role
 			u.Role = c.Role
 		}
-		if c.ResetTOTP && u.TOTPSecret != nil {
+		reset := c.ResetTOTP && u.TOTPSecret != nil
+		if reset {
 			set["totp_secret"] = nil
 			u.TOTPSecret = nil
 		}
@@ -280,7 +281,12 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 		if owners == 0 {
 			return models.Errorf(models.EInvalidTransition, "%s is the last owner: make another admin owner first", u.Email)
 		}
-		return nil
+		if !reset {
+			return nil
+		}
+		return s.notifyTx(tx, &u, now, "The second factor of your Sekali console account was reset",
+			"The owner "+normalize(by)+" removed the second factor of your account "+u.Email+" on the Sekali console at "+
+				now.Format(time.RFC1123)+".\nSet up a new one on Your account. If you did not ask for this, tell another owner.\n")
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admins.Manage: %w", store.Classify(err))

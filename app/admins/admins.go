@@ -79,8 +79,22 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sekali: no such admin"), 
 
 // Service checks log-ins and keeps the action log.
 type Service struct {
-	db  *gorm.DB
-	now func() time.Time
+	db    *gorm.DB
+	now   func() time.Time
+	tasks Tasks // nil: no admin is emailed
+}
+
+// Tasks makes the outbox row of the task that emails an admin's notice
+// (jobs.Tasks in the app; this package does not know the job system).
+type Tasks interface {
+	AdminNotice(key string, now time.Time) models.OutboxMessage
+}
+
+// Notifying makes s email an admin when their second factor is set up,
+// removed or reset (notifyTx), through tasks; it returns s.
+func (s *Service) Notifying(tasks Tasks) *Service {
+	s.tasks = tasks
+	return s
 }
 
 // NewService returns the admins service.
