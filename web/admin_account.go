@@ -105,11 +105,15 @@ func (s *Server) trySecret(c echo.Context, check func() error) error {
 }
 
 // changePassword is POST /admin/account/password: the current password
-// and a new one. Every other session of the admin ends (a password is
+// and a new one, typed twice (a mismatch is a 422, not a guess). Every other session of the admin ends (a password is
 // changed because it may have leaked); this one gets a new token and
 // goes on.
 func (s *Server) changePassword(c echo.Context) error {
 	ctx := c.Request().Context()
+	if err := admins.ConfirmPassword(c.FormValue("password"), c.FormValue("confirm")); err != nil {
+		s.record(c, adminOf(c), "change password", adminOf(c), resultOf(err), models.ErrorMessage(err))
+		return s.accountError(c, err)
+	}
 	var from time.Time
 	err := s.trySecret(c, func() (err error) {
 		from, err = s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))

@@ -185,7 +185,11 @@ func (s *Server) loginForm(c echo.Context) error {
 	if s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin) != "" {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return s.page(c, http.StatusOK, "Log in", "", views.LoginPage(views.Login{Next: c.QueryParam("next")}))
+	exists, err := s.deps.Admins.AnyAdmin(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.page(c, http.StatusOK, "Log in", "", views.LoginPage(views.Login{Next: c.QueryParam("next"), NoAdmin: !exists}))
 }
 
 // login is POST /admin/login: email and password against admin_users.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -113,6 +114,46 @@ func (s *Service) Invite(ctx context.Context, email string, role models.AdminRol
 func tokenHash(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
+}
+
+// RevokeInvitation ends the open invitation id now, so that its link
+// opens nothing, and returns it. An invitation used or expired, or none,
+// is ENotFound; revoking and accepting at once, one of them wins (both
+// update the row only while it is open).
+func (s *Service) RevokeInvitation(ctx context.Context, id int64) (*models.AdminInvitation, error) {
+	now := s.now().UTC()
+	var inv models.AdminInvitation
+	res := s.db.WithContext(ctx).Model(&inv).Clauses(clause.Returning{}).
+		Where("id = ? AND used_at IS NULL AND expires_at > ?", id, now).Update("expires_at", now)
+	if res.Error != nil {
+		return nil, fmt.Errorf("admins.RevokeInvitation: %w", store.Classify(res.Error))
+	}
+	if res.RowsAffected == 0 {
+		return nil, models.Errorf(models.ENotFound, "no open invitation %d: it was used, it has expired or been revoked, or it never existed", id)
+	}
+	return &inv, nil
+}
+
+// AnyAdmin reports whether an admin exists: before the first, the log-in
+// page says how it is made.
+func (s *Service) AnyAdmin(ctx context.Context) (bool, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Model(&models.AdminUser{}).Limit(1).Pluck("id", &ids).Error; err != nil {
+		return false, fmt.Errorf("admins.AnyAdmin: %w", store.Classify(err))
+	}
+	return len(ids) > 0, nil
+}
+
+// ErrPasswordsDiffer is the answer to a form whose new password and its
+// confirmation differ.
+var ErrPasswordsDiffer = models.Errorf(models.EInvalid, "the two passwords differ: type the same new password twice")
+
+// ConfirmPassword checks that a new password was typed the same twice.
+func ConfirmPassword(password, again string) error {
+	if subtle.ConstantTimeCompare([]byte(password), []byte(again)) != 1 {
+		return ErrPasswordsDiffer
+	}
+	return nil
 }
 
 // ErrNoInvitation is the one answer to a token that was never issued,
