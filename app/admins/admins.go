@@ -297,7 +297,9 @@ func bound(a *models.AdminAction) {
 
 // ActionFilter selects entries of the action log.
 type ActionFilter struct {
-	Admin  string // exact email
+	// Admin is an exact email: that admin's actions, and the refused
+	// log-ins that tried it (which name no admin).
+	Admin  string
 	Action string // exact action name
 	Before int64  // keyset cursor: entries with a smaller id
 	Limit  int
@@ -308,7 +310,7 @@ type ActionFilter struct {
 func (s *Service) ListActions(ctx context.Context, f ActionFilter) ([]models.AdminAction, int64, error) {
 	q := s.db.WithContext(ctx).Model(&models.AdminAction{})
 	if f.Admin != "" {
-		q = q.Where("admin_email = ?", normalize(f.Admin))
+		q = q.Where("admin_email = ? OR (window_start IS NOT NULL AND target = ?)", normalize(f.Admin), normalize(f.Admin))
 	}
 	if f.Action != "" {
 		q = q.Where("action = ?", f.Action)

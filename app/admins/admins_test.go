@@ -141,4 +141,13 @@ func TestRefusedLogInsNameTheEmailsTriedNotAnAdmin(t *testing.T) {
 	if a := target("10.4.4.4"); a.AdminEmail != "" || a.Target != admins.SeveralEmails || a.Count != 3 {
 		t.Errorf("three emails tried: admin %q, target %q, count %d; want no admin, %q, 3", a.AdminEmail, a.Target, a.Count, admins.SeveralEmails)
 	}
+	// The log filtered by the admin shows the refused log-ins that tried
+	// only their email.
+	rows, _, err := s.ListActions(ctx, admins.ActionFilter{Admin: "owner@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].RemoteAddr != "10.3.3.3" {
+		t.Errorf("the owner's actions: %+v, want the one row of refused log-ins that tried them", rows)
+	}
 }
