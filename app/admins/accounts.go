@@ -236,7 +236,9 @@ func (s *Service) ChangePassword(ctx context.Context, email, current, next strin
 	if err != nil {
 		return time.Time{}, fmt.Errorf("admins.ChangePassword: %w", err)
 	}
-	now := s.now().UTC()
+	// In the database's precision, so that the session stamped with it
+	// compares as its row does.
+	now := s.now().UTC().Truncate(time.Microsecond)
 	err = s.db.WithContext(ctx).Model(&models.AdminUser{}).Where("email = ?", normalize(email)).
 		Updates(map[string]any{"password_hash": string(hash), "password_changed_at": now, "sessions_from": now}).Error
 	if err != nil {
@@ -250,7 +252,7 @@ func (s *Service) ChangePassword(ctx context.Context, email, current, next strin
 // a password changed). A session without a log-in time is of before
 // sessions were stamped, and lives until the first such end.
 func SessionAlive(u *models.AdminUser, loggedIn time.Time) bool {
-	return u.SessionsFrom == nil || !loggedIn.Before(u.SessionsFrom.Truncate(time.Microsecond))
+	return u.SessionsFrom == nil || !loggedIn.Before(*u.SessionsFrom)
 }
 
 // Change is what an owner does to another admin's account.

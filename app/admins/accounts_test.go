@@ -271,3 +271,26 @@ func TestTOTPCodeIsAcceptedOnce(t *testing.T) {
 		t.Error("the second factor is still set after RemoveTOTP")
 	}
 }
+
+// A session lives unless the admin's sessions were ended after it logged
+// in; one stamped with the very time they were ended (the session that
+// changed the password) lives.
+func TestSessionAlive(t *testing.T) {
+	t.Parallel()
+	ended := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
+	for _, c := range []struct {
+		from     *time.Time
+		loggedIn time.Time
+		alive    bool
+	}{
+		{nil, time.Unix(0, 0), true},
+		{&ended, ended.Add(-time.Microsecond), false},
+		{&ended, time.UnixMicro(ended.UnixMicro()), true},
+		{&ended, ended.Add(time.Second), true},
+		{&ended, time.UnixMicro(0), false}, // a session of before log-in times were kept
+	} {
+		if got := admins.SessionAlive(&models.AdminUser{SessionsFrom: c.from}, c.loggedIn); got != c.alive {
+			t.Errorf("sessions from %v, logged in %v: alive %v, want %v", c.from, c.loggedIn, got, c.alive)
+		}
+	}
+}
