@@ -14,7 +14,8 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// TaskEmailSend sends one templated email about an order.
+// TaskEmailSend sends one templated email about an order, or one notice
+// to an admin.
 const TaskEmailSend = "email:send"
 
 // EmailArgs are the args of email:send:{template}:{order_id} (and
@@ -28,7 +29,10 @@ type EmailArgs struct {
 	Template string `json:"template"`
 	OrderID  string `json:"order_id"`
 	// RefundID is the refunds row a refund's email is about.
-	RefundID  int64  `json:"refund_id,omitempty"`
+	RefundID int64 `json:"refund_id,omitempty"`
+	// Notice is the key of an admin's notice (mail.AdminNotice), whose
+	// row was written with the change it tells of.
+	Notice    string `json:"notice,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
 }
 
@@ -36,10 +40,13 @@ type EmailArgs struct {
 func (EmailArgs) Kind() Kind { return Kind{Type: TaskEmailSend, Queue: QueueDefault} }
 
 // Key is the email's key, {template}:{order_id} (mail.Key), and for a
-// refund's email {template}:{order_id}:{refund_id} (mail.RefundKey); ""
-// without an order, or a refund's email without its refund.
+// refund's email {template}:{order_id}:{refund_id} (mail.RefundKey), and
+// an admin's notice its own key (mail.AdminNoticeKey); "" without an
+// order, or a refund's email without its refund.
 func (a EmailArgs) Key() string {
 	switch {
+	case a.Template == mail.AdminNotice:
+		return a.Notice
 	case a.OrderID == "":
 		return ""
 	case mail.AboutRefund(a.Template) && a.RefundID <= 0:
@@ -110,6 +117,8 @@ func (m *Email) intent(ctx context.Context, args EmailArgs) (*models.OutboundEma
 		return mail.RefundFailedIntent(ctx, m.db, args.OrderID, args.RefundID)
 	case mail.OrderCancelled, mail.OrderExpired:
 		return mail.OrderEndedIntent(ctx, m.db, args.Template, args.OrderID)
+	case mail.AdminNotice:
+		return mail.AdminNoticeIntent(ctx, m.db, args.Notice)
 	}
 	return mail.OrderPaidIntent(ctx, m.db, args.OrderID)
 }
@@ -122,6 +131,7 @@ var nothingToSend = map[string]string{
 	mail.RefundFailed:    "the customer was never told the refund succeeded: nothing to send",
 	mail.OrderCancelled:  "no longer cancelled: nothing to send",
 	mail.OrderExpired:    "no longer expired: nothing to send",
+	mail.AdminNotice:     "no such notice: nothing to send",
 }
 
 // Prepare sends the message unless it went out before.

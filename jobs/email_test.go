@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/pquerna/otp/totp"
 
+	"github.com/sekali/sekali/app/admins"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/jobview"
@@ -371,3 +373,38 @@ func TestPrunedEndEmailIsRebuilt(t *testing.T) {
 		t.Errorf("rebuilt row %s: %s, due %v, payload %s; want pending, due, %s", key, row.Status, row.ProcessAt, row.Payload, want.Payload)
 	}
 }
+
+// An admin's notice of a second factor removed is written with the
+// removal, and its task sends it once behind the guard, however often it
+// is delivered; the jobs check finds nothing amiss.
+func TestAdminNoticeIsSentOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t)
+	w1, w2 := e.normalWorker("w1", retryWhileLocked()), e.normalWorker("w2", retryWhileLocked())
+	const secret = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+	hash := "$2a$04$abcdefghijklmnopqrstuuJ8ZkN8ZkN8ZkN8ZkN8ZkN8ZkN8ZkN8Z" // never checked here
+	u := models.AdminUser{Email: "owner@example.com", PasswordHash: hash, TOTPSecret: ptr(secret)}
+	if err := e.db.Create(&u).Error; err != nil {
+		t.Fatal(err)
+	}
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admins.NewService(e.db, time.Now).Notifying(jobs.Tasks{}).RemoveTOTP(ctx, u.Email, code); err != nil {
+		t.Fatal(err)
+	}
+	var notice models.OutboundEmail
+	if err := e.db.Take(&notice, "key LIKE 'admin_notice:%'").Error; err != nil {
+		t.Fatal(err)
+	}
+	if notice.To != u.Email || notice.Status != models.EmailPending {
+		t.Fatalf("the notice: %+v, want one to the admin, pending", notice)
+	}
+	e.runTwiceAtOnceThenAgain(e.task(jobs.Tasks{}.AdminNotice(notice.Key, time.Now()).TaskID), w1, w2)
+	e.sentOnce(notice.Key, "The second factor of your Sekali console account was removed")
+	e.jobsChecksGreen()
+}
+
+func ptr[T any](v T) *T { return &v }

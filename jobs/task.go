@@ -84,6 +84,12 @@ func decode[A Args](j Job) (A, error) {
 // Tasks{}.
 type Tasks struct{}
 
+// AdminNotice is the row of the task that sends the admin's notice with
+// key (mail.AdminNoticeKey), written with the change it tells of.
+func (Tasks) AdminNotice(key string, now time.Time) models.OutboxMessage {
+	return Row(EmailArgs{Template: mail.AdminNotice, Notice: key}, now)
+}
+
 // Expire is the row of the task that expires orderID at expiresAt, written
 // when the order is created.
 func (Tasks) Expire(orderID string, expiresAt time.Time) models.OutboxMessage {

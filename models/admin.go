@@ -30,6 +30,7 @@ const (
 	ActionNoop    = "noop"    // nothing to do: already done, already queued
 	ActionRefused = "refused" // not allowed: wrong password, invalid transition
 	ActionError   = "error"   // failed; may be tried again
+	ActionRed     = "red"     // done, and what it checked is wrong: an audit run that failed checks
 )
 
 // LoginFailure is one failed admin log-in, kept for a while so that
@@ -75,6 +76,10 @@ type AdminUser struct {
 	TOTPSecret        *string `gorm:"column:totp_secret"`
 	TOTPLastStep      int64   `gorm:"column:totp_last_step"`
 	PasswordChangedAt *time.Time
+	// SessionsFrom ends the admin's sessions that logged in before it
+	// (nil: none ended so): set when the admin is disabled and when the
+	// password changes.
+	SessionsFrom *time.Time
 }
 
 // AdminRole is what an admin may do in the console. Each role may do

@@ -55,10 +55,15 @@ func (s *Server) accountView(c echo.Context) (views.Account, error) {
 	return v, nil
 }
 
-// accountError shows the account page again with what was wrong (422).
+// accountError shows the account page again with what was wrong: 422,
+// or 429 when the throttle refused the try (trySecret).
 func (s *Server) accountError(c echo.Context, err error) error {
-	if models.ErrorCode(err) != models.EInvalid && models.ErrorCode(err) != models.EUnauthorized &&
-		models.ErrorCode(err) != models.EInvalidTransition {
+	status := http.StatusUnprocessableEntity
+	switch models.ErrorCode(err) {
+	case models.EInvalid, models.EUnauthorized, models.EInvalidTransition:
+	case models.ETooManyRequests:
+		status = http.StatusTooManyRequests
+	default:
 		return err
 	}
 	v, verr := s.accountView(c)
@@ -66,15 +71,54 @@ func (s *Server) accountError(c echo.Context, err error) error {
 		return verr
 	}
 	v.Error = models.ErrorMessage(err)
-	return s.page(c, http.StatusUnprocessableEntity, "Your account", "", views.AccountPage(v))
+	return s.page(c, status, "Your account", "", views.AccountPage(v))
+}
+
+// trySecret runs check, a guess at one of the logged-in admin's secrets
+// (their current password, a second-factor code), as one attempt of the
+// log-in throttle: reserved against the admin's email and the client
+// before check runs (admins.Reserve), so a stolen session guesses no
+// faster than a stranger at the log-in page, and the guesses of both
+// count together. Over the limit check does not run: the answer is
+// ETooManyRequests, with Retry-After. A guess that was right, or a try
+// refused for something else (a new password too short), takes back
+// its own attempt only: it buys no fresh guesses.
+func (s *Server) trySecret(c echo.Context, check func() error) error {
+	ctx := c.Request().Context()
+	attempt, wait, err := s.deps.Admins.Reserve(ctx, adminOf(c), s.client(c))
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		wait = max(wait.Round(time.Second), time.Second)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		return models.Errorf(models.ETooManyRequests, "too many wrong passwords or codes: try again in %s", views.Duration(wait))
+	}
+	err = check()
+	if errors.Is(err, admins.ErrBadCode) || errors.Is(err, admins.ErrWrongPassword) {
+		return err
+	}
+	if terr := s.deps.Admins.TakeBack(ctx, attempt); terr != nil {
+		return errors.Join(err, terr)
+	}
+	return err
 }
 
 // changePassword is POST /admin/account/password: the current password
-// and a new one. Every other session of the admin stays valid until it
-// ends; this one gets a new token.
+// and a new one, typed twice (a mismatch is a 422, not a guess). Every other session of the admin ends (a password is
+// changed because it may have leaked); this one gets a new token and
+// goes on.
 func (s *Server) changePassword(c echo.Context) error {
 	ctx := c.Request().Context()
-	err := s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+	if err := admins.ConfirmPassword(c.FormValue("password"), c.FormValue("confirm")); err != nil {
+		s.record(c, adminOf(c), "change password", adminOf(c), resultOf(err), models.ErrorMessage(err))
+		return s.accountError(c, err)
+	}
+	var from time.Time
+	err := s.trySecret(c, func() (err error) {
+		from, err = s.deps.Admins.ChangePassword(ctx, adminOf(c), c.FormValue("current"), c.FormValue("password"))
+		return err
+	})
 	if err != nil {
 		s.record(c, adminOf(c), "change password", adminOf(c), resultOf(err), models.ErrorMessage(err))
 		return s.accountError(c, err)
@@ -82,7 +126,8 @@ func (s *Server) changePassword(c echo.Context) error {
 	if err := s.deps.Sessions.RenewToken(ctx); err != nil {
 		return err
 	}
-	s.record(c, adminOf(c), "change password", adminOf(c), models.ActionOK, "")
+	s.deps.Sessions.Put(ctx, sessionLoginAt, from.UnixMicro())
+	s.record(c, adminOf(c), "change password", adminOf(c), models.ActionOK, "other sessions ended")
 	s.flash(c, "ok", "Your password is changed.")
 	return seeOther(c, "/admin/account")
 }
@@ -95,24 +140,31 @@ func (s *Server) enableMFA(c echo.Context) error {
 	if secret == "" {
 		return s.accountError(c, models.Errorf(models.EInvalid, "the key to set up has expired: scan the new one"))
 	}
-	if err := s.deps.Admins.EnableTOTP(ctx, adminOf(c), secret, strings.TrimSpace(c.FormValue("code"))); err != nil {
+	err := s.trySecret(c, func() error {
+		return s.deps.Admins.EnableTOTP(ctx, adminOf(c), secret, strings.TrimSpace(c.FormValue("code")))
+	})
+	if err != nil {
 		s.record(c, adminOf(c), "set up second factor", adminOf(c), resultOf(err), models.ErrorMessage(err))
 		return s.accountError(c, err)
 	}
 	s.deps.Sessions.Remove(ctx, sessionNewSecret)
 	s.record(c, adminOf(c), "set up second factor", adminOf(c), models.ActionOK, "TOTP")
-	s.flash(c, "ok", "The second factor is set up: log-ins now ask for its code.")
+	s.flash(c, "ok", "The second factor is set up: log-ins now ask for its code. You are emailed about it.")
 	return seeOther(c, "/admin/account")
 }
 
-// removeMFA is POST /admin/account/mfa/remove with a current code.
+// removeMFA is POST /admin/account/mfa/remove with a fresh code (one
+// of a later step than any accepted before); the admin is emailed.
 func (s *Server) removeMFA(c echo.Context) error {
-	if err := s.deps.Admins.RemoveTOTP(c.Request().Context(), adminOf(c), strings.TrimSpace(c.FormValue("code"))); err != nil {
+	err := s.trySecret(c, func() error {
+		return s.deps.Admins.RemoveTOTP(c.Request().Context(), adminOf(c), strings.TrimSpace(c.FormValue("code")))
+	})
+	if err != nil {
 		s.record(c, adminOf(c), "remove second factor", adminOf(c), resultOf(err), models.ErrorMessage(err))
 		return s.accountError(c, err)
 	}
 	s.record(c, adminOf(c), "remove second factor", adminOf(c), models.ActionOK, "")
-	s.flash(c, "warn", "The second factor is removed: log-ins ask for the password alone.")
+	s.flash(c, "warn", "The second factor is removed: log-ins ask for the password alone. You are emailed about it.")
 	return seeOther(c, "/admin/account")
 }
 
@@ -184,6 +236,7 @@ func (s *Server) loggedIn(c echo.Context, attempt admins.Attempt, email, next st
 	s.deps.Sessions.Remove(ctx, sessionPending)
 	s.deps.Sessions.Remove(ctx, sessionPendingAt)
 	s.deps.Sessions.Put(ctx, sessionAdmin, email)
+	s.deps.Sessions.Put(ctx, sessionLoginAt, time.Now().UnixMicro())
 	s.record(c, email, "login", "", models.ActionOK, "")
 	return c.Redirect(http.StatusSeeOther, safeNext(next))
 }

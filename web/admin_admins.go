@@ -36,7 +36,7 @@ func (s *Server) adminsView(c echo.Context) (views.Admins, error) {
 			Disabled: u.DisabledAt != nil, Created: u.CreatedAt, Self: u.Email == adminOf(c)})
 	}
 	for _, i := range invites {
-		v.Invitations = append(v.Invitations, views.InvitationRow{Email: i.Email, Role: string(i.Role), InvitedBy: i.InvitedBy, Expires: i.ExpiresAt})
+		v.Invitations = append(v.Invitations, views.InvitationRow{ID: i.ID, Email: i.Email, Role: string(i.Role), InvitedBy: i.InvitedBy, Expires: i.ExpiresAt})
 	}
 	return v, nil
 }
@@ -118,6 +118,23 @@ func (s *Server) adminManage(change string) echo.HandlerFunc {
 	}
 }
 
+// adminRevokeInvitation is POST /admin/admins/invitations/:id/revoke
+// (owners): the invitation's link opens nothing any more; logged.
+func (s *Server) adminRevokeInvitation(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		return models.Errorf(models.ENotFound, "no invitation %q", c.Param("id"))
+	}
+	inv, err := s.deps.Admins.RevokeInvitation(c.Request().Context(), id)
+	if err != nil {
+		s.record(c, adminOf(c), "revoke invitation", "invitation "+strconv.FormatInt(id, 10), resultOf(err), err.Error())
+		return err
+	}
+	s.record(c, adminOf(c), "revoke invitation", inv.Email, models.ActionOK, "as "+string(inv.Role)+", invited by "+inv.InvitedBy)
+	s.flash(c, "ok", "Invitation revoked: the link for "+inv.Email+" opens nothing any more.")
+	return seeOther(c, "/admin/admins")
+}
+
 // inviteForm is GET /admin/invite/:token: the invitation's page, for
 // someone not logged in.
 func (s *Server) inviteForm(c echo.Context) error {
@@ -128,8 +145,8 @@ func (s *Server) inviteForm(c echo.Context) error {
 	return s.page(c, http.StatusOK, "Join", "", views.InvitePage(views.InviteForm{Token: c.Param("token"), Email: inv.Email, Role: string(inv.Role)}))
 }
 
-// acceptInvite is POST /admin/invite/:token with a password: the account
-// is made and the link used up, then the new admin logs in.
+// acceptInvite is POST /admin/invite/:token with a password, typed twice:
+// the account is made and the link used up, then the new admin logs in.
 func (s *Server) acceptInvite(c echo.Context) error {
 	ctx := c.Request().Context()
 	token := c.Param("token")
@@ -137,7 +154,11 @@ func (s *Server) acceptInvite(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	u, err := s.deps.Admins.Accept(ctx, token, c.FormValue("password"))
+	err = admins.ConfirmPassword(c.FormValue("password"), c.FormValue("confirm"))
+	var u *models.AdminUser
+	if err == nil {
+		u, err = s.deps.Admins.Accept(ctx, token, c.FormValue("password"))
+	}
 	if models.ErrorCode(err) == models.EInvalid {
 		f := views.InviteForm{Token: token, Email: inv.Email, Role: string(inv.Role), Error: models.ErrorMessage(err)}
 		return s.page(c, http.StatusUnprocessableEntity, "Join", "", views.InvitePage(f))

@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -43,9 +45,10 @@ func (s *Server) adminRunAudit(c echo.Context) error {
 		return err
 	}
 	v := auditView(report, s.deps.Audit.Checks(), drain)
+	// A red run was not refused: it ran, and found the books wrong.
 	result := models.ActionOK
 	if !report.OK {
-		result = models.ActionRefused
+		result = models.ActionRed
 	}
 	s.record(c, adminOf(c), "run audit", "drain "+drain.String(), result, auditSummary(report))
 	return s.page(c, http.StatusOK, "Audit", "audit", views.AuditPage(v))
@@ -72,5 +75,11 @@ func auditSummary(r audit.Report) string {
 	if r.OK {
 		return "green"
 	}
-	return "RED: " + views.Int(len(r.Violations)) + " violation(s)"
+	var failed []string
+	for _, v := range r.Violations {
+		if !slices.Contains(failed, v.Check) {
+			failed = append(failed, v.Check)
+		}
+	}
+	return "RED: " + views.Int(len(r.Violations)) + " violation(s), failed checks: " + strings.Join(failed, ", ")
 }

@@ -18,8 +18,13 @@ import (
 	"github.com/sekali/sekali/web/views"
 )
 
-// sessionAdmin is the session key of the logged-in admin's email.
-const sessionAdmin = "admin_email"
+// Session keys of the logged-in admin: their email, and when they logged
+// in (Unix microseconds), which admins.SessionAlive weighs against the
+// admin's sessions_from.
+const (
+	sessionAdmin   = "admin_email"
+	sessionLoginAt = "admin_login_at"
+)
 
 // NewSessions returns the console's session manager on store (the
 // PostgreSQL store in production, so that sessions outlive a restart and
@@ -55,7 +60,9 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 // them back afterwards — unless they asked for JSON: a script gets a 401
 // problem, not a page it cannot use. The admin's row is read on every
 // request, so that a disabled admin or a changed role counts at once,
-// not at the session's end. A viewer changes nothing (403 on every
+// not at the session's end; a session that logged in before the admin
+// was disabled or changed their password is destroyed, even once the
+// admin is enabled again. A viewer changes nothing (403 on every
 // request but a read, their own account's and log-out: readOnly) and
 // sees customers' emails masked (maskEmails). With ADMIN_MFA=required an
 // owner without a second factor may only set one up.
@@ -69,7 +76,8 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 			if u, err = s.deps.Admins.Get(ctx, email); err != nil {
 				return err
 			}
-			if u == nil || u.DisabledAt != nil {
+			loggedIn := time.UnixMicro(s.deps.Sessions.GetInt64(ctx, sessionLoginAt))
+			if u == nil || u.DisabledAt != nil || !admins.SessionAlive(u, loggedIn) {
 				if err := s.deps.Sessions.Destroy(ctx); err != nil {
 					return err
 				}
@@ -177,7 +185,11 @@ func (s *Server) loginForm(c echo.Context) error {
 	if s.deps.Sessions.GetString(c.Request().Context(), sessionAdmin) != "" {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return s.page(c, http.StatusOK, "Log in", "", views.LoginPage(views.Login{Next: c.QueryParam("next")}))
+	exists, err := s.deps.Admins.AnyAdmin(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.page(c, http.StatusOK, "Log in", "", views.LoginPage(views.Login{Next: c.QueryParam("next"), NoAdmin: !exists}))
 }
 
 // login is POST /admin/login: email and password against admin_users.

@@ -155,13 +155,21 @@ func TestInvitationToDisabling(t *testing.T) {
 	if p := c.do(newcomer, "GET", link, nil, nil); p.StatusCode != http.StatusOK || !strings.Contains(p.Body, "new.op@example.com") {
 		t.Fatalf("the invitation's page: %d\n%s", p.StatusCode, p.Body)
 	}
-	if p := c.postWith(newcomer, link, url.Values{"password": {"short"}}); p.StatusCode != http.StatusUnprocessableEntity {
+	if p := c.postWith(newcomer, link, url.Values{"password": {"short"}, "confirm": {"short"}}); p.StatusCode != http.StatusUnprocessableEntity {
 		t.Errorf("a short password: %d, want 422", p.StatusCode)
 	}
-	if p := c.postWith(newcomer, link, url.Values{"password": {"a long new password"}}); p.StatusCode != http.StatusSeeOther {
+	p = c.postWith(newcomer, link, url.Values{"password": {"a long new password"}, "confirm": {"a long new passwort"}})
+	if p.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(p.Doc(t).Find(".flash.bad").Text(), "the two passwords differ") {
+		t.Errorf("a confirmation that differs: %d %q, want 422 saying so", p.StatusCode, p.Doc(t).Find(".flash.bad").Text())
+	}
+	if p := c.postWith(newcomer, link, url.Values{"password": {"a long new password"}, "confirm": {"a long new password"}}); p.StatusCode != http.StatusSeeOther {
 		t.Fatalf("accept: %d\n%s", p.StatusCode, p.Body)
 	}
-	if p := c.postWith(c.newClient(), link, url.Values{"password": {"another long password"}}); p.StatusCode != http.StatusNotFound {
+	// The log-in page it is sent to is for an admin, not about making the first one.
+	if p := c.do(newcomer, "GET", "/admin/login", nil, nil); strings.Contains(p.Body, "sekali seed") {
+		t.Error("the invited admin's log-in page talks about sekali seed")
+	}
+	if p := c.postWith(c.newClient(), link, url.Values{"password": {"another long password"}, "confirm": {"another long password"}}); p.StatusCode != http.StatusNotFound {
 		t.Errorf("the link used again: %d, want 404", p.StatusCode)
 	}
 	if p := c.postWith(newcomer, "/admin/login", url.Values{"email": {"new.op@example.com"}, "password": {"a long new password"}}); p.StatusCode != http.StatusSeeOther {
@@ -265,10 +273,22 @@ func TestChangePasswordInTheConsole(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
 	c.login()
-	if p := c.post("/admin/account/password", url.Values{"current": {"wrong"}, "password": {"a long new password"}}); p.StatusCode != http.StatusUnprocessableEntity {
+	if p := c.post("/admin/account/password", url.Values{"current": {"wrong"}, "password": {"a long new password"},
+		"confirm": {"a long new password"}}); p.StatusCode != http.StatusUnprocessableEntity {
 		t.Errorf("with a wrong current password: %d, want 422", p.StatusCode)
 	}
-	if p := c.post("/admin/account/password", url.Values{"current": {adminPassword}, "password": {"a long new password"}}); p.StatusCode != http.StatusSeeOther {
+	p := c.post("/admin/account/password", url.Values{"current": {adminPassword}, "password": {"a long new password"},
+		"confirm": {"another new password"}})
+	if p.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(p.Doc(t).Find(".flash.bad").Text(), "the two passwords differ") {
+		t.Errorf("a confirmation that differs: %d %q, want 422 saying so", p.StatusCode, p.Doc(t).Find(".flash.bad").Text())
+	}
+	var failures int64
+	c.db.Model(&models.LoginFailure{}).Count(&failures)
+	if failures != 1 {
+		t.Errorf("%d failures counted, want 1: the wrong current password, not the confirmation that differed", failures)
+	}
+	if p := c.post("/admin/account/password", url.Values{"current": {adminPassword}, "password": {"a long new password"},
+		"confirm": {"a long new password"}}); p.StatusCode != http.StatusSeeOther {
 		t.Fatalf("change: %d\n%s", p.StatusCode, p.Body)
 	}
 	if p := c.postWith(c.newClient(), "/admin/login", url.Values{"email": {adminEmail}, "password": {"a long new password"}}); p.StatusCode != http.StatusSeeOther {

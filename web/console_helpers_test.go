@@ -156,7 +156,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Keys:        idempotency.New(db, time.Now, cfg.RequestTimeout),
 		Products:    catalog.NewService(db),
 		Audit:       audit.New(db).RaisingAlerts(jobs.Tasks{}),
-		Admins:      admins.NewService(db, time.Now),
+		Admins:      admins.NewService(db, time.Now).Notifying(jobs.Tasks{}),
 		Sessions:    web.NewSessions(postgresstore.NewWithCleanupInterval(sqlDB, 0), cfg),
 		Stories:     story.New(db, jobs.Tasks{}),
 		Stats:       stats.NewReader(db, time.Now),

@@ -455,6 +455,13 @@ func TestAuditPageAndDashboardVerdict(t *testing.T) {
 	if got := c.get("/admin").Doc(t).Find(".stat:contains('Last audit') .value").Text(); got != "RED" {
 		t.Errorf("dashboard after a RED audit: %q", got)
 	}
+	// The action log says the run was red, with the checks that failed:
+	// it ran; nothing refused it.
+	var run models.AdminAction
+	c.db.Take(&run, "action = 'run audit'")
+	if run.Result != models.ActionRed || !strings.Contains(run.Detail, "failed checks: stock") || run.AdminEmail != adminEmail {
+		t.Errorf("the red run is logged as %s by %q: %q; want red, by the admin, naming the failed check", run.Result, run.AdminEmail, run.Detail)
+	}
 	if p := c.post("/admin/audit", url.Values{"drain_timeout": {"1h"}}); p.StatusCode != 422 {
 		t.Errorf("a drain beyond the limit: %d", p.StatusCode)
 	}

@@ -109,6 +109,7 @@ func (s *Server) routes() {
 	e.POST("/admin/account/mfa/remove", s.removeMFA, console...)
 	e.GET("/admin/admins", s.adminAdmins, owner...)
 	e.POST("/admin/admins/invite", s.adminInvite, owner...)
+	e.POST("/admin/admins/invitations/:id/revoke", s.adminRevokeInvitation, owner...)
 	for _, change := range []string{"role", "disable", "enable", "reset-mfa"} {
 		e.POST("/admin/admins/:id/"+change, s.adminManage(change), owner...)
 	}

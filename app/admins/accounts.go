@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -115,6 +116,46 @@ func tokenHash(token string) []byte {
 	return h[:]
 }
 
+// RevokeInvitation ends the open invitation id now, so that its link
+// opens nothing, and returns it. An invitation used or expired, or none,
+// is ENotFound; revoking and accepting at once, one of them wins (both
+// update the row only while it is open).
+func (s *Service) RevokeInvitation(ctx context.Context, id int64) (*models.AdminInvitation, error) {
+	now := s.now().UTC()
+	var inv models.AdminInvitation
+	res := s.db.WithContext(ctx).Model(&inv).Clauses(clause.Returning{}).
+		Where("id = ? AND used_at IS NULL AND expires_at > ?", id, now).Update("expires_at", now)
+	if res.Error != nil {
+		return nil, fmt.Errorf("admins.RevokeInvitation: %w", store.Classify(res.Error))
+	}
+	if res.RowsAffected == 0 {
+		return nil, models.Errorf(models.ENotFound, "no open invitation %d: it was used, it has expired or been revoked, or it never existed", id)
+	}
+	return &inv, nil
+}
+
+// AnyAdmin reports whether an admin exists: before the first, the log-in
+// page says how it is made.
+func (s *Service) AnyAdmin(ctx context.Context) (bool, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Model(&models.AdminUser{}).Limit(1).Pluck("id", &ids).Error; err != nil {
+		return false, fmt.Errorf("admins.AnyAdmin: %w", store.Classify(err))
+	}
+	return len(ids) > 0, nil
+}
+
+// ErrPasswordsDiffer is the answer to a form whose new password and its
+// confirmation differ.
+var ErrPasswordsDiffer = models.Errorf(models.EInvalid, "the two passwords differ: type the same new password twice")
+
+// ConfirmPassword checks that a new password was typed the same twice.
+func ConfirmPassword(password, again string) error {
+	if subtle.ConstantTimeCompare([]byte(password), []byte(again)) != 1 {
+		return ErrPasswordsDiffer
+	}
+	return nil
+}
+
 // ErrNoInvitation is the one answer to a token that was never issued,
 // was used, or has expired.
 var ErrNoInvitation = models.Errorf(models.ENotFound, "this invitation link is not valid: it was used, it has expired, or it never existed; ask an owner for a new one")
@@ -172,28 +213,46 @@ func (s *Service) Accept(ctx context.Context, token, password string) (*models.A
 	return &u, nil
 }
 
-// ChangePassword sets email's password to next when current is right.
-func (s *Service) ChangePassword(ctx context.Context, email, current, next string) error {
+// ErrWrongPassword is the answer to a password change whose current
+// password is wrong: a guess at the password, which the caller counts.
+var ErrWrongPassword = models.Errorf(models.EInvalid, "the current password is wrong")
+
+// ChangePassword sets email's password to next when current is right,
+// and ends every session of the admin that logged in before now, the
+// time it returns: a password changed because it leaked also shuts out
+// whoever logged in with it. The caller stamps the session it keeps with
+// the returned time (SessionAlive).
+func (s *Service) ChangePassword(ctx context.Context, email, current, next string) (time.Time, error) {
 	if err := CheckPassword(next); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if _, err := s.Authenticate(ctx, email, current); err != nil {
 		if errors.Is(err, ErrBadCredentials) {
-			return models.Errorf(models.EInvalid, "the current password is wrong")
+			return time.Time{}, ErrWrongPassword
 		}
-		return err
+		return time.Time{}, err
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(next), bcrypt.DefaultCost)
 	if err != nil {
-		return fmt.Errorf("admins.ChangePassword: %w", err)
+		return time.Time{}, fmt.Errorf("admins.ChangePassword: %w", err)
 	}
-	now := s.now().UTC()
+	// In the database's precision, so that the session stamped with it
+	// compares as its row does.
+	now := s.now().UTC().Truncate(time.Microsecond)
 	err = s.db.WithContext(ctx).Model(&models.AdminUser{}).Where("email = ?", normalize(email)).
-		Updates(map[string]any{"password_hash": string(hash), "password_changed_at": now}).Error
+		Updates(map[string]any{"password_hash": string(hash), "password_changed_at": now, "sessions_from": now}).Error
 	if err != nil {
-		return fmt.Errorf("admins.ChangePassword: %w", store.Classify(err))
+		return time.Time{}, fmt.Errorf("admins.ChangePassword: %w", store.Classify(err))
 	}
-	return nil
+	return now, nil
+}
+
+// SessionAlive reports whether a session of u that logged in at loggedIn
+// may still be used: not when u's sessions were ended after it (disabled,
+// a password changed). A session without a log-in time is of before
+// sessions were stamped, and lives until the first such end.
+func SessionAlive(u *models.AdminUser, loggedIn time.Time) bool {
+	return u.SessionsFrom == nil || !loggedIn.Before(*u.SessionsFrom)
 }
 
 // Change is what an owner does to another admin's account.
@@ -235,7 +294,9 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 		set := map[string]any{}
 		switch {
 		case c.Disable && u.DisabledAt == nil:
+			// Its sessions end with it: enabling it again brings none back.
 			set["disabled_at"] = now
+			set["sessions_from"] = now
 			u.DisabledAt = &now
 		case c.Enable && u.DisabledAt != nil:
 			set["disabled_at"] = nil
@@ -245,7 +306,8 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 			set["role"] = c.Role
 			u.Role = c.Role
 		}
-		if c.ResetTOTP && u.TOTPSecret != nil {
+		reset := c.ResetTOTP && u.TOTPSecret != nil
+		if reset {
 			set["totp_secret"] = nil
 			u.TOTPSecret = nil
 		}
@@ -262,7 +324,12 @@ func (s *Service) Manage(ctx context.Context, by string, id int64, c Change) (*m
 		if owners == 0 {
 			return models.Errorf(models.EInvalidTransition, "%s is the last owner: make another admin owner first", u.Email)
 		}
-		return nil
+		if !reset {
+			return nil
+		}
+		return s.notifyTx(tx, &u, now, "The second factor of your Sekali console account was reset",
+			"The owner "+normalize(by)+" removed the second factor of your account "+u.Email+" on the Sekali console at "+
+				now.Format(time.RFC1123)+".\nSet up a new one on Your account. If you did not ask for this, tell another owner.\n")
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admins.Manage: %w", store.Classify(err))

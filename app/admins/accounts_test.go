@@ -186,10 +186,10 @@ func TestChangePassword(t *testing.T) {
 	s := admins.NewService(db, time.Now)
 	ctx := context.Background()
 	mustEnsure(t, s, "op@example.com", models.RoleOperator)
-	if err := s.ChangePassword(ctx, "op@example.com", "wrong password!", "a new long password"); models.ErrorCode(err) != models.EInvalid {
+	if _, err := s.ChangePassword(ctx, "op@example.com", "wrong password!", "a new long password"); models.ErrorCode(err) != models.EInvalid {
 		t.Errorf("with a wrong current password: %v, want invalid", err)
 	}
-	if err := s.ChangePassword(ctx, "op@example.com", "correct horse battery", "a new long password"); err != nil {
+	if _, err := s.ChangePassword(ctx, "op@example.com", "correct horse battery", "a new long password"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Authenticate(ctx, "op@example.com", "correct horse battery"); !errors.Is(err, admins.ErrBadCredentials) {
@@ -269,5 +269,28 @@ func TestTOTPCodeIsAcceptedOnce(t *testing.T) {
 	u, _ := s.Get(ctx, "owner@example.com")
 	if u.TOTPSecret != nil {
 		t.Error("the second factor is still set after RemoveTOTP")
+	}
+}
+
+// A session lives unless the admin's sessions were ended after it logged
+// in; one stamped with the very time they were ended (the session that
+// changed the password) lives.
+func TestSessionAlive(t *testing.T) {
+	t.Parallel()
+	ended := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
+	for _, c := range []struct {
+		from     *time.Time
+		loggedIn time.Time
+		alive    bool
+	}{
+		{nil, time.Unix(0, 0), true},
+		{&ended, ended.Add(-time.Microsecond), false},
+		{&ended, time.UnixMicro(ended.UnixMicro()), true},
+		{&ended, ended.Add(time.Second), true},
+		{&ended, time.UnixMicro(0), false}, // a session of before log-in times were kept
+	} {
+		if got := admins.SessionAlive(&models.AdminUser{SessionsFrom: c.from}, c.loggedIn); got != c.alive {
+			t.Errorf("sessions from %v, logged in %v: alive %v, want %v", c.from, c.loggedIn, got, c.alive)
+		}
 	}
 }

@@ -79,8 +79,22 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("sekali: no such admin"), 
 
 // Service checks log-ins and keeps the action log.
 type Service struct {
-	db  *gorm.DB
-	now func() time.Time
+	db    *gorm.DB
+	now   func() time.Time
+	tasks Tasks // nil: no admin is emailed
+}
+
+// Tasks makes the outbox row of the task that emails an admin's notice
+// (jobs.Tasks in the app; this package does not know the job system).
+type Tasks interface {
+	AdminNotice(key string, now time.Time) models.OutboxMessage
+}
+
+// Notifying makes s email an admin when their second factor is set up,
+// removed or reset (notifyTx), through tasks; it returns s.
+func (s *Service) Notifying(tasks Tasks) *Service {
+	s.tasks = tasks
+	return s
 }
 
 // NewService returns the admins service.
@@ -236,28 +250,36 @@ func RecordTx(tx *gorm.DB, a models.AdminAction) error {
 	return nil
 }
 
+// SeveralEmails is the target of a row of refused log-ins that tried
+// more than one email.
+const SeveralEmails = "several emails"
+
 // RecordRefusedLogin counts a refused log-in (a wrong password, a
 // throttled or over-long attempt) in the one row of its client and
 // FailureWindow: a stranger cannot grow the log by more than a row per
 // client and window, however much they send. client is as Reserve's
 // (an IPv6 sender's /64), and is the row's remote_addr: the row counts
-// every address of it; the access log has each request's own. The row
-// keeps the last email tried, and the last reason.
+// every address of it; the access log has each request's own. A refused
+// log-in is no admin's action, so the row names no admin: the email
+// tried is its target — SeveralEmails once the client has tried more
+// than one in the window, not whichever came last — and it keeps the
+// last reason.
 func (s *Service) RecordRefusedLogin(ctx context.Context, email, client, detail string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	now := s.now().UTC()
 	window := now.Truncate(FailureWindow)
-	a := models.AdminAction{AdminEmail: email, Action: "login", Result: models.ActionRefused, Detail: detail,
-		RemoteAddr: client, CreatedAt: now, Count: 1, WindowStart: &window}
+	a := models.AdminAction{Action: "login", Target: models.Truncate(normalize(email), MaxEmailBytes), Result: models.ActionRefused,
+		Detail: detail, RemoteAddr: client, CreatedAt: now, Count: 1, WindowStart: &window}
 	bound(&a)
 	err := s.db.WithContext(ctx).Exec(`
 INSERT INTO admin_actions (admin_email, action, target, result, detail, remote_addr, created_at, count, window_start)
-VALUES (?, ?, '', ?, ?, ?, ?, 1, ?)
+VALUES ('', ?, ?, ?, ?, ?, ?, 1, ?)
 ON CONFLICT (remote_addr, window_start) WHERE window_start IS NOT NULL
-DO UPDATE SET count = admin_actions.count + 1, admin_email = excluded.admin_email, detail = excluded.detail,
+DO UPDATE SET count = admin_actions.count + 1, detail = excluded.detail,
+    target = CASE WHEN admin_actions.target = excluded.target THEN admin_actions.target ELSE ? END,
     created_at = greatest(admin_actions.created_at, excluded.created_at)`,
-		a.AdminEmail, a.Action, a.Result, a.Detail, a.RemoteAddr, a.CreatedAt, a.WindowStart).Error
+		a.Action, a.Target, a.Result, a.Detail, a.RemoteAddr, a.CreatedAt, a.WindowStart, SeveralEmails).Error
 	if err != nil {
 		return fmt.Errorf("admins.RecordRefusedLogin: %w", store.Classify(err))
 	}
@@ -275,7 +297,9 @@ func bound(a *models.AdminAction) {
 
 // ActionFilter selects entries of the action log.
 type ActionFilter struct {
-	Admin  string // exact email
+	// Admin is an exact email: that admin's actions, and the refused
+	// log-ins that tried it (which name no admin).
+	Admin  string
 	Action string // exact action name
 	Before int64  // keyset cursor: entries with a smaller id
 	Limit  int
@@ -286,7 +310,7 @@ type ActionFilter struct {
 func (s *Service) ListActions(ctx context.Context, f ActionFilter) ([]models.AdminAction, int64, error) {
 	q := s.db.WithContext(ctx).Model(&models.AdminAction{})
 	if f.Admin != "" {
-		q = q.Where("admin_email = ?", normalize(f.Admin))
+		q = q.Where("admin_email = ? OR (window_start IS NOT NULL AND target = ?)", normalize(f.Admin), normalize(f.Admin))
 	}
 	if f.Action != "" {
 		q = q.Where("action = ?", f.Action)

@@ -104,7 +104,50 @@ func TestRefusedLogInsAreOneRowPerAddressAndWindow(t *testing.T) {
 	wg.Wait()
 	var rows []models.AdminAction
 	db.Find(&rows, "remote_addr = ?", "10.2.2.2")
-	if len(rows) != 1 || rows[0].Count != 50 || len(rows[0].AdminEmail) != admins.MaxEmailBytes || rows[0].WindowStart == nil {
+	if len(rows) != 1 || rows[0].Count != 50 || len(rows[0].Target) != admins.MaxEmailBytes || rows[0].WindowStart == nil {
 		t.Fatalf("%d rows (%+v); want one row counting 50, its email cut to %d bytes", len(rows), rows, admins.MaxEmailBytes)
+	}
+}
+
+// A batch of refused log-ins is charged to no admin: its target is the
+// email tried while the client tried one, and "several emails" once it
+// tried more — never whichever email came last.
+func TestRefusedLogInsNameTheEmailsTriedNotAnAdmin(t *testing.T) {
+	t.Parallel()
+	db := testenv.NewDB(t)
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	s := admins.NewService(db, func() time.Time { return at })
+	ctx := context.Background()
+	target := func(client string) models.AdminAction {
+		var a models.AdminAction
+		if err := db.Take(&a, "remote_addr = ?", client).Error; err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for range 3 {
+		if err := s.RecordRefusedLogin(ctx, "Owner@Example.com", "10.3.3.3", "wrong email or password"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := target("10.3.3.3"); a.AdminEmail != "" || a.Target != "owner@example.com" || a.Count != 3 {
+		t.Errorf("one email tried thrice: admin %q, target %q, count %d; want no admin, the email, 3", a.AdminEmail, a.Target, a.Count)
+	}
+	for _, email := range []string{"a@example.com", "b@example.com", "owner@example.com"} {
+		if err := s.RecordRefusedLogin(ctx, email, "10.4.4.4", "wrong email or password"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := target("10.4.4.4"); a.AdminEmail != "" || a.Target != admins.SeveralEmails || a.Count != 3 {
+		t.Errorf("three emails tried: admin %q, target %q, count %d; want no admin, %q, 3", a.AdminEmail, a.Target, a.Count, admins.SeveralEmails)
+	}
+	// The log filtered by the admin shows the refused log-ins that tried
+	// only their email.
+	rows, _, err := s.ListActions(ctx, admins.ActionFilter{Admin: "owner@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].RemoteAddr != "10.3.3.3" {
+		t.Errorf("the owner's actions: %+v, want the one row of refused log-ins that tried them", rows)
 	}
 }

@@ -6,13 +6,18 @@ import (
 	"crypto/subtle"
 	"encoding/base32"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"image/png"
 	"time"
 
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
+	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/outbox"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
@@ -84,19 +89,30 @@ func codeStep(secret, code string, now time.Time) int64 {
 }
 
 // EnableTOTP makes secret email's second factor once code shows that the
-// admin's app has it.
+// admin's app has it, and tells the admin by email, in one transaction.
 func (s *Service) EnableTOTP(ctx context.Context, email, secret, code string) error {
-	step := codeStep(secret, code, s.now())
+	now := s.now()
+	step := codeStep(secret, code, now)
 	if step == 0 {
 		return ErrBadCode
 	}
-	res := s.db.WithContext(ctx).Model(&models.AdminUser{}).Where("email = ? AND totp_secret IS NULL", normalize(email)).
-		Updates(map[string]any{"totp_secret": secret, "totp_last_step": step})
-	if res.Error != nil {
-		return fmt.Errorf("admins.EnableTOTP: %w", store.Classify(res.Error))
-	}
-	if res.RowsAffected == 0 {
-		return models.Errorf(models.EInvalidTransition, "a second factor is already set up: remove it first")
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		var u models.AdminUser
+		res := tx.Model(&u).Clauses(clause.Returning{}).Where("email = ? AND totp_secret IS NULL", normalize(email)).
+			Updates(map[string]any{"totp_secret": secret, "totp_last_step": step})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return models.Errorf(models.EInvalidTransition, "a second factor is already set up: remove it first")
+		}
+		return s.notifyTx(tx, &u, now, "A second factor was set up on your Sekali console account",
+			"An authenticator app was set up as the second factor of your account "+u.Email+" on the Sekali console, at "+
+				now.UTC().Format(time.RFC1123)+".\nIf you did not do this, someone is using your session: ask an owner to disable "+
+				"the account now and to reset its second factor.\n")
+	})
+	if err != nil {
+		return fmt.Errorf("admins.EnableTOTP: %w", store.Classify(err))
 	}
 	return nil
 }
@@ -128,14 +144,56 @@ func (s *Service) CheckTOTP(ctx context.Context, email, code string) error {
 	return nil
 }
 
-// RemoveTOTP removes email's second factor, with a code from it.
+// RemoveTOTP removes email's second factor with a fresh code from it —
+// one of a later step than any code it accepted before, so neither the
+// code typed at log-in nor one seen over a shoulder removes it — and
+// tells the admin by email: the check, the removal and the email commit
+// in one transaction, under the admin's row lock.
 func (s *Service) RemoveTOTP(ctx context.Context, email, code string) error {
-	if err := s.CheckTOTP(ctx, email, code); err != nil {
-		return err
-	}
-	err := s.db.WithContext(ctx).Model(&models.AdminUser{}).Where("email = ?", normalize(email)).Update("totp_secret", nil).Error
+	now := s.now()
+	err := store.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		var u models.AdminUser
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&u, "email = ?", normalize(email)).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return ErrBadCode
+		}
+		if err != nil {
+			return err
+		}
+		if u.TOTPSecret == nil || u.DisabledAt != nil {
+			return ErrBadCode
+		}
+		step := codeStep(*u.TOTPSecret, code, now)
+		if step == 0 || step <= u.TOTPLastStep {
+			return ErrBadCode
+		}
+		// The step stays: a code of it cannot serve again, whatever comes next.
+		err = tx.Model(&models.AdminUser{}).Where("id = ?", u.ID).
+			Updates(map[string]any{"totp_secret": nil, "totp_last_step": step}).Error
+		if err != nil {
+			return err
+		}
+		return s.notifyTx(tx, &u, now, "The second factor of your Sekali console account was removed",
+			"The second factor of your account "+u.Email+" on the Sekali console was removed at "+now.UTC().Format(time.RFC1123)+
+				": log-ins now ask for the password alone.\nIf you did not do this, someone is using your session: ask an owner "+
+				"to disable the account now.\n")
+	})
 	if err != nil {
 		return fmt.Errorf("admins.RemoveTOTP: %w", store.Classify(err))
 	}
 	return nil
+}
+
+// notifyTx writes in tx the email that tells admin u of a change to
+// their account made at now, and the task that sends it (mail.AdminNotice):
+// nothing without Notifying.
+func (s *Service) notifyTx(tx *gorm.DB, u *models.AdminUser, now time.Time, subject, body string) error {
+	if s.tasks == nil {
+		return nil
+	}
+	key := mail.AdminNoticeKey(u.ID, now)
+	if err := mail.AdminNoticeTx(tx, key, u.Email, subject, body); err != nil {
+		return err
+	}
+	return outbox.Add(tx, s.tasks.AdminNotice(key, now))
 }

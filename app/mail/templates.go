@@ -23,7 +23,7 @@ const (
 
 // Templates are the templates this package sends: a job naming any
 // other can never succeed.
-var Templates = []string{OrderPaid, RefundSucceeded, RefundFailed, OrderCancelled, OrderExpired}
+var Templates = []string{OrderPaid, RefundSucceeded, RefundFailed, OrderCancelled, OrderExpired, AdminNotice}
 
 // AboutRefund reports whether an email of template is about one refund
 // of the order (its key ends in the refund's id: RefundKey).

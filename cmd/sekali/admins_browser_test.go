@@ -39,9 +39,13 @@ func TestBrowserInviteAndSecondFactor(t *testing.T) {
 	if st := op.open(link); st != http.StatusOK {
 		t.Fatalf("open the invitation: %d", st)
 	}
-	op.do("choose a password", chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "operator's long password"))
+	op.do("choose a password", chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "operator's long password"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="confirm"]`), "operator's long password"))
 	if st := op.follow("accept", chromedp.Click(chromedp.CSS(`button[type="submit"]`))); st != http.StatusOK || op.location() != "/admin/login" {
 		t.Fatalf("accept: %d at %s", st, op.location())
+	}
+	if n := browserEval[int](op, "look for the seed's words", `document.body.innerText.includes('sekali seed') ? 1 : 0`); n != 0 {
+		t.Error("the invited admin's log-in page talks about sekali seed")
 	}
 	if st := op.logIn("op@example.com", "operator's long password"); st != http.StatusOK || op.location() != "/admin" {
 		t.Fatalf("the operator's log-in: %d at %s", st, op.location())

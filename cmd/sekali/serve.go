@@ -198,7 +198,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 				"database": func(ctx context.Context) error { return store.Ping(ctx, db) },
 				"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 			},
-			Admins:   admins.NewService(db, time.Now),
+			Admins:   admins.NewService(db, time.Now).Notifying(jobs.Tasks{}),
 			Sessions: web.NewSessions(sessionStore, cfg),
 			Stories:  story.New(db, jobs.Tasks{}),
 			Stats:    stats.NewReader(db, time.Now),

@@ -90,7 +90,7 @@ func Tone(s string) string {
 	switch s {
 	case "paid", "succeeded", "processed", "sent", "ok", "dispatched", "green", "completed", "dispute won", "dispute_won", "done":
 		return "ok"
-	case "failed", "conflict", "rejected", "error", "refund_required", "invalid_signature", "RED", "archived",
+	case "failed", "red", "conflict", "rejected", "error", "refund_required", "invalid_signature", "RED", "archived",
 		"dispute open", "dispute lost", "disputed", "dispute_lost", "refund_exceeds_payment",
 		"unknown_order", "amount_mismatch", "currency_mismatch", "reference_belongs_to_other_order":
 		return "bad"

@@ -47,6 +47,8 @@ type Login struct {
 	Email string
 	Error string
 	Next  string // where to go after logging in
+	// NoAdmin: no admin exists yet, so the page says how the first is made.
+	NoAdmin bool
 }
 
 // List is one page of a console list — callbacks, deliveries, orders,
@@ -883,6 +885,7 @@ type AdminRow struct {
 
 // InvitationRow is an invitation not yet used.
 type InvitationRow struct {
+	ID        int64     `json:"id"`
 	Email     string    `json:"email"`
 	Role      string    `json:"role"`
 	InvitedBy string    `json:"invited_by"`
