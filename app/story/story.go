@@ -513,10 +513,14 @@ func countsText(counts map[string]int) string {
 const (
 	EmailSent   = "sent"   // handed to the mail server
 	EmailLogged = "logged" // written to the log, sent to no one: SMTP_URL is unset
+	// EmailDiscarded: an operator discarded its job for good; it will
+	// not be sent.
+	EmailDiscarded = "discarded"
 )
 
 // ConfirmationEmail is what became of the payment confirmation of order
-// id: EmailSent, EmailLogged, or "" while it has not gone out.
+// id: EmailSent, EmailLogged, EmailDiscarded, or "" while it has not gone
+// out.
 func (r *Reader) ConfirmationEmail(ctx context.Context, orderID string) (string, error) {
 	var es []models.OutboundEmail
 	err := r.db.WithContext(ctx).Where("key = ? AND status = ?", mail.Key(mail.OrderPaid, orderID), models.EmailSent).
@@ -525,11 +529,28 @@ func (r *Reader) ConfirmationEmail(ctx context.Context, orderID string) (string,
 	case err != nil:
 		return "", fmt.Errorf("story.ConfirmationEmail: %w", store.Classify(err))
 	case len(es) == 0:
-		return "", nil
+		return r.confirmationDiscarded(ctx, orderID)
 	case es[0].Logged:
 		return EmailLogged, nil
 	}
 	return EmailSent, nil
+}
+
+// confirmationDiscarded is EmailDiscarded when the job that sends order
+// orderID's payment confirmation was discarded, "" otherwise (it is
+// still to go out). The job's key is the one the audit reads too.
+func (r *Reader) confirmationDiscarded(ctx context.Context, orderID string) (string, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Model(&models.JobExecution{}).
+		Where("idempotency_key = ? AND status = ?", "email:send:"+mail.Key(mail.OrderPaid, orderID), models.JobDiscarded).
+		Count(&n).Error
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("story.ConfirmationEmail: %w", store.Classify(err))
+	case n > 0:
+		return EmailDiscarded, nil
+	}
+	return "", nil
 }
 
 // RefundsUndone are the refunds of order orderID its customer was told
