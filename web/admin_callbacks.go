@@ -99,6 +99,17 @@ func deliveryFilter(q url.Values) (payments.DeliveryFilter, *params) {
 	return f, p
 }
 
+// callbackOf is delivery d's callback among cbs; nil when it has none.
+func callbackOf(d models.CallbackDelivery, cbs map[int64]models.PaymentCallback) *models.PaymentCallback {
+	if d.CallbackID == nil {
+		return nil
+	}
+	if cb, ok := cbs[*d.CallbackID]; ok {
+		return &cb
+	}
+	return nil
+}
+
 // adminDeliveries is GET /admin/deliveries: the raw delivery log,
 // refusals included — where a wrong secret or an attacker shows.
 func (s *Server) adminDeliveries(c echo.Context) error {
@@ -110,7 +121,13 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := listPage(s, c, "/admin/deliveries", ds, formatID(next), deliveryRow)
+	cbs, err := s.deps.Payments.DeliveryCallbacks(c.Request().Context(), ds)
+	if err != nil {
+		return err
+	}
+	v := listPage(s, c, "/admin/deliveries", ds, formatID(next), func(d models.CallbackDelivery) views.DeliveryRow {
+		return deliveryRowOf(d, callbackOf(d, cbs))
+	})
 	form := views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
 		Addr: f.RemoteAddr, Request: f.RequestID, Transaction: f.Transaction, Body: f.Body.String(), From: c.QueryParam("from"), To: c.QueryParam("to")}
 	return s.show(c, "Deliveries", "deliveries", v, views.DeliveriesPage(v, form, s.deps.Payments.Providers(), deliveryOutcomes))

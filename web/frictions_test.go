@@ -1,11 +1,20 @@
 package web_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
 
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/models"
+	"github.com/sekali/sekali/web/static"
 )
 
 // The customer's order page says what became of the confirmation email:
@@ -45,5 +54,211 @@ func TestShopNamesTheConfiguredGateway(t *testing.T) {
 	}
 	if strings.Contains(doc.Text(), "sandbox") {
 		t.Errorf("the shop with PAYMENT_GATEWAY=xendit still names the sandbox:\n%s", doc.Text())
+	}
+}
+
+// rejectedDelivery sends order o's payment for amount (not its total) and
+// returns the rejected delivery's id, once its row is written.
+func (c *console) rejectedDelivery(o *models.Order, event string, amount int64) int64 {
+	c.t.Helper()
+	body := testenv.SandboxBody(o.ID, "tx-"+event, models.EventPaid, amount)
+	if got := c.deliver(event, body); got != http.StatusUnprocessableEntity {
+		c.t.Fatalf("the mismatched delivery %s: %d, want 422", event, got)
+	}
+	var id int64
+	testenv.Eventually(c.t, "the rejected delivery's row", func() bool {
+		c.db.Raw(`SELECT d.id FROM callback_deliveries d JOIN payment_callbacks cb ON cb.id = d.callback_id
+			WHERE cb.idempotency_key = ? AND d.outcome = 'rejected' AND d.body IS NOT NULL`, event).Scan(&id)
+		return id > 0
+	})
+	return id
+}
+
+// deliveryCells are the deliveries list's cells of delivery id, by
+// column heading.
+func deliveryCells(t *testing.T, doc *goquery.Document, id int64) map[string]*goquery.Selection {
+	t.Helper()
+	var heads []string
+	doc.Find("#list thead th").Each(func(_ int, th *goquery.Selection) { heads = append(heads, strings.TrimSpace(th.Text())) })
+	row := doc.Find(fmt.Sprintf(`#list tbody tr:has(a.id-delivery[href="/admin/deliveries/%d"])`, id))
+	if row.Length() != 1 {
+		t.Fatalf("no row of delivery %d in the list", id)
+	}
+	cells := map[string]*goquery.Selection{}
+	row.Find("td").Each(func(i int, td *goquery.Selection) {
+		if i < len(heads) {
+			cells[heads[i]] = td
+		}
+	})
+	return cells
+}
+
+// The deliveries list has a reason and an order column, in HTML and JSON;
+// a rejected delivery's page says why, in the words the pipeline
+// recorded (both values of a mismatch), or, for a row without a note,
+// the reason its callback recorded. A refusal before the key says why
+// too, and has no order.
+func TestDeliveriesSayWhyAndOfWhichOrder(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "WHY", 50000, 10)
+	o := c.newOrder("WHY", 1)
+	id := c.rejectedDelivery(o, "evt_why", 40000)
+	bare := c.newOrder("WHY", 1) // a row without a note: the callback's reason
+	bareID := c.rejectedDelivery(bare, "evt_why_bare", 45000)
+	if err := c.db.Exec("UPDATE callback_deliveries SET note = '' WHERE id = ?", bareID).Error; err != nil {
+		t.Fatal(err)
+	}
+	body := testenv.SandboxBody(o.ID, "tx-forged", models.EventPaid, 50000)
+	req, _ := http.NewRequest("POST", c.URL+"/callbacks/sandbox", strings.NewReader(string(body)))
+	req.Header = testenv.SandboxHeaders("evt_forged_why", body, time.Now())
+	req.Header.Set("webhook-signature", "v1,Zm9yZ2Vk")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the forged delivery: %v %v", res, err)
+	}
+	var forged int64
+	testenv.Eventually(t, "the forged delivery's row", func() bool {
+		c.db.Raw("SELECT id FROM callback_deliveries WHERE outcome = 'invalid_signature'").Scan(&forged)
+		return forged > 0
+	})
+
+	const said = "paid_amount 40000 IDR does not match the order total 50000 IDR"
+	doc := c.get("/admin/deliveries").Doc(t)
+	cells := deliveryCells(t, doc, id)
+	if cells["Reason"] == nil || !strings.Contains(cells["Reason"].Text(), said) {
+		t.Errorf("the list's reason of the rejected delivery: %v, want %q", cells["Reason"], said)
+	}
+	if href, _ := cells["Order"].Find("a").Attr("href"); cells["Order"] == nil || strings.TrimSpace(cells["Order"].Text()) != o.ID || href != "/admin/orders/"+o.ID {
+		t.Errorf("the list's order of the rejected delivery: %q → %q, want %s", cells["Order"].Text(), href, o.ID)
+	}
+	if got := deliveryCells(t, doc, bareID)["Reason"].Text(); !strings.Contains(got, "the amount paid does not match the order total") {
+		t.Errorf("the reason of a rejected delivery without a note: %q", got)
+	}
+	forgedCells := deliveryCells(t, doc, forged)
+	if got := forgedCells["Reason"].Text(); !strings.Contains(got, "signature did not verify") || strings.TrimSpace(forgedCells["Order"].Text()) != "—" {
+		t.Errorf("the forged delivery: reason %q, order %q", got, forgedCells["Order"].Text())
+	}
+
+	var js struct {
+		Rows []struct {
+			ID      int64   `json:"id"`
+			Reason  string  `json:"reason"`
+			OrderID *string `json:"order_id"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin/deliveries").Body), &js); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, r := range js.Rows {
+		switch r.ID {
+		case id:
+			found++
+			if r.OrderID == nil || *r.OrderID != o.ID || !strings.Contains(r.Reason, said) {
+				t.Errorf("the JSON row of the rejected delivery: %+v", r)
+			}
+		case forged:
+			found++
+			if r.OrderID != nil || r.Reason == "" {
+				t.Errorf("the JSON row of the forged delivery: %+v, want a reason and a null order", r)
+			}
+		}
+	}
+	if found != 2 {
+		t.Errorf("the JSON list has %d of the two deliveries", found)
+	}
+
+	page := c.get(fmt.Sprintf("/admin/deliveries/%d", id)).Doc(t)
+	if why := page.Find(".why").Text(); !strings.Contains(why, "Why rejected") || !strings.Contains(why, said) {
+		t.Errorf("the rejected delivery's page says why: %q, want %q", why, said)
+	}
+}
+
+// The dry run of a delivery that may be applied again offers "Apply
+// again" to an operator (not to a viewer), and the order's id breaks
+// inside its card rather than running out of it.
+func TestDryRunOffersApplyAgain(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "DRYAGAIN", 50000, 10)
+	o := c.newOrder("DRYAGAIN", 1)
+	id := c.rejectedDelivery(o, "evt_dry_again", 40000)
+	dry := fmt.Sprintf("/admin/deliveries/%d/dry-run", id)
+	doc := c.get(dry).Doc(t)
+	form := doc.Find(fmt.Sprintf(`form[action="/admin/deliveries/%d/apply"]`, id))
+	if form.Length() != 1 || form.Find(`input[name=reason]`).Length() != 1 || !strings.Contains(form.Find("button").Text(), "Apply again") {
+		t.Fatalf("the dry run offers no apply again with a reason")
+	}
+	if doc.Find(".stat .sub.id-wrap").Text() != o.ID {
+		t.Errorf("the order's id is not in a wrapping card")
+	}
+	viewer := c.loginAs("viewer-dry@example.com", models.RoleViewer)
+	if n := viewer.get(dry).Doc(t).Find(`form[action$="/apply"]`).Length(); n != 0 {
+		t.Errorf("a viewer's dry run offers apply again")
+	}
+	// Pressed: it applies, as from the delivery's page.
+	if p := c.post(fmt.Sprintf("/admin/deliveries/%d/apply", id), url.Values{"reason": {"check"}}); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("apply again: %d", p.StatusCode)
+	}
+	var js struct {
+		CanApplyAgain bool `json:"can_apply_again"`
+	}
+	if err := json.Unmarshal([]byte(c.api(fmt.Sprintf("/api/admin/deliveries/%d/dry-run", id)).Body), &js); err != nil || !js.CanApplyAgain {
+		t.Errorf("the dry run's JSON: %+v %v, want can_apply_again", js, err)
+	}
+	css := c.get(static.Path("style.css")).Body
+	if !strings.Contains(css, ".stat { min-width: 0; }") || !strings.Contains(css, "overflow-wrap: anywhere") {
+		t.Errorf("the style sheet does not keep ids inside their cards")
+	}
+}
+
+// Ids say what they are: a delivery's id reads "delivery #N" and a
+// callback's "callback #N", linked, on the deliveries list, a delivery's
+// page and a callback's page with its conflict.
+func TestIDsSayTheirKind(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "IDS", 50000, 10)
+	o := c.newOrder("IDS", 1)
+	accepted := testenv.SandboxBody(o.ID, "tx-ids", models.EventPaid, o.TotalAmount)
+	if got := c.deliver("evt_ids", accepted); got != http.StatusOK {
+		t.Fatalf("the accepted delivery: %d", got)
+	}
+	refused := []byte(strings.Replace(string(accepted), `"currency":"IDR"}`, `"currency":"USD"}`, 1))
+	if got := c.deliver("evt_ids", refused); got != http.StatusConflict {
+		t.Fatalf("the conflicting delivery: %d", got)
+	}
+	var cb models.PaymentCallback
+	c.db.Take(&cb, "idempotency_key = 'evt_ids'")
+	var conflict int64
+	testenv.Eventually(t, "the conflict's row", func() bool {
+		c.db.Raw("SELECT id FROM callback_deliveries WHERE callback_id = ? AND outcome = 'conflict' AND body IS NOT NULL", cb.ID).Scan(&conflict)
+		return conflict > 0
+	})
+	wantDelivery := fmt.Sprintf("delivery #%d", conflict)
+	wantCallback := fmt.Sprintf("callback #%d", cb.ID)
+	link := func(doc *goquery.Document, kind string, id int64) string {
+		return strings.TrimSpace(doc.Find(fmt.Sprintf(`a.id-%s[href="/admin/%s/%d"]`, kind, map[string]string{"delivery": "deliveries", "callback": "callbacks"}[kind], id)).First().Text())
+	}
+	list := c.get("/admin/deliveries").Doc(t)
+	if link(list, "delivery", conflict) != wantDelivery || link(list, "callback", cb.ID) != wantCallback {
+		t.Errorf("the deliveries list labels %q and %q", link(list, "delivery", conflict), link(list, "callback", cb.ID))
+	}
+	page := c.get(fmt.Sprintf("/admin/callbacks/%d", cb.ID)).Doc(t)
+	if h := page.Find("h2.conflict"); !strings.Contains(h.Text(), "conflicting "+wantDelivery) || link(page, "delivery", conflict) != wantDelivery {
+		t.Errorf("the conflict's heading: %q, want the conflicting %s linked", h.Text(), wantDelivery)
+	}
+	if !strings.Contains(page.Text(), wantCallback) {
+		t.Errorf("the callback's page does not say it is %s", wantCallback)
+	}
+	one := c.get(fmt.Sprintf("/admin/deliveries/%d", conflict)).Doc(t)
+	if link(one, "callback", cb.ID) != wantCallback || !strings.Contains(one.Find("h1").Text(), fmt.Sprintf("Delivery #%d", conflict)) {
+		t.Errorf("the delivery's page: %q, callback link %q", one.Find("h1").Text(), link(one, "callback", cb.ID))
+	}
+	if strings.Contains(one.Text(), fmt.Sprintf(">#%d<", cb.ID)) || strings.Contains(list.Find("#list").Text(), fmt.Sprintf(" #%d ", cb.ID)) {
+		t.Error("a bare #id is left")
 	}
 }

@@ -191,6 +191,13 @@ type DeliveryRow struct {
 	RequestID    string    `json:"request_id"`
 	TraceID      string    `json:"trace_id,omitempty"` // none with tracing off
 	Note         string    `json:"note"`               // why an unconfirmed delivery changed nothing
+	// Reason is why it had its outcome, in words: its note, else the
+	// rejection its callback recorded, else what the outcome means; ""
+	// for a delivery that was processed.
+	Reason string `json:"reason"`
+	// OrderID is its callback's order; none when it was refused before
+	// its key was known (or where its callback was not read).
+	OrderID NullText `json:"order_id"`
 }
 
 // TransitionRow is one change of an order's status.
@@ -309,6 +316,9 @@ type DryRun struct {
 	Movements    []MovementRow   `json:"movements"`
 	Outbox       []string        `json:"outbox"` // task ids
 	Payments     int             `json:"payments"`
+	// CanApplyAgain: the delivery may be applied again (its outcome
+	// allows it and its body is kept); the page offers it to an operator.
+	CanApplyAgain bool `json:"can_apply_again"`
 }
 
 // KeptDelivery is one delivery's kept body and headers.
