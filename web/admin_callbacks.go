@@ -45,9 +45,14 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	second, err := s.deps.Stories.SecondCharges(c.Request().Context(), cbs)
+	if err != nil {
+		return err
+	}
 	v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), callbackRow)
 	for i := range v.Rows {
 		v.Rows[i].OwnRefund = own[v.Rows[i].ID]
+		v.Rows[i].SecondCharge = second[v.Rows[i].ID]
 	}
 	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
 		Transaction: f.Transaction, Email: f.Email, Search: f.Search, Body: f.Body.String(),
@@ -75,6 +80,7 @@ func (s *Server) adminCallback(c echo.Context) error {
 		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") }),
 	}
 	v.Callback.OwnRefund = st.OwnRefund
+	v.Callback.SecondCharge = st.SecondCharge
 	if st.Accepted != nil {
 		sent := keptDelivery(*st.Accepted)
 		v.Sent = &sent

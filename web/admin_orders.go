@@ -63,6 +63,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Callbacks: rows(st.Callbacks, func(cb models.PaymentCallback) views.CallbackRow {
 			r := callbackRow(cb)
 			r.OwnRefund = st.OwnRefund(cb)
+			r.SecondCharge = st.SecondCharge(cb)
 			return r
 		}),
 		Transitions: rows(st.Transitions, transitionRow),

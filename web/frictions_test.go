@@ -262,3 +262,64 @@ func TestIDsSayTheirKind(t *testing.T) {
 		t.Error("a bare #id is left")
 	}
 }
+
+// A second charge — a payment of an order already paid, recorded to go
+// back — is marked as one in the callbacks list (HTML and JSON), on the
+// order's page and in its story, not shown as plain "processed"; the
+// order's own payment stays "processed".
+func TestSecondChargeIsMarked(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "TWICE", 50000, 10)
+	o := c.newOrder("TWICE", 1)
+	for _, tx := range []string{"tx-first", "tx-second"} {
+		if got := c.deliver("evt_"+tx, testenv.SandboxBody(o.ID, tx, models.EventPaid, o.TotalAmount)); got != http.StatusOK {
+			t.Fatalf("%s: %d", tx, got)
+		}
+	}
+	var first, second models.PaymentCallback
+	c.db.Take(&first, "idempotency_key = 'evt_tx-first'")
+	c.db.Take(&second, "idempotency_key = 'evt_tx-second'")
+	list := c.get("/admin/callbacks").Doc(t)
+	badge := func(doc *goquery.Document, id int64) string {
+		return strings.TrimSpace(doc.Find(fmt.Sprintf(`tr:has(a[href="/admin/callbacks/%d"]) .badge`, id)).First().Text())
+	}
+	if got := badge(list, second.ID); got != "second charge" {
+		t.Errorf("the list shows the second charge as %q", got)
+	}
+	if got := badge(list, first.ID); got != "processed" {
+		t.Errorf("the list shows the order's own payment as %q", got)
+	}
+	var js struct {
+		Rows []struct {
+			ID           int64 `json:"id"`
+			SecondCharge bool  `json:"second_charge"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin/callbacks").Body), &js); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range js.Rows {
+		if r.SecondCharge != (r.ID == second.ID) {
+			t.Errorf("JSON callback %d: second_charge %v", r.ID, r.SecondCharge)
+		}
+	}
+	if got := strings.TrimSpace(c.get(fmt.Sprintf("/admin/callbacks/%d", second.ID)).Doc(t).Find(".stat .badge").First().Text()); got != "second charge" {
+		t.Errorf("the callback's page shows %q", got)
+	}
+	order := c.get("/admin/orders/" + o.ID).Doc(t)
+	if got := badge(order, second.ID); got != "second charge" {
+		t.Errorf("the order page's callbacks show the second charge as %q", got)
+	}
+	var story []string
+	for _, line := range texts(order.Find("ol.timeline li .what")) {
+		if strings.Contains(line, "evt_tx-") {
+			story = append(story, line)
+		}
+	}
+	want := []string{`callback sandbox "evt_tx-first": processed`, `callback sandbox "evt_tx-second": second charge (processed): to be refunded`}
+	if strings.Join(story, "|") != strings.Join(want, "|") {
+		t.Errorf("the story says %q, want %q", story, want)
+	}
+}

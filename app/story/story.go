@@ -130,6 +130,66 @@ func (r *Reader) OwnRefunds(ctx context.Context, cbs []models.PaymentCallback) (
 	return own, nil
 }
 
+// secondCharge reports whether callback cb recorded a second charge: a
+// paid event, processed, that moved no order status (the order had had
+// its charge: moved is false) and whose charge must go back
+// (refund_required, or refunded from it). A late payment that took the
+// stock back, or found none, moved the order: it is no second charge.
+func secondCharge(cb models.PaymentCallback, moved bool, charge *models.Payment) bool {
+	if cb.EventStatus != models.EventPaid || cb.Result != models.ResultProcessed || moved || charge == nil {
+		return false
+	}
+	return charge.Status == models.PaymentRefundRequired || charge.RefundedFrom == models.PaymentRefundRequired
+}
+
+// SecondCharge reports whether callback cb of the order recorded a second
+// charge (secondCharge): its charge among the order's payments, and its
+// status changes among the order's.
+func (s *Order) SecondCharge(cb models.PaymentCallback) bool {
+	moved := slices.ContainsFunc(s.Transitions, func(t models.OrderTransition) bool {
+		return t.CallbackID != nil && *t.CallbackID == cb.ID
+	})
+	for i, p := range s.Order.Payments {
+		if p.Provider == cb.Provider && p.ProviderReference == cb.TransactionID {
+			return secondCharge(cb, moved, &s.Order.Payments[i])
+		}
+	}
+	return false
+}
+
+// SecondChargeResult is how a callback that recorded a second charge is
+// shown, beside its result (processed): the charge is the customer's
+// money to give back, not the order's payment.
+const SecondChargeResult = "second charge"
+
+// SecondCharges says, for a page of callbacks of any orders, which
+// recorded a second charge (secondCharge), by callback id: one query.
+func (r *Reader) SecondCharges(ctx context.Context, cbs []models.PaymentCallback) (map[int64]bool, error) {
+	var ids []int64
+	for _, cb := range cbs {
+		if cb.EventStatus == models.EventPaid && cb.Result == models.ResultProcessed {
+			ids = append(ids, cb.ID)
+		}
+	}
+	second := map[int64]bool{}
+	if len(ids) == 0 {
+		return second, nil
+	}
+	var found []int64
+	err := r.db.WithContext(ctx).Raw(`SELECT cb.id FROM payment_callbacks cb
+JOIN payments p ON p.provider = cb.provider AND p.provider_reference = cb.transaction_id
+WHERE cb.id IN ? AND (p.status = ? OR p.refunded_from = ?)
+  AND NOT EXISTS (SELECT 1 FROM order_transitions t WHERE t.callback_id = cb.id)`,
+		ids, models.PaymentRefundRequired, models.PaymentRefundRequired).Scan(&found).Error
+	if err != nil {
+		return nil, fmt.Errorf("story.SecondCharges: %w", store.Classify(err))
+	}
+	for _, id := range found {
+		second[id] = true
+	}
+	return second, nil
+}
+
 // OwnRefundResult is how a callback that OwnRefund tells of is shown,
 // beside its result (stale).
 const OwnRefundResult = "told of our own refund"
@@ -144,6 +204,9 @@ type Callback struct {
 	Outbox      []models.OutboxMessage    // the tasks its effect wrote
 	Jobs        []models.JobExecution     // the runs of those tasks
 	OwnRefund   bool                      // it tells of Sekali's own refund (Order.OwnRefund)
+	// SecondCharge: it recorded a second charge of an order that had had
+	// its own (Order.SecondCharge).
+	SecondCharge bool
 	// Accepted is the kept body of the first delivery that was not a
 	// conflict: the payload the callback's fingerprint is of (nil when
 	// none was kept). Conflicting are the kept bodies of the latest
@@ -313,6 +376,7 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 	if len(payments) == 1 {
 		s.Payment = &payments[0]
 	}
+	s.SecondCharge = secondCharge(s.Callback, len(s.Transitions) > 0, s.Payment)
 	// What the status changes caused: stock moved back on failure and
 	// expiry, with the customer's email of an expiry; stock taken again
 	// on a late payment; the invoice and email tasks when the order
@@ -406,8 +470,12 @@ func timeline(s *Order) []Event {
 			tone = ""
 		}
 		result := cb.Result
-		if s.OwnRefund(cb) {
+		switch {
+		case s.OwnRefund(cb):
 			result = OwnRefundResult + " (" + cb.Result + ")"
+		case s.SecondCharge(cb):
+			result = SecondChargeResult + " (" + cb.Result + "): to be refunded"
+			tone = "warn"
 		}
 		add(Event{At: cb.FirstReceivedAt, Tone: tone, Ref: "callback:" + strconv.FormatInt(cb.ID, 10),
 			What:   fmt.Sprintf("callback %s %q: %s", cb.Provider, cb.IdempotencyKey, result),

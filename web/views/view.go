@@ -173,6 +173,11 @@ type CallbackRow struct {
 	// OwnRefund). The page says so, where "stale" would read like a
 	// fault; the JSON keeps the result.
 	OwnRefund bool `json:"-"`
+	// SecondCharge: it recorded a second charge of an order that had
+	// had its own (story's SecondCharge): processed, and the customer's
+	// money to give back. The page marks it where "processed" would read
+	// like the order's payment.
+	SecondCharge bool `json:"second_charge"`
 }
 
 // ownRefundWhy is why a callback of Sekali's own refund changed nothing.
