@@ -92,6 +92,9 @@ func (s *Server) adminOrder(c echo.Context) error {
 	if v.Owed, err = s.owedForms(c, &o); err != nil {
 		return err
 	}
+	if v.CorrectTotal, err = s.totalCorrection(c, &o, st.Callbacks); err != nil {
+		return err
+	}
 	return s.show(c, "Order "+o.ID, "orders", v, views.OrderPage(v))
 }
 

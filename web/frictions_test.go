@@ -323,3 +323,86 @@ func TestSecondChargeIsMarked(t *testing.T) {
 		t.Errorf("the story says %q, want %q", story, want)
 	}
 }
+
+// An owner corrects the total of an order whose payment was rejected for
+// its amount, with a reason, logged in the same transaction; then the
+// rejected delivery, applied again, pays it. The form is an owner's only
+// (an operator neither sees it nor may post it); an order with no such
+// rejection, or already paid, is a 409; a bad amount or no reason a 422.
+func TestOwnerCorrectsATotalBeforeApplyingAgain(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "FIXTOTAL", 50000, 10)
+	o := c.newOrder("FIXTOTAL", 1)
+	clean := c.newOrder("FIXTOTAL", 1) // nothing rejected: its total stands
+	id := c.rejectedDelivery(o, "evt_fix_total", 40000)
+	orderURL := "/admin/orders/" + o.ID
+	form := c.get(orderURL).Doc(t).Find(`form#correct-total[action="` + orderURL + `/total"]`)
+	if v, _ := form.Find(`input[name=amount]`).Attr("value"); form.Length() != 1 || v != "40000" || form.Find(`input[name=reason]`).Length() != 1 {
+		t.Fatalf("the owner's order page offers no correction of the total with the rejected amount (%d forms, amount %q)", form.Length(), v)
+	}
+	if c.get("/admin/orders/"+clean.ID).Doc(t).Find("form#correct-total").Length() != 0 {
+		t.Error("an order with nothing rejected offers a correction")
+	}
+	operator := c.loginAs("operator-total@example.com", models.RoleOperator)
+	if operator.get(orderURL).Doc(t).Find("form#correct-total").Length() != 0 {
+		t.Error("an operator sees the correction form")
+	}
+	if p := operator.post(orderURL+"/total", url.Values{"amount": {"40000"}, "reason": {"x"}}); p.StatusCode != http.StatusForbidden {
+		t.Errorf("an operator's correction: %d, want 403", p.StatusCode)
+	}
+	total := func(id string) (n int64) {
+		c.db.Raw("SELECT total_amount FROM orders WHERE id = ?", id).Scan(&n)
+		return n
+	}
+	for _, bad := range []url.Values{
+		{"amount": {"0"}, "reason": {"fix"}},
+		{"amount": {"-5"}, "reason": {"fix"}},
+		{"amount": {"4e4"}, "reason": {"fix"}},
+		{"amount": {"10000000000000000"}, "reason": {"fix"}},
+		{"amount": {"40000"}, "reason": {"  "}},
+		{"amount": {"40000"}, "reason": {strings.Repeat("r", 501)}},
+	} {
+		if p := c.post(orderURL+"/total", bad); p.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("correction %v: %d, want 422", bad, p.StatusCode)
+		}
+	}
+	if p := c.post("/admin/orders/"+clean.ID+"/total", url.Values{"amount": {"1"}, "reason": {"why not"}}); p.StatusCode != http.StatusConflict {
+		t.Errorf("a correction of an order with nothing rejected: %d, want 409", p.StatusCode)
+	}
+	if got := total(o.ID); got != 50000 || total(clean.ID) != 50000 {
+		t.Fatalf("refused corrections changed a total: %d, %d", got, total(clean.ID))
+	}
+
+	if p := c.post(orderURL+"/total", url.Values{"amount": {"40000"}, "reason": {"the price was 40000 that day"}}); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the correction: %d\n%s", p.StatusCode, p.Body)
+	}
+	if got := total(o.ID); got != 40000 {
+		t.Fatalf("the total after the correction: %d, want 40000", got)
+	}
+	var logged models.AdminAction
+	if err := c.db.Take(&logged, "action = 'correct total' AND result = 'ok'").Error; err != nil ||
+		logged.AdminEmail != adminEmail || logged.Target != "order "+o.ID || !strings.Contains(logged.Detail, "50000 → 40000 IDR; the price was 40000 that day") {
+		t.Errorf("the action log: %+v, %v", logged, err)
+	}
+	var refused int64
+	c.db.Raw("SELECT count(*) FROM admin_actions WHERE action = 'correct total' AND result = 'refused'").Scan(&refused)
+	if refused != 7 {
+		t.Errorf("%d refused corrections logged, want 7", refused)
+	}
+	if p := c.post(fmt.Sprintf("/admin/deliveries/%d/apply", id), url.Values{"reason": {"total corrected"}}); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("apply again: %d", p.StatusCode)
+	}
+	var status string
+	c.db.Raw("SELECT status FROM orders WHERE id = ?", o.ID).Scan(&status)
+	if status != "paid" {
+		t.Fatalf("after the correction and apply again the order is %s, want paid", status)
+	}
+	if p := c.post(orderURL+"/total", url.Values{"amount": {"30000"}, "reason": {"again"}}); p.StatusCode != http.StatusConflict {
+		t.Errorf("a correction of a paid order: %d, want 409", p.StatusCode)
+	}
+	if c.get(orderURL).Doc(t).Find("form#correct-total").Length() != 0 {
+		t.Error("a paid order offers a correction")
+	}
+}

@@ -127,6 +127,7 @@ func (s *Server) routes() {
 	e.POST("/admin/orders/:id/cancel", s.adminCancelOrder, console...)
 	e.GET("/admin/orders/:id/refund", s.adminRefundConfirm, console...)
 	e.POST("/admin/orders/:id/refund", s.adminRefund, console...)
+	e.POST("/admin/orders/:id/total", s.adminCorrectTotal, owner...)
 	e.GET("/admin/jobs", s.adminJobs, console...)
 	e.POST("/admin/jobs/rerun", s.adminRerunJob, console...)
 	e.GET("/admin/jobs/rerun-matching", s.adminRerunConfirm, console...)

@@ -531,6 +531,17 @@ type OrderDetail struct {
 	CanCancel bool         `json:"can_cancel"` // the order is pending
 	Refund    RefundForm   `json:"-"`
 	Owed      []RefundForm `json:"-"` // the order's other charges that must go back (a second charge)
+	// CorrectTotal is the form that corrects the total, while a payment
+	// of the order stands rejected for its amount; nil otherwise.
+	CorrectTotal *TotalCorrection `json:"-"`
+}
+
+// TotalCorrection is the order page's form that corrects the total of an
+// order not yet paid whose payment was rejected for its amount: for an
+// owner, before that payment is applied again.
+type TotalCorrection struct {
+	Amount   string // the rejected payment's amount, in the major unit: the likely total
+	Callback int64  // the rejected payment's callback, whose deliveries may be applied again
 }
 
 // RefundRow is one refund asked of an order's gateway: the call to the
