@@ -406,3 +406,99 @@ func TestOwnerCorrectsATotalBeforeApplyingAgain(t *testing.T) {
 		t.Error("a paid order offers a correction")
 	}
 }
+
+// Each dashboard alert links to what raised it; an operator acknowledges
+// one (logged in the same transaction), and it leaves the dashboard; a
+// second acknowledgement is a 409, and a viewer is offered none and may
+// not post one.
+func TestDashboardAlertsLinkAndAreAcknowledged(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	raise := func(typ, key, data string) int64 {
+		var id int64
+		err := c.db.Raw(`INSERT INTO alerts (event_id, type, payload) VALUES (?, ?, ?::jsonb) RETURNING id`,
+			typ+":"+key, typ, `{"type":"`+typ+`","timestamp":"2026-12-01T00:00:00Z","data":`+data+`}`).Scan(&id).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	refund := raise("refund.failed", "7", `{"refund_request_id":7,"order_id":"ORD-01JALERTREFUND00000000000","provider":"sandbox"}`)
+	raise("callbacks.conflict_burst", "20261201T0000Z", `{"conflicts":5}`)
+	raise("audit.red", "after-run-0", `{"audit_run_id":1}`)
+	raise("jobs.archived", "20261201T0005Z", `{"tasks":1,"task_ids":["invoice:generate:ORD-01JALERTJOB000000000000000"]}`)
+	links := func(doc *goquery.Document) map[string]string {
+		out := map[string]string{}
+		doc.Find("h2:contains('Alerts') + .table-wrap tbody tr").Each(func(_ int, tr *goquery.Selection) {
+			a := tr.Find("td").First().Find("a")
+			href, _ := a.Attr("href")
+			out[strings.TrimSpace(a.Text())] = href
+		})
+		return out
+	}
+	want := map[string]string{
+		"refund.failed":            "/admin/orders/ORD-01JALERTREFUND00000000000",
+		"callbacks.conflict_burst": "/admin/deliveries?outcome=conflict",
+		"audit.red":                "/admin/audit",
+		"jobs.archived":            "/admin/jobs/invoice:generate:ORD-01JALERTJOB000000000000000",
+	}
+	doc := c.get("/admin").Doc(t)
+	got := links(doc)
+	for event, href := range want {
+		if got[event] != href {
+			t.Errorf("the %s alert links to %q, want %q", event, got[event], href)
+		}
+	}
+	ackURL := fmt.Sprintf("/admin/alerts/%d/acknowledge", refund)
+	if doc.Find(`form[action="`+ackURL+`"] button:contains('Acknowledge')`).Length() != 1 {
+		t.Fatalf("the dashboard offers no acknowledgement of the refund's alert")
+	}
+	var js struct {
+		Alerts []struct {
+			ID    int64  `json:"id"`
+			Event string `json:"event"`
+			Link  string `json:"link"`
+		} `json:"alerts"`
+	}
+	if err := json.Unmarshal([]byte(c.api("/api/admin").Body), &js); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range js.Alerts {
+		if a.Link != want[a.Event] || a.ID == 0 {
+			t.Errorf("JSON alert %+v, want link %q", a, want[a.Event])
+		}
+	}
+
+	viewer := c.loginAs("viewer-alerts@example.com", models.RoleViewer)
+	if viewer.get("/admin").Doc(t).Find(`form[action$="/acknowledge"]`).Length() != 0 {
+		t.Error("a viewer is offered to acknowledge alerts")
+	}
+	if p := viewer.post(ackURL, nil); p.StatusCode != http.StatusForbidden {
+		t.Errorf("a viewer's acknowledgement: %d, want 403", p.StatusCode)
+	}
+	operator := c.loginAs("operator-alerts@example.com", models.RoleOperator)
+	if p := operator.post(ackURL, nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the operator's acknowledgement: %d\n%s", p.StatusCode, p.Body)
+	}
+	if _, left := links(c.get("/admin").Doc(t))["refund.failed"]; left {
+		t.Error("an acknowledged alert is still on the dashboard")
+	}
+	if n := len(links(c.get("/admin").Doc(t))); n != 3 {
+		t.Errorf("%d alerts left on the dashboard, want 3", n)
+	}
+	var by string
+	c.db.Raw("SELECT acknowledged_by FROM alerts WHERE id = ? AND acknowledged_at IS NOT NULL", refund).Scan(&by)
+	var logged int64
+	c.db.Raw("SELECT count(*) FROM admin_actions WHERE action = 'acknowledge alert' AND admin_email = 'operator-alerts@example.com' AND target = ? AND result = 'ok'",
+		fmt.Sprintf("alert %d", refund)).Scan(&logged)
+	if by != "operator-alerts@example.com" || logged != 1 {
+		t.Errorf("acknowledged by %q, %d action-log entries; want the operator, 1", by, logged)
+	}
+	if p := c.post(ackURL, nil); p.StatusCode != http.StatusConflict || !strings.Contains(p.Body, "operator-alerts@example.com") {
+		t.Errorf("a second acknowledgement: %d, want 409 naming who did it", p.StatusCode)
+	}
+	if p := c.post("/admin/alerts/999999/acknowledge", nil); p.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown alert's acknowledgement: %d, want 404", p.StatusCode)
+	}
+}

@@ -113,6 +113,7 @@ func (s *Server) routes() {
 		e.POST("/admin/admins/:id/"+change, s.adminManage(change), owner...)
 	}
 	e.GET("/admin", s.adminDashboard, console...)
+	e.POST("/admin/alerts/:id/acknowledge", s.adminAcknowledgeAlert, console...)
 	e.GET("/admin/callbacks", s.adminCallbacks, console...)
 	e.GET("/admin/callbacks/:id", s.adminCallback, console...)
 	e.GET("/admin/deliveries", s.adminDeliveries, console...)

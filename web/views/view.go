@@ -118,6 +118,10 @@ type Dashboard struct {
 // AlertRow is one operational webhook: its event, when it was raised and
 // where its delivery stands (pending, sent, failed, unsent).
 type AlertRow struct {
+	ID int64 `json:"id"`
+	// Link is the console page of what raised it (the audit, a job, the
+	// conflicting deliveries, the outbox, an order); "" for none.
+	Link      string     `json:"link"`
 	Event     string     `json:"event"`
 	WebhookID string     `json:"webhook_id"`
 	At        time.Time  `json:"at"`
