@@ -74,7 +74,8 @@ func (s *Server) adminCallback(c echo.Context) error {
 	}
 	now := s.deps.Now()
 	v := views.CallbackDetail{
-		Now: now, Callback: callbackRow(st.Callback), Deliveries: rows(st.Deliveries, deliveryRow),
+		Now: now, Callback: callbackRow(st.Callback),
+		Deliveries:  rows(st.Deliveries, func(d models.CallbackDelivery) views.DeliveryRow { return deliveryRowOf(d, &st.Callback) }),
 		Transitions: rows(st.Transitions, transitionRow), Movements: rows(st.Movements, movementRow),
 		Outbox: rows(st.Outbox, outboxRow),
 		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") }),
