@@ -50,7 +50,7 @@ func (s *Server) adminCorrectTotal(c echo.Context) error {
 	amount, err := payments.ParseAmount(text, o.Currency)
 	if err != nil {
 		err = models.Errorf(models.EInvalid, "amount %s must be a decimal in %s: %v", payments.QuoteAmount(text), o.Currency, err)
-		s.record(c, adminOf(c), "correct total", "order "+id, models.ActionRefused, models.ErrorMessage(err))
+		s.record(c, adminOf(c), models.ActionCorrectTotal, orders.CorrectionTarget(id), models.ActionRefused, models.ErrorMessage(err))
 		return err
 	}
 	before, err := s.deps.Orders.CorrectTotal(ctx, orders.Correction{
@@ -59,10 +59,10 @@ func (s *Server) adminCorrectTotal(c echo.Context) error {
 	switch code := models.ErrorCode(err); {
 	case err == nil:
 	case code == models.EInvalid || code == models.EInvalidTransition || code == models.ENotFound:
-		s.record(c, adminOf(c), "correct total", "order "+id, models.ActionRefused, models.ErrorMessage(err))
+		s.record(c, adminOf(c), models.ActionCorrectTotal, orders.CorrectionTarget(id), models.ActionRefused, models.ErrorMessage(err))
 		return err
 	default:
-		s.record(c, adminOf(c), "correct total", "order "+id, models.ActionError, err.Error())
+		s.record(c, adminOf(c), models.ActionCorrectTotal, orders.CorrectionTarget(id), models.ActionError, err.Error())
 		return err
 	}
 	s.flash(c, "ok", fmt.Sprintf("Order %s's total is now %s (it was %s). Apply its rejected payment again from its delivery.",

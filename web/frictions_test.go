@@ -386,6 +386,10 @@ func TestOwnerCorrectsATotalBeforeApplyingAgain(t *testing.T) {
 		logged.AdminEmail != adminEmail || logged.Target != "order "+o.ID || !strings.Contains(logged.Detail, "50000 → 40000 IDR; the price was 40000 that day") {
 		t.Errorf("the action log: %+v, %v", logged, err)
 	}
+	story := c.get(orderURL).Doc(t).Find("ol.timeline li:contains('total corrected')")
+	if !strings.Contains(story.Find(".what").Text(), "total corrected by "+adminEmail) || !strings.Contains(story.Text(), "50000 → 40000 IDR") {
+		t.Errorf("the order's story tells the correction as %q", story.Text())
+	}
 	var refused int64
 	c.db.Raw("SELECT count(*) FROM admin_actions WHERE action = 'correct total' AND result = 'refused'").Scan(&refused)
 	if refused != 7 {

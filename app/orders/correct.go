@@ -18,6 +18,10 @@ import (
 // is rejected (amount_mismatch); an owner corrects the total, with a
 // reason, and applies the kept delivery again (payments.ApplyAgain).
 
+// CorrectionTarget is the action-log target of a correction of order id's
+// total: the order's story reads them by it.
+func CorrectionTarget(id string) string { return "order " + id }
+
 // MaxCorrectionReason bounds the reason of a correction.
 const MaxCorrectionReason = 500
 
@@ -69,7 +73,7 @@ func (s *Service) CorrectTotal(ctx context.Context, c Correction) (before int64,
 			return models.Errorf(models.EInvalidTransition, "order %s changed meanwhile", o.ID)
 		}
 		return admins.RecordTx(tx, models.AdminAction{
-			AdminEmail: c.Admin, Action: "correct total", Target: "order " + o.ID, Result: models.ActionOK, RemoteAddr: c.RemoteAddr,
+			AdminEmail: c.Admin, Action: models.ActionCorrectTotal, Target: CorrectionTarget(o.ID), Result: models.ActionOK, RemoteAddr: c.RemoteAddr,
 			Detail: models.Truncate(fmt.Sprintf("%d → %d %s; %s", before, c.Amount, o.Currency, c.Reason), 500),
 		})
 	})

@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -46,8 +47,11 @@ type Order struct {
 	GatewayRequests []models.GatewayRequest
 	// Refunds are the refunds of the order's charges at their gateways,
 	// in their gateway's states, oldest first.
-	Refunds  []models.Refund
-	Timeline []Event
+	Refunds []models.Refund
+	// Corrections are the owners' corrections of its total (action-log
+	// entries), oldest first.
+	Corrections []models.AdminAction
+	Timeline    []Event
 }
 
 // OwnRefund reports whether callback cb is the gateway telling of a
@@ -325,6 +329,8 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 		{"outbox", db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox)},
 		{"jobs", db.Where("idempotency_key IN ?", keys).Order("id").Find(&s.Jobs)},
 		{"emails", db.Where("key IN ?", emailKeys).Order("id").Find(&s.Emails)},
+		{"corrections", db.Where("action = ? AND target = ? AND result = ?", models.ActionCorrectTotal, orders.CorrectionTarget(id), models.ActionOK).
+			Order("id").Find(&s.Corrections)},
 	}
 	for _, st := range steps {
 		if st.q.Error != nil {
@@ -455,6 +461,9 @@ func timeline(s *Order) []Event {
 	add(Event{At: o.CreatedAt, What: "order created", Tone: "info",
 		Detail: fmt.Sprintf("%d item(s), total %d %s, holds its stock until %s", len(o.Items), o.TotalAmount, o.Currency,
 			o.ExpiresAt.UTC().Format(timeFormat))})
+	for _, a := range s.Corrections {
+		add(Event{At: a.CreatedAt, Tone: "warn", What: "total corrected by " + a.AdminEmail, Detail: a.Detail})
+	}
 	for _, cb := range s.Callbacks {
 		counts := map[string]int{}
 		for _, d := range s.Deliveries[cb.ID] {
