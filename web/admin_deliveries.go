@@ -134,7 +134,7 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 	if c.Get(ctxToken) == true {
 		return answerCallback(c, out)
 	}
-	s.flash(c, tone, "Delivery "+strconv.FormatInt(id, 10)+" applied again: "+said+".")
+	s.flash(c, tone, "Delivery #"+strconv.FormatInt(id, 10)+" applied again: "+said+".")
 	return seeOther(c, "/admin/deliveries/"+strconv.FormatInt(id, 10))
 }
 
