@@ -33,6 +33,11 @@ const (
 	ActionRed     = "red"     // done, and what it checked is wrong: an audit run that failed checks
 )
 
+// ActionCorrectTotal is the action-log name of an owner's correction of
+// an order's total: the order's story reads these entries (an index holds
+// them alone), so the name is fixed here.
+const ActionCorrectTotal = "correct total"
+
 // LoginFailure is one failed admin log-in, kept for a while so that
 // guessing can be slowed down per email and per client, across every web
 // process. RemoteAddr is the client it counts against: an IPv4 address,

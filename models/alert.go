@@ -29,4 +29,9 @@ type Alert struct {
 	LastError string
 	CreatedAt time.Time
 	SentAt    *time.Time
+	// AcknowledgedAt and AcknowledgedBy say which admin acknowledged it
+	// on the dashboard, and when: it leaves the dashboard then. Nil and
+	// "" while it is not.
+	AcknowledgedAt *time.Time
+	AcknowledgedBy string
 }

@@ -45,9 +45,14 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	second, err := s.deps.Stories.SecondCharges(c.Request().Context(), cbs)
+	if err != nil {
+		return err
+	}
 	v := listPage(s, c, "/admin/callbacks", cbs, formatID(next), callbackRow)
 	for i := range v.Rows {
 		v.Rows[i].OwnRefund = own[v.Rows[i].ID]
+		v.Rows[i].SecondCharge = second[v.Rows[i].ID]
 	}
 	form := views.CallbackFilter{Provider: f.Provider, Result: f.Result, Order: f.OrderID, Key: f.KeyPrefix,
 		Transaction: f.Transaction, Email: f.Email, Search: f.Search, Body: f.Body.String(),
@@ -69,12 +74,14 @@ func (s *Server) adminCallback(c echo.Context) error {
 	}
 	now := s.deps.Now()
 	v := views.CallbackDetail{
-		Now: now, Callback: callbackRow(st.Callback), Deliveries: rows(st.Deliveries, deliveryRow),
+		Now: now, Callback: callbackRow(st.Callback),
+		Deliveries:  rows(st.Deliveries, func(d models.CallbackDelivery) views.DeliveryRow { return deliveryRowOf(d, &st.Callback) }),
 		Transitions: rows(st.Transitions, transitionRow), Movements: rows(st.Movements, movementRow),
 		Outbox: rows(st.Outbox, outboxRow),
 		Jobs:   rows(st.Jobs, func(j models.JobExecution) views.JobRow { return jobRow(j, now, s.taskTypes, "") }),
 	}
 	v.Callback.OwnRefund = st.OwnRefund
+	v.Callback.SecondCharge = st.SecondCharge
 	if st.Accepted != nil {
 		sent := keptDelivery(*st.Accepted)
 		v.Sent = &sent
@@ -99,6 +106,17 @@ func deliveryFilter(q url.Values) (payments.DeliveryFilter, *params) {
 	return f, p
 }
 
+// callbackOf is delivery d's callback among cbs; nil when it has none.
+func callbackOf(d models.CallbackDelivery, cbs map[int64]models.PaymentCallback) *models.PaymentCallback {
+	if d.CallbackID == nil {
+		return nil
+	}
+	if cb, ok := cbs[*d.CallbackID]; ok {
+		return &cb
+	}
+	return nil
+}
+
 // adminDeliveries is GET /admin/deliveries: the raw delivery log,
 // refusals included — where a wrong secret or an attacker shows.
 func (s *Server) adminDeliveries(c echo.Context) error {
@@ -110,7 +128,13 @@ func (s *Server) adminDeliveries(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := listPage(s, c, "/admin/deliveries", ds, formatID(next), deliveryRow)
+	cbs, err := s.deps.Payments.DeliveryCallbacks(c.Request().Context(), ds)
+	if err != nil {
+		return err
+	}
+	v := listPage(s, c, "/admin/deliveries", ds, formatID(next), func(d models.CallbackDelivery) views.DeliveryRow {
+		return deliveryRowOf(d, callbackOf(d, cbs))
+	})
 	form := views.DeliveryFilter{Provider: f.Provider, Outcome: f.Outcome, Callback: formatID(f.CallbackID),
 		Addr: f.RemoteAddr, Request: f.RequestID, Transaction: f.Transaction, Body: f.Body.String(), From: c.QueryParam("from"), To: c.QueryParam("to")}
 	return s.show(c, "Deliveries", "deliveries", v, views.DeliveriesPage(v, form, s.deps.Payments.Providers(), deliveryOutcomes))

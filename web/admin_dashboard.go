@@ -45,7 +45,7 @@ func (s *Server) adminDashboard(c echo.Context) error {
 	}
 	v.Alerts = make([]views.AlertRow, 0, len(d.Alerts))
 	for _, a := range d.Alerts {
-		v.Alerts = append(v.Alerts, views.AlertRow{Event: a.Type, WebhookID: a.EventID, At: a.CreatedAt.UTC(),
+		v.Alerts = append(v.Alerts, views.AlertRow{ID: a.ID, Link: alertLink(a), Event: a.Type, WebhookID: a.EventID, At: a.CreatedAt.UTC(),
 			Status: string(a.Status), Attempts: a.Attempts, SentAt: a.SentAt, LastError: a.LastError})
 	}
 	if a := d.LastAudit; a != nil {

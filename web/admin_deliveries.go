@@ -36,7 +36,11 @@ func (s *Server) adminDelivery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.DeliveryDetail{Now: s.deps.Now(), Delivery: deliveryRow(d), CanApplyAgain: payments.CanApplyAgain(d)}
+	cbs, err := s.deps.Payments.DeliveryCallbacks(c.Request().Context(), []models.CallbackDelivery{d})
+	if err != nil {
+		return err
+	}
+	v := views.DeliveryDetail{Now: s.deps.Now(), Delivery: deliveryRowOf(d, callbackOf(d, cbs)), CanApplyAgain: payments.CanApplyAgain(d)}
 	if d.Body != nil {
 		sent := keptDelivery(d)
 		v.Sent = &sent
@@ -57,10 +61,14 @@ func (s *Server) adminDryRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	d, err := s.deps.Payments.Delivery(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
 	v := views.DryRun{DeliveryID: id, Result: r.Outcome.Word(), Status: r.Outcome.Status(), Detail: r.Outcome.Detail,
 		OrderID: r.Event.OrderID, StatusBefore: string(r.Outcome.StatusBefore()), StatusAfter: string(r.Outcome.OrderStatus),
 		Transitions: rows(r.Transitions, transitionRow), Movements: rows(r.Movements, movementRow), Outbox: []string{},
-		Payments: len(r.Payments)}
+		Payments: len(r.Payments), CanApplyAgain: payments.CanApplyAgain(d)}
 	for _, m := range r.Outbox {
 		v.Outbox = append(v.Outbox, m.TaskID)
 	}
@@ -126,7 +134,7 @@ func (s *Server) adminApplyAgain(c echo.Context) error {
 	if c.Get(ctxToken) == true {
 		return answerCallback(c, out)
 	}
-	s.flash(c, tone, "Delivery "+strconv.FormatInt(id, 10)+" applied again: "+said+".")
+	s.flash(c, tone, "Delivery #"+strconv.FormatInt(id, 10)+" applied again: "+said+".")
 	return seeOther(c, "/admin/deliveries/"+strconv.FormatInt(id, 10))
 }
 

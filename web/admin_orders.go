@@ -63,6 +63,7 @@ func (s *Server) adminOrder(c echo.Context) error {
 		Callbacks: rows(st.Callbacks, func(cb models.PaymentCallback) views.CallbackRow {
 			r := callbackRow(cb)
 			r.OwnRefund = st.OwnRefund(cb)
+			r.SecondCharge = st.SecondCharge(cb)
 			return r
 		}),
 		Transitions: rows(st.Transitions, transitionRow),
@@ -89,6 +90,9 @@ func (s *Server) adminOrder(c echo.Context) error {
 	}
 	v.RefundLeft = v.Refund.Left
 	if v.Owed, err = s.owedForms(c, &o); err != nil {
+		return err
+	}
+	if v.CorrectTotal, err = s.totalCorrection(c, &o, st.Callbacks); err != nil {
 		return err
 	}
 	return s.show(c, "Order "+o.ID, "orders", v, views.OrderPage(v))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sekali/sekali/app/jobview"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/story"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
@@ -28,7 +29,51 @@ func deliveryRow(d models.CallbackDelivery) views.DeliveryRow {
 	return views.DeliveryRow{
 		ID: d.ID, CallbackID: nullID(d.CallbackID), Provider: d.Provider, ReceivedAt: d.ReceivedAt.UTC(), Outcome: d.Outcome,
 		ResponseCode: d.ResponseCode, DurationMS: d.DurationMS, RemoteAddr: d.RemoteAddr, RequestID: d.RequestID, TraceID: d.TraceID, Note: d.Note,
+		Reason: deliveryReason(d, nil),
 	}
+}
+
+// deliveryRowOf is d's row with what its callback cb (nil: none, or not
+// read) adds: its order, and the reason it recorded.
+func deliveryRowOf(d models.CallbackDelivery, cb *models.PaymentCallback) views.DeliveryRow {
+	r := deliveryRow(d)
+	r.Reason = deliveryReason(d, cb)
+	if cb != nil {
+		r.OrderID = views.NullText(cb.OrderID)
+	}
+	return r
+}
+
+// outcomeWhy says why a delivery had its outcome, where its row kept no
+// note of its own. A processed delivery needs none.
+var outcomeWhy = map[string]string{
+	models.OutcomeDuplicate:            "the event was applied before: nothing changed",
+	models.OutcomeStale:                "the order had already moved past what the event tells",
+	models.OutcomeConflict:             "its key came before with another payload",
+	models.OutcomeIgnored:              "an event the shop has no use for",
+	models.OutcomeRejected:             "refused for a business reason (the dry run says which, now)",
+	models.OutcomeInvalidSignature:     "its signature did not verify",
+	models.OutcomeInvalidPayload:       "its body could not be read as the gateway's JSON",
+	models.OutcomeMissingField:         "a field the pipeline needs is missing",
+	models.OutcomeTooLarge:             "its body is larger than the callback endpoint takes",
+	models.OutcomeUnsupportedMediaType: "it was not sent as application/json",
+	models.OutcomeError:                "Sekali could not record it; the gateway sends it again",
+}
+
+// deliveryReason is why delivery d had its outcome, in words: the note
+// the pipeline wrote on its row (a rejection's detail, with both values),
+// else the rejection its callback cb recorded while that stands, else
+// what its outcome means.
+func deliveryReason(d models.CallbackDelivery, cb *models.PaymentCallback) string {
+	if d.Note != "" {
+		return strings.TrimPrefix(d.Note, d.Outcome+": ")
+	}
+	if d.Outcome == models.OutcomeRejected && cb != nil && cb.Status == models.CallbackRejected {
+		if words := payments.ReasonWords(cb.Result); words != "" {
+			return words
+		}
+	}
+	return outcomeWhy[d.Outcome]
 }
 
 func transitionRow(t models.OrderTransition) views.TransitionRow {

@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/catchup"
@@ -169,6 +170,7 @@ func newConsoleWithDB(t *testing.T, db *gorm.DB, configure ...func(*config.Confi
 		Calls:   gatewaycalls.NewLedger(db, time.Now, metricSet),
 		Janitor: janitor.New(db, log, time.Now, metricSet, refundService, gateways.Schedules(), gateway),
 		CatchUp: catchup.New(db, log, time.Now, paymentService, nil, nil, jobs.Tasks{}),
+		Alerts:  alerts.NewAcks(db, time.Now),
 	})
 	handler = srv
 	hs.Start()

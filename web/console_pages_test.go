@@ -1057,7 +1057,7 @@ func TestDashboardListsRecentAlerts(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
 	c.login()
-	if got := c.get("/admin").Doc(t).Find("h2:contains('Alerts') + p").Text(); !strings.Contains(got, "No alert raised yet") {
+	if got := c.get("/admin").Doc(t).Find("h2:contains('Alerts') + p").Text(); !strings.Contains(got, "No alert waiting") {
 		t.Errorf("dashboard before any alert: %q", got)
 	}
 	testenv.MustCreateProduct(t, c.db, "ALERTED", 1000, 10)

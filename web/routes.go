@@ -114,6 +114,7 @@ func (s *Server) routes() {
 		e.POST("/admin/admins/:id/"+change, s.adminManage(change), owner...)
 	}
 	e.GET("/admin", s.adminDashboard, console...)
+	e.POST("/admin/alerts/:id/acknowledge", s.adminAcknowledgeAlert, console...)
 	e.GET("/admin/callbacks", s.adminCallbacks, console...)
 	e.GET("/admin/callbacks/:id", s.adminCallback, console...)
 	e.GET("/admin/deliveries", s.adminDeliveries, console...)
@@ -128,6 +129,7 @@ func (s *Server) routes() {
 	e.POST("/admin/orders/:id/cancel", s.adminCancelOrder, console...)
 	e.GET("/admin/orders/:id/refund", s.adminRefundConfirm, console...)
 	e.POST("/admin/orders/:id/refund", s.adminRefund, console...)
+	e.POST("/admin/orders/:id/total", s.adminCorrectTotal, owner...)
 	e.GET("/admin/jobs", s.adminJobs, console...)
 	e.POST("/admin/jobs/rerun", s.adminRerunJob, console...)
 	e.GET("/admin/jobs/rerun-matching", s.adminRerunConfirm, console...)

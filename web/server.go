@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/config"
@@ -107,6 +108,9 @@ type Deps struct {
 	// CatchUp lists the catch-up runs (catchup.Service); nil: the page
 	// lists none.
 	CatchUp catchUpRuns
+	// Alerts takes an operator's acknowledgement of a dashboard alert;
+	// nil: the dashboard offers none.
+	Alerts *alerts.Acks
 	// PaymentPage is the payment page of the shop; nil: none is mounted.
 	PaymentPage PaymentPage
 	// Now is the clock; time.Now when nil.

@@ -31,7 +31,7 @@ func (s *Server) shopPage(c echo.Context, status int, title string, content temp
 	if isHTMX(c) {
 		return renderHTML(c, status, content)
 	}
-	return renderHTML(c, status, views.ShopLayout(title, content))
+	return renderHTML(c, status, views.ShopLayout(title, s.cfg.PaymentGateway, content))
 }
 
 // shopHeaders are the console's security headers, for the shop's pages.
@@ -66,7 +66,7 @@ func (s *Server) catalog(c echo.Context, status int, sku string, failed views.Ch
 	if err != nil {
 		return err
 	}
-	v := views.Catalog{}
+	v := views.Catalog{Gateway: s.cfg.PaymentGateway}
 	for _, p := range ps {
 		form := views.CheckoutForm{Key: newFormKey(), Qty: "1"}
 		if p.SKU == sku {

@@ -98,10 +98,11 @@ func Raise(tx *gorm.DB, tasks Tasks, e Event) (bool, error) {
 	return true, nil
 }
 
-// Recent returns the newest n alerts, for the dashboard.
+// Recent returns the newest n alerts not acknowledged, for the dashboard.
 func Recent(ctx context.Context, db *gorm.DB, n int) ([]models.Alert, error) {
 	var rows []models.Alert
-	if err := db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(n).Find(&rows).Error; err != nil {
+	err := db.WithContext(ctx).Where("acknowledged_at IS NULL").Order("created_at DESC, id DESC").Limit(n).Find(&rows).Error
+	if err != nil {
 		return nil, fmt.Errorf("alerts.Recent: %w", store.Classify(err))
 	}
 	return rows, nil

@@ -379,6 +379,21 @@ func rereserve(tx *gorm.DB, o *models.Order) (models.OrderStatus, error) {
 	return models.OrderPaid, nil
 }
 
+// reasonWords are the rejection reasons in words, for a delivery whose
+// row kept no detail of its own.
+var reasonWords = map[string]string{
+	models.ReasonUnknownOrder:         "no such order",
+	models.ReasonAmountMismatch:       "the amount paid does not match the order total",
+	models.ReasonCurrencyMismatch:     "the currency does not match the order's",
+	models.ReasonReferenceMismatch:    "its transaction belongs to another order",
+	models.ReasonRefundExceedsPayment: "the refunds would exceed what the charge paid",
+	models.ReasonRefundOfOtherCharge:  "it names a refund of another charge",
+}
+
+// ReasonWords says rejection reason in words ("" for one it does not
+// know).
+func ReasonWords(reason string) string { return reasonWords[reason] }
+
 // rejectionDetail says why an event was rejected; for a mismatch, with
 // what the event says and what it was compared with, both.
 func rejectionDetail(reason string, ev Event, o *models.Order, charge *models.Payment) string {

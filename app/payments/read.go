@@ -146,6 +146,30 @@ func (s *Service) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]model
 	return rows, next, nil
 }
 
+// DeliveryCallbacks returns the callbacks of deliveries ds, by id: the
+// deliveries list shows each one's order, and for a rejected one without
+// a note of its own the reason its callback recorded.
+func (s *Service) DeliveryCallbacks(ctx context.Context, ds []models.CallbackDelivery) (map[int64]models.PaymentCallback, error) {
+	ids := make([]int64, 0, len(ds))
+	for _, d := range ds {
+		if d.CallbackID != nil {
+			ids = append(ids, *d.CallbackID)
+		}
+	}
+	out := make(map[int64]models.PaymentCallback, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var cbs []models.PaymentCallback
+	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&cbs).Error; err != nil {
+		return nil, fmt.Errorf("payments.DeliveryCallbacks: %w", store.Classify(err))
+	}
+	for _, cb := range cbs {
+		out[cb.ID] = cb
+	}
+	return out, nil
+}
+
 // deliveryWhere adds f's conditions but its outcome and window to q.
 func deliveryWhere(q *gorm.DB, f DeliveryFilter) *gorm.DB {
 	if f.Provider != "" {

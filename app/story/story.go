@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/mail"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
@@ -46,8 +47,11 @@ type Order struct {
 	GatewayRequests []models.GatewayRequest
 	// Refunds are the refunds of the order's charges at their gateways,
 	// in their gateway's states, oldest first.
-	Refunds  []models.Refund
-	Timeline []Event
+	Refunds []models.Refund
+	// Corrections are the owners' corrections of its total (action-log
+	// entries), oldest first.
+	Corrections []models.AdminAction
+	Timeline    []Event
 }
 
 // OwnRefund reports whether callback cb is the gateway telling of a
@@ -130,6 +134,66 @@ func (r *Reader) OwnRefunds(ctx context.Context, cbs []models.PaymentCallback) (
 	return own, nil
 }
 
+// secondCharge reports whether callback cb recorded a second charge: a
+// paid event, processed, that moved no order status (the order had had
+// its charge: moved is false) and whose charge must go back
+// (refund_required, or refunded from it). A late payment that took the
+// stock back, or found none, moved the order: it is no second charge.
+func secondCharge(cb models.PaymentCallback, moved bool, charge *models.Payment) bool {
+	if cb.EventStatus != models.EventPaid || cb.Result != models.ResultProcessed || moved || charge == nil {
+		return false
+	}
+	return charge.Status == models.PaymentRefundRequired || charge.RefundedFrom == models.PaymentRefundRequired
+}
+
+// SecondCharge reports whether callback cb of the order recorded a second
+// charge (secondCharge): its charge among the order's payments, and its
+// status changes among the order's.
+func (s *Order) SecondCharge(cb models.PaymentCallback) bool {
+	moved := slices.ContainsFunc(s.Transitions, func(t models.OrderTransition) bool {
+		return t.CallbackID != nil && *t.CallbackID == cb.ID
+	})
+	for i, p := range s.Order.Payments {
+		if p.Provider == cb.Provider && p.ProviderReference == cb.TransactionID {
+			return secondCharge(cb, moved, &s.Order.Payments[i])
+		}
+	}
+	return false
+}
+
+// SecondChargeResult is how a callback that recorded a second charge is
+// shown, beside its result (processed): the charge is the customer's
+// money to give back, not the order's payment.
+const SecondChargeResult = "second charge"
+
+// SecondCharges says, for a page of callbacks of any orders, which
+// recorded a second charge (secondCharge), by callback id: one query.
+func (r *Reader) SecondCharges(ctx context.Context, cbs []models.PaymentCallback) (map[int64]bool, error) {
+	var ids []int64
+	for _, cb := range cbs {
+		if cb.EventStatus == models.EventPaid && cb.Result == models.ResultProcessed {
+			ids = append(ids, cb.ID)
+		}
+	}
+	second := map[int64]bool{}
+	if len(ids) == 0 {
+		return second, nil
+	}
+	var found []int64
+	err := r.db.WithContext(ctx).Raw(`SELECT cb.id FROM payment_callbacks cb
+JOIN payments p ON p.provider = cb.provider AND p.provider_reference = cb.transaction_id
+WHERE cb.id IN ? AND (p.status = ? OR p.refunded_from = ?)
+  AND NOT EXISTS (SELECT 1 FROM order_transitions t WHERE t.callback_id = cb.id)`,
+		ids, models.PaymentRefundRequired, models.PaymentRefundRequired).Scan(&found).Error
+	if err != nil {
+		return nil, fmt.Errorf("story.SecondCharges: %w", store.Classify(err))
+	}
+	for _, id := range found {
+		second[id] = true
+	}
+	return second, nil
+}
+
 // OwnRefundResult is how a callback that OwnRefund tells of is shown,
 // beside its result (stale).
 const OwnRefundResult = "told of our own refund"
@@ -144,6 +208,9 @@ type Callback struct {
 	Outbox      []models.OutboxMessage    // the tasks its effect wrote
 	Jobs        []models.JobExecution     // the runs of those tasks
 	OwnRefund   bool                      // it tells of Sekali's own refund (Order.OwnRefund)
+	// SecondCharge: it recorded a second charge of an order that had had
+	// its own (Order.SecondCharge).
+	SecondCharge bool
 	// Accepted is the kept body of the first delivery that was not a
 	// conflict: the payload the callback's fingerprint is of (nil when
 	// none was kept). Conflicting are the kept bodies of the latest
@@ -262,6 +329,8 @@ func (r *Reader) Order(ctx context.Context, id string) (*Order, error) {
 		{"outbox", db.Where("task_id IN ?", keys).Order("id").Find(&s.Outbox)},
 		{"jobs", db.Where("idempotency_key IN ?", keys).Order("id").Find(&s.Jobs)},
 		{"emails", db.Where("key IN ?", emailKeys).Order("id").Find(&s.Emails)},
+		{"corrections", db.Where("action = ? AND target = ? AND result = ?", models.ActionCorrectTotal, orders.CorrectionTarget(id), models.ActionOK).
+			Order("id").Find(&s.Corrections)},
 	}
 	for _, st := range steps {
 		if st.q.Error != nil {
@@ -313,6 +382,7 @@ func (r *Reader) Callback(ctx context.Context, id int64) (*Callback, error) {
 	if len(payments) == 1 {
 		s.Payment = &payments[0]
 	}
+	s.SecondCharge = secondCharge(s.Callback, len(s.Transitions) > 0, s.Payment)
 	// What the status changes caused: stock moved back on failure and
 	// expiry, with the customer's email of an expiry; stock taken again
 	// on a late payment; the invoice and email tasks when the order
@@ -391,6 +461,9 @@ func timeline(s *Order) []Event {
 	add(Event{At: o.CreatedAt, What: "order created", Tone: "info",
 		Detail: fmt.Sprintf("%d item(s), total %d %s, holds its stock until %s", len(o.Items), o.TotalAmount, o.Currency,
 			o.ExpiresAt.UTC().Format(timeFormat))})
+	for _, a := range s.Corrections {
+		add(Event{At: a.CreatedAt, Tone: "warn", What: "total corrected by " + a.AdminEmail, Detail: a.Detail})
+	}
 	for _, cb := range s.Callbacks {
 		counts := map[string]int{}
 		for _, d := range s.Deliveries[cb.ID] {
@@ -406,8 +479,12 @@ func timeline(s *Order) []Event {
 			tone = ""
 		}
 		result := cb.Result
-		if s.OwnRefund(cb) {
+		switch {
+		case s.OwnRefund(cb):
 			result = OwnRefundResult + " (" + cb.Result + ")"
+		case s.SecondCharge(cb):
+			result = SecondChargeResult + " (" + cb.Result + "): to be refunded"
+			tone = "warn"
 		}
 		add(Event{At: cb.FirstReceivedAt, Tone: tone, Ref: "callback:" + strconv.FormatInt(cb.ID, 10),
 			What:   fmt.Sprintf("callback %s %q: %s", cb.Provider, cb.IdempotencyKey, result),
@@ -513,10 +590,14 @@ func countsText(counts map[string]int) string {
 const (
 	EmailSent   = "sent"   // handed to the mail server
 	EmailLogged = "logged" // written to the log, sent to no one: SMTP_URL is unset
+	// EmailDiscarded: an operator discarded its job for good; it will
+	// not be sent.
+	EmailDiscarded = "discarded"
 )
 
 // ConfirmationEmail is what became of the payment confirmation of order
-// id: EmailSent, EmailLogged, or "" while it has not gone out.
+// id: EmailSent, EmailLogged, EmailDiscarded, or "" while it has not gone
+// out.
 func (r *Reader) ConfirmationEmail(ctx context.Context, orderID string) (string, error) {
 	var es []models.OutboundEmail
 	err := r.db.WithContext(ctx).Where("key = ? AND status = ?", mail.Key(mail.OrderPaid, orderID), models.EmailSent).
@@ -525,11 +606,28 @@ func (r *Reader) ConfirmationEmail(ctx context.Context, orderID string) (string,
 	case err != nil:
 		return "", fmt.Errorf("story.ConfirmationEmail: %w", store.Classify(err))
 	case len(es) == 0:
-		return "", nil
+		return r.confirmationDiscarded(ctx, orderID)
 	case es[0].Logged:
 		return EmailLogged, nil
 	}
 	return EmailSent, nil
+}
+
+// confirmationDiscarded is EmailDiscarded when the job that sends order
+// orderID's payment confirmation was discarded, "" otherwise (it is
+// still to go out). The job's key is the one the audit reads too.
+func (r *Reader) confirmationDiscarded(ctx context.Context, orderID string) (string, error) {
+	var n int64
+	err := r.db.WithContext(ctx).Model(&models.JobExecution{}).
+		Where("idempotency_key = ? AND status = ?", "email:send:"+mail.Key(mail.OrderPaid, orderID), models.JobDiscarded).
+		Count(&n).Error
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("story.ConfirmationEmail: %w", store.Classify(err))
+	case n > 0:
+		return EmailDiscarded, nil
+	}
+	return "", nil
 }
 
 // RefundsUndone are the refunds of order orderID its customer was told

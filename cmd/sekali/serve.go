@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sekali/sekali/app/admins"
+	"github.com/sekali/sekali/app/alerts"
 	"github.com/sekali/sekali/app/audit"
 	"github.com/sekali/sekali/app/catalog"
 	"github.com/sekali/sekali/app/catchup"
@@ -204,6 +205,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Stats:    stats.NewReader(db, time.Now),
 			Jobs:     jobs.NewConsole(db, inspector, queue, cfg.TaskRetention, metricSet),
 			CatchUp:  catchUps,
+			Alerts:   alerts.NewAcks(db, time.Now),
 			Queues:   queuesUI,
 		}
 		if gateway != nil {

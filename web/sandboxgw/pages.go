@@ -154,7 +154,7 @@ func allowFormTo(h http.Header, returnURL string) {
 
 // render sends a gateway page: whole, or its content for htmx.
 func render(c echo.Context, status int, content templ.Component) error {
-	comp := views.ShopLayout("Sandbox payment", content)
+	comp := views.ShopLayout("Sandbox payment", "sandbox", content)
 	if c.Request().Header.Get("HX-Request") == "true" {
 		comp = content
 	}

@@ -120,6 +120,10 @@ type Dashboard struct {
 // AlertRow is one operational webhook: its event, when it was raised and
 // where its delivery stands (pending, sent, failed, unsent).
 type AlertRow struct {
+	ID int64 `json:"id"`
+	// Link is the console page of what raised it (the audit, a job, the
+	// conflicting deliveries, the outbox, an order); "" for none.
+	Link      string     `json:"link"`
 	Event     string     `json:"event"`
 	WebhookID string     `json:"webhook_id"`
 	At        time.Time  `json:"at"`
@@ -175,6 +179,11 @@ type CallbackRow struct {
 	// OwnRefund). The page says so, where "stale" would read like a
 	// fault; the JSON keeps the result.
 	OwnRefund bool `json:"-"`
+	// SecondCharge: it recorded a second charge of an order that had
+	// had its own (story's SecondCharge): processed, and the customer's
+	// money to give back. The page marks it where "processed" would read
+	// like the order's payment.
+	SecondCharge bool `json:"second_charge"`
 }
 
 // ownRefundWhy is why a callback of Sekali's own refund changed nothing.
@@ -193,6 +202,13 @@ type DeliveryRow struct {
 	RequestID    string    `json:"request_id"`
 	TraceID      string    `json:"trace_id,omitempty"` // none with tracing off
 	Note         string    `json:"note"`               // why an unconfirmed delivery changed nothing
+	// Reason is why it had its outcome, in words: its note, else the
+	// rejection its callback recorded, else what the outcome means; ""
+	// for a delivery that was processed.
+	Reason string `json:"reason"`
+	// OrderID is its callback's order; none when it was refused before
+	// its key was known (or where its callback was not read).
+	OrderID NullText `json:"order_id"`
 }
 
 // TransitionRow is one change of an order's status.
@@ -311,6 +327,9 @@ type DryRun struct {
 	Movements    []MovementRow   `json:"movements"`
 	Outbox       []string        `json:"outbox"` // task ids
 	Payments     int             `json:"payments"`
+	// CanApplyAgain: the delivery may be applied again (its outcome
+	// allows it and its body is kept); the page offers it to an operator.
+	CanApplyAgain bool `json:"can_apply_again"`
 }
 
 // KeptDelivery is one delivery's kept body and headers.
@@ -518,6 +537,17 @@ type OrderDetail struct {
 	CanCancel bool         `json:"can_cancel"` // the order is pending
 	Refund    RefundForm   `json:"-"`
 	Owed      []RefundForm `json:"-"` // the order's other charges that must go back (a second charge)
+	// CorrectTotal is the form that corrects the total, while a payment
+	// of the order stands rejected for its amount; nil otherwise.
+	CorrectTotal *TotalCorrection `json:"-"`
+}
+
+// TotalCorrection is the order page's form that corrects the total of an
+// order not yet paid whose payment was rejected for its amount: for an
+// owner, before that payment is applied again.
+type TotalCorrection struct {
+	Amount   string // the rejected payment's amount, in the major unit: the likely total
+	Callback int64  // the rejected payment's callback, whose deliveries may be applied again
 }
 
 // RefundRow is one refund asked of an order's gateway: the call to the
