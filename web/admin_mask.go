@@ -163,6 +163,9 @@ func rewriteJSON(body []byte, mask func(string) string) ([]byte, error) {
 		}
 		out.Write(b)
 	}
+	if len(count) > 0 || out.Len() == 0 {
+		return nil, io.ErrUnexpectedEOF
+	}
 	return append(out.Bytes(), '\n'), nil
 }
 
