@@ -160,7 +160,7 @@ func (s *Server) customerMessage(ctx context.Context, err error, sku string) (fi
 	case strings.Contains(msg, "units in all"), strings.Contains(msg, "qty"):
 		return "qty", "That is more than one order can hold: please order fewer."
 	case strings.Contains(msg, "customer_email"):
-		return "email", "Enter a valid email address, such as name@example.com."
+		return "email", "Enter an email address such as name@example.com: letters, digits and . _ + - before the @, a domain name after it."
 	case models.ErrorCode(err) == models.ETooManyRequests:
 		return "", "You already have several unpaid orders. Pay or cancel one of them, or wait until one expires, before ordering again."
 	}

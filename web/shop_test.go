@@ -103,7 +103,7 @@ func TestCheckoutErrorsNextToTheField(t *testing.T) {
 		name, qty, email, field, want string
 		status                        int
 	}{
-		{"bad email", "1", "not-an-email", "email", "Enter a valid email address, such as name@example.com.", 422},
+		{"bad email", "1", "not-an-email", "email", "Enter an email address such as name@example.com: letters, digits and . _ + - before the @, a domain name after it.", 422},
 		{"not a number", "two", "a@example.com", "qty", "Enter how many you want: 1 or more.", 422},
 		{"more than the stock", "5", "a@example.com", "qty", "Sorry, only 3 left.", 409},
 	} {

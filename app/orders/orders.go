@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/mail"
 	"slices"
 	"strings"
 	"time"
@@ -106,9 +105,8 @@ type ItemRequest struct {
 
 // Validate checks what can be checked without the database.
 func (r CreateRequest) Validate() error {
-	addr, err := mail.ParseAddress(r.CustomerEmail)
-	if err != nil || addr.Address != r.CustomerEmail || addr.Name != "" || !models.CleanText(r.CustomerEmail) {
-		return models.Errorf(models.EInvalid, "customer_email %q is not an email address", r.CustomerEmail)
+	if err := models.CheckCustomerEmail(r.CustomerEmail); err != nil {
+		return err
 	}
 	if len(r.Items) == 0 {
 		return models.Errorf(models.EInvalid, "items must list at least one item")

@@ -48,3 +48,18 @@ func (s *Service) List(ctx context.Context, f Filter) ([]models.Order, string, e
 	}
 	return rows, next, nil
 }
+
+// CustomerEmails are the distinct customer emails of the orders ids
+// (at most len(ids) of them): what a viewer's console masks wherever it
+// is written on a page that names those orders.
+func (s *Service) CustomerEmails(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var emails []string
+	err := s.db.WithContext(ctx).Model(&models.Order{}).Distinct("customer_email").Where("id IN ?", ids).Pluck("customer_email", &emails).Error
+	if err != nil {
+		return nil, fmt.Errorf("orders.CustomerEmails: %w", store.Classify(err))
+	}
+	return emails, nil
+}

@@ -147,8 +147,9 @@ func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
 }
 
 // TestBrowserViewerLooksWithoutActing: a viewer sees an order with the
-// customer's email masked, and the refund they try is refused (403),
-// nothing written.
+// customer's email masked and no refund form; the refund they post all
+// the same (from the page, as a form would) is refused (403), nothing
+// written.
 func TestBrowserViewerLooksWithoutActing(t *testing.T) {
 	t.Parallel()
 	a, b, id := paidSandboxMug(t, nil)
@@ -158,19 +159,18 @@ func TestBrowserViewerLooksWithoutActing(t *testing.T) {
 	}
 	b.open("/admin/orders/" + id)
 	page := browserEval[string](b, "read the page", `document.body.innerText`)
-	if strings.Contains(page, "ayu@example.com") || !strings.Contains(page, "a***@example.com") {
+	if strings.Contains(page, "ayu@example.com") || !strings.Contains(page, "a***@e***.com") {
 		t.Fatal("the viewer's order page does not mask the customer's email")
 	}
-	b.do("fill in the refund form",
-		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="amount"]`), "75000"),
-		chromedp.SendKeys(chromedp.CSS(`#refund-form input[name="reason"]`), "a viewer tries"))
-	b.follow("press Refund…", chromedp.Click(chromedp.CSS(`#refund-form button[type="submit"]`)))
-	b.expectNetworkError(http.StatusForbidden)
-	if st := b.follow("press Refund", chromedp.Click(chromedp.CSS(`form[method="post"][action$="/refund"] button.danger`))); st != http.StatusForbidden {
-		t.Fatalf("a viewer's refund: %d, want 403", st)
+	if n := browserEval[int](b, "count the refund forms", `document.querySelectorAll('form[action$="/refund"]').length`); n != 0 {
+		t.Fatalf("the viewer is shown %d refund forms", n)
 	}
-	if msg := b.text("main"); !strings.Contains(msg, "a viewer may look, not act") {
-		t.Fatalf("the refusal says %q", msg)
+	b.expectNetworkError(http.StatusForbidden)
+	status := browserRun(b, "post a refund", chromedp.Evaluate[int](`fetch(location.pathname + "/refund", {method: "POST",
+		headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "confirm=yes&amount=75000&reason=a+viewer+tries&idempotency_key=viewer-tries-0123456789"}).then(r => r.status)`,
+		chromedp.EvalAwaitPromise))
+	if status != http.StatusForbidden {
+		t.Fatalf("a viewer's refund: %d, want 403", status)
 	}
 	a.expectCounts(t, []countCheck{{"refunds asked", "SELECT count(*) FROM gateway_requests WHERE order_id = ? AND kind = 'refund'", 0}}, id)
 }

@@ -518,3 +518,34 @@ func (s *smtpSwitch) serve(c net.Conn) {
 	}()
 	io.Copy(c, up)
 }
+
+// Widths the console is drawn for: a desktop's window and a phone's.
+const (
+	desktopWidth = 1280
+	phoneWidth   = 390
+)
+
+// atWidth reloads the page in a window width px wide and checks that
+// it does not scroll sideways: no part of it is wider than the window.
+func (b *browser) atWidth(width int64) {
+	b.t.Helper()
+	b.do(fmt.Sprintf("a window %d px wide", width), chromedp.EmulateViewport(width, 900), chromedp.Reload())
+	b.waitFor("the page reloaded", `document.readyState === "complete"`, `document.readyState`)
+	wide := browserEval[[]float64](b, "the page's width", `[document.documentElement.scrollWidth, window.innerWidth]`)
+	if wide[0] > wide[1] {
+		b.t.Errorf("%s at %d px: the page is %.0f px wide, wider than the window (%.0f px): it scrolls sideways",
+			b.location(), width, wide[0], wide[1])
+	}
+}
+
+// offScreenJS lists the buttons of the element css that lie, wholly or
+// in part, outside the window's width or outside the table that scrolls
+// sideways around them (cut at its edge).
+const offScreenJS = `(css => [...document.querySelectorAll(css + " button, " + css + " .button")]
+	.filter(e => {
+		const r = e.getBoundingClientRect();
+		if (r.width === 0) return false;
+		const wrap = e.closest(".table-wrap"), w = wrap ? wrap.getBoundingClientRect() : {left: 0, right: window.innerWidth};
+		return r.left < Math.max(0, w.left) || r.right > Math.min(window.innerWidth, w.right);
+	})
+	.map(e => e.textContent.trim()))`

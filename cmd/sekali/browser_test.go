@@ -333,6 +333,15 @@ func TestBrowserJobsRerun(t *testing.T) {
 	if !sameStringSet(archived, keys) {
 		t.Fatalf("archived tasks on the jobs page: %q, want %q", archived, keys)
 	}
+	// Each row's buttons on screen, on a desktop and on a phone.
+	for _, width := range []int64{desktopWidth, phoneWidth} {
+		b.atWidth(width)
+		if off := browserEval[[]string](b, "the jobs' buttons off screen", offScreenJS+`("#list")`); len(off) != 0 {
+			t.Errorf("at %d px these buttons of the jobs list are off screen: %q", width, off)
+		}
+	}
+	b.screenshot("jobs-390")
+	b.atWidth(desktopWidth)
 	b.screenshot("jobs")
 
 	// One job, with its button.
@@ -697,7 +706,11 @@ func TestBrowserScreenshots(t *testing.T) {
 		jsStat("Failed")+", "+jsStat("Archived tasks")+", "+jsStat("Last audit")+"]"); !slices.Equal(got, []string{fmt.Sprint(deliveries), "1", "1", "1", "green"}) {
 		t.Fatalf("dashboard: deliveries, conflicts, failed jobs, archived tasks, last audit = %q; want %d, 1, 1, 1, green", got, deliveries)
 	}
+	b.atWidth(desktopWidth)
 	b.screenshot("dashboard")
+	b.atWidth(phoneWidth)
+	b.screenshot("dashboard-390")
+	b.atWidth(desktopWidth)
 
 	visit("/admin/callbacks", "Callbacks")
 	if n := browserEval[int](b, "count callbacks", `document.querySelectorAll("#list tbody tr").length`); n != 6 {
@@ -734,7 +747,11 @@ func TestBrowserScreenshots(t *testing.T) {
 	if len(outcomes) != deliveries || !slices.Contains(outcomes, "conflict") || !slices.Contains(outcomes, "invalid_signature") {
 		t.Fatalf("deliveries page: outcomes %q; want %d, a conflict and an invalid signature among them", outcomes, deliveries)
 	}
+	b.atWidth(desktopWidth)
 	b.screenshot("deliveries")
+	b.atWidth(phoneWidth)
+	b.screenshot("deliveries-390")
+	b.atWidth(desktopWidth)
 
 	// The rejected delivery: what it carried, and what it would do now.
 	rejected := a.count(t, "SELECT id FROM callback_deliveries WHERE outcome = 'rejected'")
@@ -776,25 +793,70 @@ func TestBrowserQueuesUI(t *testing.T) {
 	}
 }
 
-// TestBrowserConsoleNavigationOnAPhone: on a 390 px screen every section of
-// the console's navigation is in sight (its links wrap onto rows), and the
-// page does not scroll sideways.
+// topbarRowsJS counts the rows the console's top bar takes: what is
+// visible in it (the brand, Menu, each section, the admin, Log out),
+// taken by the height of its middle, starts a row where its middle lies
+// below the row's first.
+const topbarRowsJS = `(() => {
+	const rects = [...document.querySelectorAll(".topbar > a, .topbar > label, .topbar > form, .topbar nav a")]
+		.map(e => e.getBoundingClientRect()).filter(r => r.width > 0 && r.height > 0)
+		.sort((a, b) => (a.top + a.bottom) - (b.top + b.bottom));
+	let rows = 0, bottom = -Infinity;
+	for (const r of rects) {
+		if ((r.top + r.bottom) / 2 > bottom) { rows++; bottom = r.bottom; }
+	}
+	return rows;
+})()`
+
+// TestBrowserConsoleNavigationOnAPhone: the console's top bar is one row
+// on a 1280 px screen, every section in it; on a 390 px screen it is at
+// most two rows, the sections behind Menu, which shows every one of them
+// in sight (wrapping, none behind a sideways scroll); the page never
+// scrolls sideways.
 func TestBrowserConsoleNavigationOnAPhone(t *testing.T) {
 	t.Parallel()
 	a := startApp(t, nil)
-	b := loggedInBrowser(t, a)
+	// An owner (every section) with a long address: the top bar's widest.
+	const owner = "operations.lead.on.call@payments.sekali-shop.example.com"
+	addAdmin(t, a, owner, models.RoleOwner)
+	b := newBrowser(t, a)
+	if st := b.logIn(owner, testAdminPassword); st != http.StatusOK {
+		t.Fatalf("log in: %d", st)
+	}
+	outOfSight := `[...document.querySelectorAll("nav a")]
+		.filter(a => { const r = a.getBoundingClientRect(); return r.left < 0 || r.right > window.innerWidth || r.width === 0; })
+		.map(a => a.textContent)`
+	// A window lower than the page: its scroll bar takes from the width.
+	b.do("a desktop's window", chromedp.EmulateViewport(1280, 300))
+	if st := b.open("/admin/orders"); st != http.StatusOK {
+		t.Fatalf("/admin/orders: %d", st)
+	}
+	if scrolls := browserEval[bool](b, "the page's height", `document.documentElement.scrollHeight > window.innerHeight`); !scrolls {
+		t.Fatal("the page fits a window 300 px high: no scroll bar takes from the top bar's width")
+	}
+	if rows := browserEval[int](b, "count the top bar's rows", topbarRowsJS); rows != 1 {
+		t.Errorf("at 1280 px the top bar takes %d rows, want 1", rows)
+	}
+	if hidden := browserEval[[]string](b, "the sections out of sight", outOfSight); len(hidden) != 0 {
+		t.Errorf("at 1280 px these sections are out of sight: %q", hidden)
+	}
+
 	b.do("turn the window into a phone's", chromedp.EmulateViewport(390, 844))
 	if st := b.open("/admin/orders"); st != http.StatusOK {
 		t.Fatalf("/admin/orders: %d", st)
 	}
-	hidden := browserEval[[]string](b, "the navigation links out of sight", `[...document.querySelectorAll("nav a")]
-		.filter(a => { const r = a.getBoundingClientRect(); return r.left < 0 || r.right > window.innerWidth || r.width === 0; })
-		.map(a => a.textContent)`)
-	if len(hidden) != 0 {
-		t.Errorf("on a 390 px screen these sections are out of sight: %q", hidden)
+	if rows := browserEval[int](b, "count the top bar's rows", topbarRowsJS); rows > 2 {
+		t.Errorf("at 390 px the top bar takes %d rows, want at most 2", rows)
+	}
+	b.do("open the menu", chromedp.Click(chromedp.CSS(".topbar .menu-button")))
+	if hidden := browserEval[[]string](b, "the sections out of sight", outOfSight); len(hidden) != 0 {
+		t.Errorf("on a 390 px screen, the menu open, these sections are out of sight: %q", hidden)
 	}
 	if wide := browserEval[float64](b, "the page's width", `document.documentElement.scrollWidth`); wide > 390 {
 		t.Errorf("the page is %.0f px wide on a 390 px screen: it scrolls sideways", wide)
+	}
+	if st := b.follow("go to the jobs", chromedp.Click(chromedp.CSS(`nav a[href="/admin/jobs"]`))); st != http.StatusOK || b.location() != "/admin/jobs" {
+		t.Errorf("the menu's Jobs: %d at %s", st, b.location())
 	}
 }
 
