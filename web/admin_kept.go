@@ -9,6 +9,7 @@ import (
 
 	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/app/jsondiff"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/models"
 	"github.com/sekali/sekali/web/views"
 )
@@ -17,9 +18,10 @@ import (
 const maxChangesShown = 100
 
 // keptDelivery is delivery d's kept body and headers as the callback's
-// page shows them.
+// page shows them: the body's secrets redacted (payments.RedactedBody),
+// as its headers' were when they were kept.
 func keptDelivery(d models.CallbackDelivery) views.KeptDelivery {
-	k := views.KeptDelivery{DeliveryID: d.ID, ReceivedAt: d.ReceivedAt, Outcome: d.Outcome, Body: bodyText(d.Body)}
+	k := views.KeptDelivery{DeliveryID: d.ID, ReceivedAt: d.ReceivedAt, Outcome: d.Outcome, Body: bodyText(payments.RedactedBody(d.Body))}
 	if len(d.Headers) > 0 {
 		_ = json.Unmarshal(d.Headers, &k.Headers) // written by payments as such an object
 	}
@@ -60,7 +62,7 @@ func conflicts(accepted *models.CallbackDelivery, refused []models.CallbackDeliv
 		case accepted == nil:
 			c.Why = "the accepted delivery's body is not kept: nothing to compare with"
 		default:
-			changes, more, err := jsondiff.Diff(accepted.Body, d.Body, maxChangesShown)
+			changes, more, err := jsondiff.Diff(payments.RedactedBody(accepted.Body), payments.RedactedBody(d.Body), maxChangesShown)
 			switch {
 			case errors.Is(err, jsondiff.ErrTooLarge):
 				c.TooLarge, c.Why = true, err.Error()

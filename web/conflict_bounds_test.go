@@ -74,3 +74,31 @@ func TestConflictOfDeepBodiesIsBounded(t *testing.T) {
 		t.Errorf("the JSON's conflicts: %+v", v.Conflicts)
 	}
 }
+
+// A kept body's secrets are not shown, on the page or in its JSON, even
+// to an owner: a signature_key in it is cut to its first characters, a
+// client_secret is "[redacted]".
+func TestKeptBodySecretsAreNotShown(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	testenv.MustCreateProduct(t, c.db, "SIG", 50000, 10)
+	o := c.newOrder("SIG", 1)
+	if got := c.deliver("evt_sig", testenv.SandboxBody(o.ID, "tx-sig", models.EventPaid, o.TotalAmount)); got != http.StatusOK {
+		t.Fatalf("the delivery: %d", got)
+	}
+	var cb models.PaymentCallback
+	c.db.Take(&cb, "idempotency_key = 'evt_sig'")
+	sig := strings.Repeat("9f8e", 32)
+	body := `{"order_id":"` + o.ID + `","signature_key":"` + sig + `","client_secret":"pi_3_secret_xyz"}`
+	if err := c.db.Exec("UPDATE callback_deliveries SET body = ? WHERE callback_id = ?", []byte(body), cb.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	page := c.get(fmt.Sprintf("/admin/callbacks/%d", cb.ID)).Body
+	js := c.api(fmt.Sprintf("/api/admin/callbacks/%d", cb.ID)).Body
+	for what, text := range map[string]string{"the page": page, "the JSON": js} {
+		if strings.Contains(text, sig) || strings.Contains(text, "pi_3_secret_xyz") || !strings.Contains(text, "9f8e9f8e9f8e") {
+			t.Errorf("%s shows a kept body's secret, or not its signature's first characters", what)
+		}
+	}
+}

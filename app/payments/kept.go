@@ -57,13 +57,15 @@ const (
 )
 
 // SearchableBody is body as its row's body_json keeps it, for the search
-// by path = value (docs/admin.md#search): a JSON object, decoded and
+// by path = value (docs/admin.md#search), with its secrets redacted as
+// RedactedBody shows them (a search is no oracle of a signature): a JSON
+// object, at most MaxBodyDepth deep, decoded and
 // encoded again so that what Go's decoder mends (invalid UTF-8, a lone
 // surrogate) and jsonb would refuse is mended; nil for anything else, and
 // for an object jsonb could not hold (a NUL character, a number beyond
 // numeric's range) — such a body is kept, but not searchable.
 func SearchableBody(body []byte) json.RawMessage {
-	if len(body) == 0 || !json.Valid(body) {
+	if len(body) == 0 || canonjson.Depth(body, MaxBodyDepth) > MaxBodyDepth || !json.Valid(body) {
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -72,6 +74,7 @@ func SearchableBody(body []byte) json.RawMessage {
 	if err := dec.Decode(&v); err != nil || v == nil || !holdable(v) {
 		return nil
 	}
+	redactMembers(v)
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
@@ -79,6 +82,33 @@ func SearchableBody(body []byte) json.RawMessage {
 		return nil
 	}
 	return bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+}
+
+// redactMembers redacts, in decoded JSON v, the values of the members
+// named as secrets, as RedactedBody does.
+func redactMembers(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			switch kind := nameKind(k); {
+			case kind == plainHeader:
+				redactMembers(e)
+			case kind == signatureHeader && isString(e):
+				v[k] = kind.redact(e.(string))
+			default:
+				v[k] = "[redacted]"
+			}
+		}
+	case []any:
+		for _, e := range v {
+			redactMembers(e)
+		}
+	}
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }
 
 // holdable says whether jsonb can hold decoded JSON v.
@@ -166,22 +196,43 @@ const (
 // words of each, for every delivery's row, cost more than the lookup.
 var headerKinds = newRecent[string, headerKind](1024)
 
+// credentialWords are the words that make a name one of a credential, by
+// rule rather than by a list of names: X-Password, X-Auth,
+// Authentication, X-Jwt, Cf-Access-Jwt-Assertion, a body's
+// client_secret are all caught by a word in them. A header's name with
+// "key" in it is one too (X-Api-Key, X-Callback-Key); a body's is not,
+// since bodies name their references so (idempotency_key, refund_key)
+// and an operator needs those.
+var credentialWords = []string{"auth", "password", "passwd", "secret", "token", "jwt", "cookie", "session", "credential",
+	"api-key", "api_key", "apikey", "private_key", "private-key"}
+
 // kindOf is the kind of header name, by the words in it, in any case.
 func kindOf(name string) headerKind {
 	if k, ok := headerKinds.get(name); ok {
 		return k
 	}
-	k := plainHeader
-	lower := strings.ToLower(name)
-	switch {
-	case strings.Contains(lower, "signature"):
-		k = signatureHeader
-	case strings.Contains(lower, "authorization"), strings.Contains(lower, "token"), strings.Contains(lower, "secret"),
-		strings.Contains(lower, "key"), strings.Contains(lower, "cookie"):
+	k := nameKind(name)
+	if k == plainHeader && strings.Contains(strings.ToLower(name), "key") {
 		k = credentialHeader
 	}
 	headerKinds.add(name, k)
 	return k
+}
+
+// nameKind is what a header's or a body member's name says of its value,
+// by the words in it, in any case: a signature (kept in part), a
+// credential (never kept), or neither.
+func nameKind(name string) headerKind {
+	lower := strings.ToLower(name)
+	if strings.Contains(lower, "signature") {
+		return signatureHeader
+	}
+	for _, w := range credentialWords {
+		if strings.Contains(lower, w) {
+			return credentialHeader
+		}
+	}
+	return plainHeader
 }
 
 // redact is header value v as a header of kind k keeps it.
