@@ -53,7 +53,7 @@ func (s *Service) kept(row models.CallbackDelivery, requestID string) (Delivery,
 		}
 	}
 	d := Delivery{Provider: row.Provider, Header: header, ContentType: header.Get("Content-Type"), RemoteAddr: "console",
-		RequestID: requestID, body: row.Body}
+		RequestID: requestID, body: row.Body, again: true}
 	return d, p, nil
 }
 

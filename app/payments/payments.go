@@ -174,6 +174,7 @@ type Delivery struct {
 	TraceID string
 
 	body []byte // Body as read, for a row that keeps it (kept.go)
+	again bool // applied again from the console: not counted as a copy (replays.go)
 	// searchable is body's searchable form (SearchableBody) when searched:
 	// remembered with its parsed event, so that a retry's row need not
 	// decode and encode its body again (parsedBodies).
@@ -210,6 +211,7 @@ type Outcome struct {
 	OrderID       string
 	OrderStatus   models.OrderStatus // after the event, when known
 	note          string             // why an unconfirmed delivery changed nothing, for its row
+	unkept        bool               // a repeat answered from memory: its row keeps no body (replays.go)
 	recorded      bool               // the delivery row was written in the applying transaction
 	queued        bool               // the applying transaction wrote tasks to the outbox
 	refundsFailed int                // refunds the event reported failed or canceled, for their metric
@@ -294,6 +296,8 @@ type Service struct {
 	relays *outbox.Notifier
 	// parsed remembers the events of recent bodies.
 	parsed *parsedBodies
+	// replays counts the copies of recent signed notifications.
+	replays *replays
 	// refusals rations the rows of refused deliveries per client.
 	refusals *refusalBudget
 	metrics  *metrics.Set
@@ -323,7 +327,7 @@ type Tasks interface {
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, tasks Tasks, providers ...Provider) *Service {
 	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, tasks: tasks, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped, deliveryQueue),
 		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity),
-		refusals: newRefusalBudget(), metrics: m}
+		replays: newReplays(replayCapacity), refusals: newRefusalBudget(), metrics: m}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
@@ -366,6 +370,9 @@ func (s *Service) finish(ctx context.Context, p Provider, d Delivery, out Outcom
 	case out.Result == Refused && !s.refusals.allow(cmp.Or(d.Client, d.RemoteAddr), s.now()):
 		s.metrics.RefusedRowsSkipped.Inc() // over the budget: counted, not written (refusals.go)
 	default:
+		if out.unkept {
+			d.body, d.searchable, d.searched = nil, nil, true
+		}
 		s.deliveries.add(ctx, s.keep(d, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
@@ -442,18 +449,32 @@ func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcom
 		return Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}, ev
 	case done != nil:
 		return *done, ev
+	case d.again:
+		return s.decide(ctx, p, d, ev), ev
 	}
+	k, client := replayKey(p.Name(), ev), cmp.Or(d.Client, d.RemoteAddr)
+	if evaluate, answer := s.replays.admit(ctx, k, client, s.now()); !evaluate {
+		return fromMemory(answer, ev), ev
+	}
+	out := s.decide(ctx, p, d, ev)
+	s.replays.record(k, client, out)
+	return out, ev
+}
+
+// decide is the pipeline after the event is known: confirm it with the
+// gateway where its notifications need it, then apply it.
+func (s *Service) decide(ctx context.Context, p Provider, d *Delivery, ev Event) Outcome {
 	if c, ok := p.(Confirmer); ok && s.needsConfirming(p.Name(), ev) {
 		answer, found, err := c.Confirm(ctx, ev)
 		switch {
 		case err != nil:
 			s.log.ErrorContext(ctx, "callback could not be confirmed", "provider", p.Name(), "idempotency_key", ev.Key,
 				"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
-			return Outcome{Result: models.ResultError, Detail: "the gateway's status API could not be asked to confirm this notification; retry later"}, ev
+			return Outcome{Result: models.ResultError, Detail: "the gateway's status API could not be asked to confirm this notification; retry later"}
 		case !found || !SameEvent(ev, answer):
 			out := s.unconfirmed(ctx, p.Name(), ev, answer, found, *d)
 			out.Key, out.OrderID = ev.Key, ev.OrderID
-			return out, ev
+			return out
 		}
 		// Confirmed: the notification says what the API says, so
 		// applying it applies the API's answer, under the notification's
@@ -466,7 +487,7 @@ func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcom
 		out = Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}
 	}
 	out.Key, out.OrderID = ev.Key, ev.OrderID
-	return out, ev
+	return out
 }
 
 func refusal(code, detail string) Outcome {
