@@ -173,8 +173,8 @@ type Delivery struct {
 	// Receive reads it from its context.
 	TraceID string
 
-	body []byte // Body as read, for a row that keeps it (kept.go)
-	again bool // applied again from the console: not counted as a copy (replays.go)
+	body  []byte // Body as read, for a row that keeps it (kept.go)
+	again bool   // applied again from the console: not counted as a copy (replays.go)
 	// searchable is body's searchable form (SearchableBody) when searched:
 	// remembered with its parsed event, so that a retry's row need not
 	// decode and encode its body again (parsedBodies).
