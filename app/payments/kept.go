@@ -2,6 +2,8 @@ package payments
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -28,7 +30,7 @@ const (
 // KeptColumns are the columns of a delivery row that hold its kept body
 // and headers: lists leave them out (Omit), since a page of them could be
 // megabytes, and read them for one row at a time.
-var KeptColumns = []string{"headers", "body", "body_json"}
+var KeptColumns = []string{"headers", "body", "body_json", "body_hash"}
 
 // keep sets what row keeps of d, unless bodies are not kept: its body,
 // the body again as searchable JSON (SearchableBody, remembered with the
@@ -44,8 +46,60 @@ func (s *Service) keep(d Delivery, row models.CallbackDelivery) models.CallbackD
 	}
 	if d.body != nil {
 		row.Headers = keptHeaders(d.Header)
+		row.BodyHash = s.bodyHash(row.Provider, d.Header, d.body)
 	}
 	return row
+}
+
+// keptBodyLabel separates the kept-body key from the other uses of the
+// secret it is derived from.
+const keptBodyLabel = "sekali kept delivery body v1"
+
+// KeptBodyKey derives the key of kept bodies' hashes from secret (the
+// order token secret): set Service.KeptBodyKey to it. Every web process
+// derives the same key from the same secret; a new secret makes the
+// bodies kept before it ones that are not applied again.
+func KeptBodyKey(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(keptBodyLabel))
+	return m.Sum(nil)
+}
+
+// bodyHash is the HMAC-SHA256, under the kept-body key, of what a kept
+// delivery's event is made of: the values, as kept, of the headers its
+// provider's Parse reads (EventHeaders: the event id of a gateway that
+// sends it as a header) and the body, each after its length.
+func (s *Service) bodyHash(provider string, h http.Header, body []byte) []byte {
+	var names []string
+	if p, ok := s.providers[provider]; ok {
+		names = p.EventHeaders()
+	}
+	return KeptHash(s.KeptBodyKey, names, h, body)
+}
+
+// KeptHash is the hash a kept delivery's row holds (body_hash): the
+// HMAC-SHA256 under key of the values, as kept, of the headers names
+// (its provider's EventHeaders) and of body, each after its length. A
+// writer of kept rows other than the pipeline (a seed) writes it so.
+func KeptHash(key []byte, names []string, h http.Header, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, name := range names {
+		values := h.Values(name)
+		writeLength(m, len(values))
+		for _, v := range values {
+			writePart(m, kindOf(http.CanonicalHeaderKey(name)).redact(v))
+		}
+	}
+	writeLength(m, len(body))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// keptUnchanged reports whether delivery d, read from its row, carries
+// the event headers and body that were kept: their hash, recomputed,
+// matches the one written with them.
+func (s *Service) keptUnchanged(row models.CallbackDelivery, d Delivery) bool {
+	return row.BodyHash != nil && hmac.Equal(row.BodyHash, s.bodyHash(row.Provider, d.Header, row.Body))
 }
 
 // Bounds of a number that a body searchable as jsonb may hold: PostgreSQL's

@@ -306,6 +306,11 @@ type Service struct {
 	// row (kept.go; DELIVERY_BODY_RETENTION above 0, which maintenance
 	// prunes by). Set it before the first Receive.
 	KeepBodies bool
+	// KeptBodyKey is the key of a kept body's hash (KeptBodyKey of the
+	// order token secret): a body that no longer matches its hash was
+	// changed in the database, and is not applied again. Set it before
+	// the first Receive.
+	KeptBodyKey []byte
 }
 
 // Tasks makes the outbox rows of what a payment causes (the invoice and

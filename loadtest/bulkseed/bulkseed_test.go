@@ -202,6 +202,7 @@ WHERE back`), 0},
 		{"first deliveries not at first_received_at", count(`SELECT count(*) FROM payment_callbacks c WHERE first_received_at <> (SELECT received_at FROM callback_deliveries d WHERE d.callback_id = c.id ORDER BY id LIMIT 1)`), 0},
 		// Each kept body is searchable by path = value, as a server keeps it.
 		{"kept bodies without their searchable copy", count(`SELECT count(*) FROM callback_deliveries WHERE (body IS NULL) <> (body_json IS NULL)`), 0},
+		{"kept bodies without their hash", count(`SELECT count(*) FROM callback_deliveries WHERE (body IS NULL) <> (body_hash IS NULL)`), 0},
 		{"searchable copies that are not their body", count(`SELECT count(*) FROM callback_deliveries WHERE body_json <> convert_from(body, 'UTF8')::jsonb`), 0},
 		{"dispatched tasks not yet due", count(`SELECT count(*) FROM outbox_messages WHERE status = 'dispatched' AND process_at > now()`), 0},
 		{"invoice tasks without the paying delivery's request id", count(`
