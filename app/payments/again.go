@@ -54,7 +54,7 @@ func (s *Service) kept(row models.CallbackDelivery, requestID string) (Delivery,
 		}
 	}
 	d := Delivery{Provider: row.Provider, Header: header, ContentType: header.Get("Content-Type"), RemoteAddr: "console",
-		RequestID: requestID, body: row.Body, again: true}
+		RequestID: requestID, body: row.Body, again: true, verified: true}
 	if !s.keptUnchanged(row, d) {
 		return Delivery{}, nil, models.Errorf(models.EConflict,
 			"delivery %d's kept body does not match the fingerprint written when it was kept: it was changed since (or kept before fingerprints were), and is not run again", row.ID)

@@ -175,6 +175,9 @@ type Delivery struct {
 
 	body  []byte // Body as read, for a row that keeps it (kept.go)
 	again bool   // applied again from the console: not counted as a copy (replays.go)
+	// verified: the body's signature passed (or, applied again, passed
+	// when it arrived). Only such a body is searchable (kept.go).
+	verified bool
 	// searchable is body's searchable form (SearchableBody) when searched:
 	// remembered with its parsed event, so that a retry's row need not
 	// decode and encode its body again (parsedBodies).
@@ -415,6 +418,7 @@ func (s *Service) receive(ctx context.Context, p Provider, d *Delivery) (Outcome
 	if err := p.Verify(d.Header, body, s.now()); err != nil {
 		return refusal(models.EInvalidSignature, err.Error()), Event{}
 	}
+	d.verified = true
 	return s.evaluate(ctx, p, d)
 }
 

@@ -480,7 +480,11 @@ func (w *writer) delivery(cb *models.PaymentCallback, at time.Time, outcome stri
 	if w.now.Sub(at) < keptFor {
 		var event string
 		d.Headers, d.Body, event = keptDelivery(cb, d.RequestID, outcome)
-		d.BodyJSON = payments.SearchableBody(d.Body) // as a server writes it, for the search by path = value
+		if outcome != models.OutcomeInvalidSignature && outcome != models.OutcomeUnsupportedMediaType {
+			// as a server writes it, for the search by path = value: only
+			// a body whose signature passed is searchable
+			d.BodyJSON = payments.SearchableBody(d.Body)
+		}
 		d.BodyHash = payments.KeptHash(w.keptKey, []string{"webhook-id"}, http.Header{"Webhook-Id": {event}}, d.Body)
 	}
 	return d
