@@ -102,9 +102,9 @@ func (r *replays) admit(ctx context.Context, k, client string, now time.Time) (e
 
 // record remembers out as the answer to notification k's copies: the
 // copies past the budget are answered with it (a processed or stale
-// one's as its duplicate). An answer of 5xx — nothing was recorded, the gateway is to
-// come back — is not remembered, and gives client's copy back to the
-// budget, so that the gateway's retry is evaluated.
+// one's as its duplicate). An answer of 5xx — nothing was recorded, the
+// gateway is to come back — is not remembered, and gives client's copy
+// back to the budget, so that the gateway's retry is evaluated.
 func (r *replays) record(k, client string, out Outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
