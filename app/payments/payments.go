@@ -456,16 +456,24 @@ func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcom
 		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
 			"request_id", d.RequestID, "error", err)
 		return Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}, ev
-	case done != nil:
+	case done != nil && (done.Result != models.ResultIgnored || d.again):
 		return *done, ev
 	case d.again:
 		return s.decide(ctx, p, d, ev), ev
 	}
 	k, client := replayKey(p.Name(), ev), cmp.Or(d.Client, d.RemoteAddr)
+	if done != nil { // ignored: no fingerprint, the body is the notification
+		k = replayKey(p.Name(), Event{Fingerprint: "ignored:" + canonjson.Hash(d.body)})
+	}
 	if evaluate, answer := s.replays.admit(ctx, k, client, s.now()); !evaluate {
 		return fromMemory(answer, ev), ev
 	}
-	out := s.decide(ctx, p, d, ev)
+	var out Outcome
+	if done != nil {
+		out = *done
+	} else {
+		out = s.decide(ctx, p, d, ev)
+	}
 	s.replays.record(k, client, out)
 	return out, ev
 }

@@ -16,8 +16,8 @@ import (
 // megabytes of kept bodies, none of it refused, so none of it under the
 // refused-row budget.
 //
-// So a signed notification — one event key and fingerprint — is
-// evaluated at most replaysPerClient times from one client, and
+// So a signed notification — one event key and fingerprint, or for one
+// the shop ignores its body — is evaluated at most replaysPerClient times from one client, and
 // replaysPerKey times from all, within replayWindow. Past that, a copy is
 // answered from what was recorded: the answer its earlier copies had (a
 // processed or stale one's copies are duplicates), without asking the gateway's

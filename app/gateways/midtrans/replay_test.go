@@ -59,3 +59,31 @@ func TestMidtransReplayedNotificationIsAnsweredFromMemory(t *testing.T) {
 	}
 	t.Logf("50 copies: %d rows with a body, %d status requests", kept, p.api.asked.Load())
 }
+
+// A notification the shop ignores (pending_refund), sent 10 times from
+// one client, keeps its body 3 times: the others are answered ignored
+// from memory.
+func TestMidtransReplayedIgnoredNotificationKeepsNoBody(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t)
+	p.Pay.KeepBodies = true
+	id, _ := p.Order()
+	d := p.notification(id, "tx-ignored-"+id, "pending_refund", "", "50000.00", "IDR")
+	const client = "198.51.100.9"
+	for i := range 10 {
+		out := p.Pay.Receive(context.Background(), payments.Delivery{Provider: d.Provider, Body: bytes.NewReader(d.Body),
+			ContentType: "application/json", RemoteAddr: client, Client: client})
+		if out.Result != models.ResultIgnored {
+			t.Fatalf("copy %d: %s (%s), want ignored", i+1, out.Result, out.Detail)
+		}
+	}
+	var rows, kept int64
+	testenv.Eventually(t, "a row for each copy", func() bool {
+		p.DB.Model(&models.CallbackDelivery{}).Where("remote_addr = ?", client).Count(&rows)
+		return rows == 10
+	})
+	p.DB.Model(&models.CallbackDelivery{}).Where("remote_addr = ? AND body IS NOT NULL", client).Count(&kept)
+	if kept != 3 {
+		t.Errorf("%d of 10 copies kept their body, want 3", kept)
+	}
+}
