@@ -250,7 +250,7 @@ func (m *Maintenance) forgetBodies(ctx context.Context) error {
 	cutoff := m.now().UTC().Add(-m.KeepBodiesFor)
 	var total int64
 	for {
-		res := m.db.WithContext(ctx).Exec(`UPDATE callback_deliveries SET headers = NULL, body = NULL, body_json = NULL
+		res := m.db.WithContext(ctx).Exec(`UPDATE callback_deliveries SET headers = NULL, body = NULL, body_json = NULL, body_hash = NULL
 WHERE id IN (SELECT id FROM callback_deliveries WHERE body IS NOT NULL AND received_at < ? LIMIT ?)`, cutoff, bodiesPerStatement)
 		if res.Error != nil {
 			return fmt.Errorf("prune kept bodies: %w", res.Error)

@@ -231,6 +231,10 @@ type CallbackDelivery struct {
 	// PostgreSQL can hold, for the search by path = value; nil otherwise,
 	// and cleared with Body.
 	BodyJSON json.RawMessage `gorm:"column:body_json;type:jsonb"`
+	// BodyHash is the HMAC-SHA256 of Body as it was kept (payments'
+	// kept-body key), nil with it: what tells a body changed in the
+	// database since, which is not applied again.
+	BodyHash []byte
 }
 
 // DeliveryCount is how many deliveries of one provider had one outcome in

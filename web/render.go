@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
@@ -63,9 +65,22 @@ func renderHTML(c echo.Context, status int, comp templ.Component) error {
 // same value. Only one is written.
 func (s *Server) show(c echo.Context, title, section string, view any, content templ.Component) error {
 	if wantsJSON(c) {
-		return c.JSON(http.StatusOK, view)
+		return renderJSON(c, http.StatusOK, view)
 	}
 	return s.page(c, http.StatusOK, title, section, content)
+}
+
+// renderJSON encodes view whole before a byte is sent, so that an
+// answer is either complete or an error's status: an encoding that
+// fails halfway is answered by the error handler, never cut off after a
+// 200. What a view holds of untrusted content is bounded where it is
+// built (a kept body, a conflict's diff), so the whole is too.
+func renderJSON(c echo.Context, status int, view any) error {
+	b, err := json.Marshal(view)
+	if err != nil {
+		return fmt.Errorf("web: encode the answer: %w", err)
+	}
+	return c.JSONBlob(status, b)
 }
 
 // wantsJSON decides how a console read answers, on /admin/... (a

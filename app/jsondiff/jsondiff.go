@@ -2,18 +2,46 @@
 // path: what an operator needs to see of a conflict (the same event id
 // delivered with another body). Numbers compare as written, as the
 // fingerprint reads them: 1.0 and 1 differ.
+//
+// The documents are untrusted — whatever a sender put in a body — so the
+// work of a diff is bounded: in the documents' size and depth, in the
+// values it visits and in the bytes of what it lists. Past any bound the
+// answer is ErrTooLarge, which a page shows as "too large to diff",
+// never a partial or unbounded list.
 package jsondiff
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sekali/sekali/app/canonjson"
 	"github.com/sekali/sekali/models"
 )
+
+// Bounds of one diff. Each path's length grows with its depth, and a
+// document can differ at every level, so the listed paths grow with the
+// square of the depth; MaxDepth and MaxOutput cut that. A callback body
+// is at most 64 KiB and 32 deep (payments), so any delivery the pipeline
+// accepts is within them; a body kept before those limits, or edited in
+// the database, may not be.
+const (
+	MaxInput  = 256 << 10 // bytes of each document
+	MaxDepth  = 32        // nesting of arrays and objects
+	MaxNodes  = 20_000    // values visited, both documents together
+	MaxOutput = 64 << 10  // bytes of the listed paths and values
+	// maxEncoded bounds the bytes encoded to list values: a value is
+	// encoded whole before it is cut to maxValue.
+	maxEncoded = 4 * MaxInput
+)
+
+// ErrTooLarge is returned (wrapped, with the bound) for documents past
+// a bound: there is no diff to show, only that it is too large to make.
+var ErrTooLarge = errors.New("too large to diff")
 
 // Kinds of change.
 const (
@@ -39,6 +67,14 @@ const maxValue = 200
 // at most limit changes (and whether there were more). An error when
 // either is not JSON.
 func Diff(a, b []byte, limit int) ([]Change, bool, error) {
+	for _, doc := range [][]byte{a, b} {
+		if len(doc) > MaxInput {
+			return nil, false, fmt.Errorf("%w: a document is larger than %d bytes", ErrTooLarge, MaxInput)
+		}
+		if canonjson.Depth(doc, MaxDepth) > MaxDepth {
+			return nil, false, fmt.Errorf("%w: a document nests more than %d deep", ErrTooLarge, MaxDepth)
+		}
+	}
 	va, err := decode(a)
 	if err != nil {
 		return nil, false, fmt.Errorf("jsondiff: the first document: %w", err)
@@ -49,6 +85,9 @@ func Diff(a, b []byte, limit int) ([]Change, bool, error) {
 	}
 	d := differ{limit: limit}
 	d.walk("", va, vb)
+	if d.err != nil {
+		return nil, false, d.err
+	}
 	return d.changes, d.more, nil
 }
 
@@ -66,17 +105,35 @@ type differ struct {
 	limit   int
 	changes []Change
 	more    bool
+	nodes   int   // values visited
+	output  int   // bytes of the changes listed
+	encoded int   // bytes encoded by text
+	err     error // the bound passed, when one was: the walk stops
 }
 
 func (d *differ) add(c Change) {
+	if d.err != nil {
+		return
+	}
 	if len(d.changes) >= d.limit {
 		d.more = true
+		return
+	}
+	d.output += len(c.Path) + len(c.Before) + len(c.After)
+	if d.output > MaxOutput {
+		d.err = fmt.Errorf("%w: the changes take more than %d bytes", ErrTooLarge, MaxOutput)
 		return
 	}
 	d.changes = append(d.changes, c)
 }
 
 func (d *differ) walk(path string, a, b any) {
+	if d.nodes++; d.nodes > MaxNodes && d.err == nil {
+		d.err = fmt.Errorf("%w: more than %d values to compare", ErrTooLarge, MaxNodes)
+	}
+	if d.err != nil {
+		return
+	}
 	switch a := a.(type) {
 	case map[string]any:
 		if b, ok := b.(map[string]any); ok {
@@ -101,9 +158,9 @@ func (d *differ) walk(path string, a, b any) {
 				p := path + "/" + strconv.Itoa(i)
 				switch {
 				case i >= len(b):
-					d.add(Change{Path: p, Kind: Removed, Before: text(a[i])})
+					d.add(Change{Path: p, Kind: Removed, Before: d.text(a[i])})
 				case i >= len(a):
-					d.add(Change{Path: p, Kind: Added, After: text(b[i])})
+					d.add(Change{Path: p, Kind: Added, After: d.text(b[i])})
 				default:
 					d.walk(p, a[i], b[i])
 				}
@@ -111,7 +168,7 @@ func (d *differ) walk(path string, a, b any) {
 			return
 		}
 	}
-	if ta, tb := text(a), text(b); ta != tb {
+	if ta, tb := d.text(a), d.text(b); ta != tb {
 		d.add(Change{Path: path, Kind: Changed, Before: ta, After: tb})
 	}
 }
@@ -121,9 +178,9 @@ func (d *differ) member(path string, a, b map[string]any, k string) {
 	vb, inB := b[k]
 	switch {
 	case !inB:
-		d.add(Change{Path: path, Kind: Removed, Before: text(va)})
+		d.add(Change{Path: path, Kind: Removed, Before: d.text(va)})
 	case !inA:
-		d.add(Change{Path: path, Kind: Added, After: text(vb)})
+		d.add(Change{Path: path, Kind: Added, After: d.text(vb)})
 	default:
 		d.walk(path, va, vb)
 	}
@@ -135,10 +192,13 @@ func escape(k string) string {
 }
 
 // text is v as compact JSON, cut at maxValue bytes.
-func text(v any) string {
+func (d *differ) text(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprint(v)
+	}
+	if d.encoded += len(b); d.encoded > maxEncoded && d.err == nil {
+		d.err = fmt.Errorf("%w: the values take more than %d bytes", ErrTooLarge, maxEncoded)
 	}
 	if len(b) > maxValue {
 		return models.Truncate(string(b), maxValue) + "…"

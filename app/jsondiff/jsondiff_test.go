@@ -1,7 +1,9 @@
 package jsondiff_test
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sekali/sekali/app/jsondiff"
@@ -52,5 +54,46 @@ func TestDiffIsBounded(t *testing.T) {
 	}
 	if _, _, err := jsondiff.Diff([]byte(`{`), []byte(`{}`), 2); err == nil {
 		t.Error("not JSON: no error")
+	}
+}
+
+// nested is an object nested depth deep whose member x is v at every
+// level: two of them differ at every level, each change's path as long
+// as its depth, so an unbounded list grows with the square of the depth.
+func nested(depth int, v string) []byte {
+	return []byte(strings.Repeat(`{"x":`+v+`,"n":`, depth) + "null" + strings.Repeat("}", depth))
+}
+
+// The work of a diff is bounded whatever the documents: what it lists
+// takes at most MaxOutput bytes however deep they nest, and past a bound
+// — depth, values visited, output — it answers ErrTooLarge, not a list.
+func TestDiffOfHostileDocumentsIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, depth := range []int{10, 30, 1000, 9999} {
+		got, _, err := jsondiff.Diff(nested(depth, "0"), nested(depth, "1"), 1<<20)
+		size := 0
+		for _, c := range got {
+			size += len(c.Path) + len(c.Before) + len(c.After)
+		}
+		switch {
+		case size > jsondiff.MaxOutput:
+			t.Errorf("depth %d: %d changes of %d bytes, more than %d", depth, len(got), size, jsondiff.MaxOutput)
+		case depth > jsondiff.MaxDepth && !errors.Is(err, jsondiff.ErrTooLarge):
+			t.Errorf("depth %d: %d changes, %v; want too large to diff", depth, len(got), err)
+		case depth <= jsondiff.MaxDepth && (err != nil || len(got) != depth):
+			t.Errorf("depth %d: %d changes, %v; want %d", depth, len(got), err, depth)
+		}
+	}
+	wide := func(v string) []byte {
+		return []byte("[" + strings.Repeat(v+",", jsondiff.MaxNodes) + v + "]")
+	}
+	if _, _, err := jsondiff.Diff(wide("0"), wide("0"), 100); !errors.Is(err, jsondiff.ErrTooLarge) {
+		t.Errorf("%d values each: %v, want too large to diff", jsondiff.MaxNodes+1, err)
+	}
+	long := func(v string) []byte {
+		return []byte(`{"` + strings.Repeat("k", 1000) + `":[` + strings.Repeat(`{"a":`+v+`},`, 99) + `{"a":` + v + `}]}`)
+	}
+	if _, _, err := jsondiff.Diff(long("0"), long("1"), 100); !errors.Is(err, jsondiff.ErrTooLarge) {
+		t.Errorf("100 changes under a 1,000-byte key: %v, want too large to diff", err)
 	}
 }

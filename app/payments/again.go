@@ -41,6 +41,7 @@ func (s *Service) kept(row models.CallbackDelivery, requestID string) (Delivery,
 	if row.Body == nil {
 		return Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d's body is not kept (DELIVERY_BODY_RETENTION)", row.ID)
 	}
+
 	p, ok := s.providers[row.Provider]
 	if !ok {
 		return Delivery{}, nil, models.Errorf(models.EInvalid, "delivery %d is of %s, which this server does not receive", row.ID, row.Provider)
@@ -53,7 +54,11 @@ func (s *Service) kept(row models.CallbackDelivery, requestID string) (Delivery,
 		}
 	}
 	d := Delivery{Provider: row.Provider, Header: header, ContentType: header.Get("Content-Type"), RemoteAddr: "console",
-		RequestID: requestID, body: row.Body}
+		RequestID: requestID, body: row.Body, again: true, verified: true}
+	if !s.keptUnchanged(row, d) {
+		return Delivery{}, nil, models.Errorf(models.EConflict,
+			"delivery %d's kept body does not match the fingerprint written when it was kept: it was changed since (or kept before fingerprints were), and is not run again", row.ID)
+	}
 	return d, p, nil
 }
 

@@ -71,7 +71,7 @@ func (l *deliveryLog) add(_ context.Context, d models.CallbackDelivery, conflict
 	kept := int64(len(d.Body) + len(d.Headers) + len(d.BodyJSON))
 	if kept > 0 && l.kept.Add(kept) > maxQueuedBodyBytes {
 		l.kept.Add(-kept)
-		d.Body, d.Headers, d.BodyJSON, kept = nil, nil, nil, 0
+		d.Body, d.Headers, d.BodyJSON, d.BodyHash, kept = nil, nil, nil, nil, 0
 	}
 	select {
 	case l.ch <- queuedDelivery{row: d, conflict: conflict, kept: kept}:
@@ -147,7 +147,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 	for i, q := range batch {
 		d := q.row
 		rows[i] = []any{d.CallbackID, d.Provider, d.ReceivedAt, d.Outcome, d.ResponseCode, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID, d.Note,
-			nullText(d.Headers), d.Body, nullText(d.BodyJSON)}
+			nullText(d.Headers), d.Body, nullText(d.BodyJSON), d.BodyHash}
 		if d.CallbackID == nil {
 			continue
 		}
@@ -199,7 +199,7 @@ func (l *deliveryLog) write(batch []queuedDelivery) {
 
 // deliveryColumns are the columns write copies, in the order of its rows.
 var deliveryColumns = []string{"callback_id", "provider", "received_at", "outcome", "response_code", "duration_ms", "remote_addr", "request_id", "trace_id", "note",
-	"headers", "body", "body_json"}
+	"headers", "body", "body_json", "body_hash"}
 
 // nullText is JSON b as a jsonb parameter: its text, or NULL when there
 // is none.

@@ -96,3 +96,56 @@ func BenchmarkKeptHeaders(b *testing.B) {
 		payments.KeptHeaders(h)
 	}
 }
+
+// Credentials are found by the words in their names, not by a list of
+// names: every header below is "[redacted]", and a header that names no
+// credential is kept.
+func TestKeptHeadersRedactCredentialsByRule(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	secret := []string{"X-Password", "X-Passwd", "X-Auth", "Authentication", "Proxy-Authorization", "X-Jwt",
+		"Cf-Access-Jwt-Assertion", "X-Session-Id", "X-Credential", "X-Api-Key", "Set-Cookie", "X-Access-Token", "X-Client-Secret"}
+	for _, name := range secret {
+		h.Set(name, "hunter2-"+name)
+	}
+	h.Set("X-Request-Id", "req-1")
+	var kept map[string][]string
+	if err := json.Unmarshal(payments.KeptHeaders(h), &kept); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range secret {
+		if got := kept[name]; len(got) != 1 || got[0] != "[redacted]" {
+			t.Errorf("%s kept as %q, want [redacted]", name, got)
+		}
+	}
+	if got := kept["X-Request-Id"]; len(got) != 1 || got[0] != "req-1" {
+		t.Errorf("X-Request-Id kept as %q", got)
+	}
+}
+
+// A kept body is shown with its secrets cut: Midtrans's signature_key to
+// its first characters, a credential-named member "[redacted]" at any
+// depth, whatever its value; everything else byte for byte as received,
+// references named key included. Its searchable form is cut alike.
+func TestKeptBodyRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	sig := strings.Repeat("ab12", 32)
+	body := `{"order_id":"ORD-1", "signature_key" : "` + sig + `","gross_amount":"150000.00",` +
+		`"refunds":[{"refund_key":"rk-1","x":{"client_secret":"pi_1_secret_2","password":{"a":[1,2]},"token":7}}],"n":1.0}`
+	got := string(payments.RedactedBody([]byte(body)))
+	want := `{"order_id":"ORD-1", "signature_key" : "ab12ab12ab12…","gross_amount":"150000.00",` +
+		`"refunds":[{"refund_key":"rk-1","x":{"client_secret":"[redacted]","password":"[redacted]","token":"[redacted]"}}],"n":1.0}`
+	if got != want {
+		t.Errorf("redacted:\n got %s\nwant %s", got, want)
+	}
+	if plain := `{"a":[1,{"b":"c"}]}`; string(payments.RedactedBody([]byte(plain))) != plain {
+		t.Errorf("a body with no secret changed: %s", payments.RedactedBody([]byte(plain)))
+	}
+	if bad := `{"signature_key":"` + sig; string(payments.RedactedBody([]byte(bad))) != bad {
+		t.Error("a body that is not JSON changed")
+	}
+	searchable := string(payments.SearchableBody([]byte(body)))
+	if strings.Contains(searchable, sig) || strings.Contains(searchable, "pi_1_secret_2") || !strings.Contains(searchable, `"refund_key":"rk-1"`) {
+		t.Errorf("searchable: %s", searchable)
+	}
+}

@@ -33,6 +33,15 @@ import (
 // MaxBodyBytes is the largest callback body accepted (413 above it).
 const MaxBodyBytes = 64 << 10
 
+// MaxBodyDepth is the deepest nesting of arrays and objects a callback
+// body may have (400 invalid_payload above it). No gateway nests a
+// notification more than a few levels; a body of thousands of levels
+// costs every JSON decoder about a millisecond of CPU per KiB, before
+// its signature is known (Midtrans's is inside the body). It is counted
+// by one pass over the bytes (canonjson.Depth), before anything decodes
+// the body.
+const MaxBodyDepth = 32
+
 // Provider is one payment gateway's side of the callback contract: how its
 // deliveries are authenticated, and how a body becomes an Event with a
 // stable idempotency key and a payload fingerprint.
@@ -164,7 +173,11 @@ type Delivery struct {
 	// Receive reads it from its context.
 	TraceID string
 
-	body []byte // Body as read, for a row that keeps it (kept.go)
+	body  []byte // Body as read, for a row that keeps it (kept.go)
+	again bool   // applied again from the console: not counted as a copy (replays.go)
+	// verified: the body's signature passed (or, applied again, passed
+	// when it arrived). Only such a body is searchable (kept.go).
+	verified bool
 	// searchable is body's searchable form (SearchableBody) when searched:
 	// remembered with its parsed event, so that a retry's row need not
 	// decode and encode its body again (parsedBodies).
@@ -201,6 +214,7 @@ type Outcome struct {
 	OrderID       string
 	OrderStatus   models.OrderStatus // after the event, when known
 	note          string             // why an unconfirmed delivery changed nothing, for its row
+	unkept        bool               // a repeat answered from memory: its row keeps no body (replays.go)
 	recorded      bool               // the delivery row was written in the applying transaction
 	queued        bool               // the applying transaction wrote tasks to the outbox
 	refundsFailed int                // refunds the event reported failed or canceled, for their metric
@@ -285,6 +299,8 @@ type Service struct {
 	relays *outbox.Notifier
 	// parsed remembers the events of recent bodies.
 	parsed *parsedBodies
+	// replays counts the copies of recent signed notifications.
+	replays *replays
 	// refusals rations the rows of refused deliveries per client.
 	refusals *refusalBudget
 	metrics  *metrics.Set
@@ -293,6 +309,11 @@ type Service struct {
 	// row (kept.go; DELIVERY_BODY_RETENTION above 0, which maintenance
 	// prunes by). Set it before the first Receive.
 	KeepBodies bool
+	// KeptBodyKey is the key of a kept body's hash (KeptBodyKey of the
+	// order token secret): a body that no longer matches its hash was
+	// changed in the database, and is not applied again. Set it before
+	// the first Receive.
+	KeptBodyKey []byte
 }
 
 // Tasks makes the outbox rows of what a payment causes (the invoice and
@@ -314,7 +335,7 @@ type Tasks interface {
 func NewService(db *gorm.DB, log *slog.Logger, now func() time.Time, m *metrics.Set, tasks Tasks, providers ...Provider) *Service {
 	s := &Service{db: db, log: log, now: now, providers: map[string]Provider{}, tasks: tasks, deliveries: newDeliveryLog(db, log, m.DeliveryRowsDropped, deliveryQueue),
 		seen: newSeenEvents(seenCapacity), relays: outbox.NewNotifier(db, log), parsed: newParsedBodies(parsedCapacity),
-		refusals: newRefusalBudget(), metrics: m}
+		replays: newReplays(replayCapacity), refusals: newRefusalBudget(), metrics: m}
 	for _, p := range providers {
 		s.providers[p.Name()] = p
 	}
@@ -357,6 +378,9 @@ func (s *Service) finish(ctx context.Context, p Provider, d Delivery, out Outcom
 	case out.Result == Refused && !s.refusals.allow(cmp.Or(d.Client, d.RemoteAddr), s.now()):
 		s.metrics.RefusedRowsSkipped.Inc() // over the budget: counted, not written (refusals.go)
 	default:
+		if out.unkept {
+			d.body, d.searchable, d.searched = nil, nil, true
+		}
 		s.deliveries.add(ctx, s.keep(d, models.CallbackDelivery{
 			CallbackID:   out.callbackID,
 			Provider:     p.Name(),
@@ -388,9 +412,13 @@ func (s *Service) receive(ctx context.Context, p Provider, d *Delivery) (Outcome
 	if !isJSON(d.ContentType) {
 		return refusal(models.EUnsupportedMediaType, "Content-Type must be application/json"), Event{}
 	}
+	if canonjson.Depth(body, MaxBodyDepth) > MaxBodyDepth {
+		return refusal(models.EInvalidPayload, fmt.Sprintf("the body nests arrays and objects more than %d deep", MaxBodyDepth)), Event{}
+	}
 	if err := p.Verify(d.Header, body, s.now()); err != nil {
 		return refusal(models.EInvalidSignature, err.Error()), Event{}
 	}
+	d.verified = true
 	return s.evaluate(ctx, p, d)
 }
 
@@ -428,20 +456,42 @@ func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcom
 		s.log.ErrorContext(ctx, "callback failed", "provider", p.Name(), "idempotency_key", ev.Key,
 			"request_id", d.RequestID, "error", err)
 		return Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}, ev
-	case done != nil:
+	case done != nil && (done.Result != models.ResultIgnored || d.again):
 		return *done, ev
+	case d.again:
+		return s.decide(ctx, p, d, ev), ev
 	}
+	k, client := replayKey(p.Name(), ev), cmp.Or(d.Client, d.RemoteAddr)
+	if done != nil { // ignored: no fingerprint, the body is the notification
+		k = replayKey(p.Name(), Event{Fingerprint: "ignored:" + canonjson.Hash(d.body)})
+	}
+	if evaluate, answer := s.replays.admit(ctx, k, client, s.now()); !evaluate {
+		return fromMemory(answer, ev), ev
+	}
+	var out Outcome
+	if done != nil {
+		out = *done
+	} else {
+		out = s.decide(ctx, p, d, ev)
+	}
+	s.replays.record(k, client, out)
+	return out, ev
+}
+
+// decide is the pipeline after the event is known: confirm it with the
+// gateway where its notifications need it, then apply it.
+func (s *Service) decide(ctx context.Context, p Provider, d *Delivery, ev Event) Outcome {
 	if c, ok := p.(Confirmer); ok && s.needsConfirming(p.Name(), ev) {
 		answer, found, err := c.Confirm(ctx, ev)
 		switch {
 		case err != nil:
 			s.log.ErrorContext(ctx, "callback could not be confirmed", "provider", p.Name(), "idempotency_key", ev.Key,
 				"order_id", ev.OrderID, "request_id", d.RequestID, "error", err)
-			return Outcome{Result: models.ResultError, Detail: "the gateway's status API could not be asked to confirm this notification; retry later"}, ev
+			return Outcome{Result: models.ResultError, Detail: "the gateway's status API could not be asked to confirm this notification; retry later"}
 		case !found || !SameEvent(ev, answer):
 			out := s.unconfirmed(ctx, p.Name(), ev, answer, found, *d)
 			out.Key, out.OrderID = ev.Key, ev.OrderID
-			return out, ev
+			return out
 		}
 		// Confirmed: the notification says what the API says, so
 		// applying it applies the API's answer, under the notification's
@@ -454,7 +504,7 @@ func (s *Service) evaluate(ctx context.Context, p Provider, d *Delivery) (Outcom
 		out = Outcome{Result: models.ResultError, Detail: "the callback could not be recorded now; retry later"}
 	}
 	out.Key, out.OrderID = ev.Key, ev.OrderID
-	return out, ev
+	return out
 }
 
 func refusal(code, detail string) Outcome {

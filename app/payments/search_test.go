@@ -1,11 +1,15 @@
 package payments_test
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sekali/sekali/app/gateways/sandbox"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/models"
@@ -197,5 +201,46 @@ func TestCallbackSearchByTransactionReferenceOrEmail(t *testing.T) {
 		if strings.Join(got, ",") != want {
 			t.Errorf("q=%s: callbacks of %v, want %q", q, got, want)
 		}
+	}
+}
+
+// Only bodies whose signature passed, of at most 16 KiB, are searchable:
+// a search whose value many bodies hold reads the newest rows, each
+// row's jsonb decompressed and searched, so rows anyone can have kept —
+// a refused body, 60 a minute per client — or large ones would slow it
+// (1,000 refused objects of 4,500 keys took it from 0.2 ms to 130 ms).
+// Both are kept, and shown; neither is searchable.
+func TestOnlySignedBoundedBodiesAreSearchable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.pay.KeepBodies = true
+	a, _ := f.orderIn(models.OrderPending)
+	if out := f.deliverRef(a, "tx-searchable", models.EventPaid, price); out.Result != models.ResultProcessed {
+		t.Fatalf("the signed delivery: %+v", out)
+	}
+	send := func(body []byte, h http.Header) payments.Outcome {
+		return f.pay.Receive(context.Background(), payments.Delivery{Provider: sandbox.Name, Header: h,
+			Body: bytes.NewReader(body), ContentType: "application/json", RemoteAddr: "192.0.2.1"})
+	}
+	refused := testenv.SandboxBody(a, "tx-refused", models.EventPaid, price)
+	h := testenv.SandboxHeaders("evt_refused", refused, time.Now())
+	h.Set("webhook-signature", "v1,Zm9yZ2Vk")
+	if out := send(refused, h); out.Refusal != models.EInvalidSignature {
+		t.Fatalf("the forged delivery: %+v", out)
+	}
+	large := []byte(strings.Replace(string(testenv.SandboxBody(a, "tx-large", models.EventPaid, price)), `{`,
+		`{"pad":"`+strings.Repeat("x", 17<<10)+`",`, 1))
+	if out := send(large, testenv.SandboxHeaders("evt_large", large, time.Now())); out.Status() >= 500 || out.Result == payments.Refused && out.Refusal == models.EInvalidSignature {
+		t.Fatalf("the large signed delivery: %+v", out)
+	}
+	testenv.Eventually(t, "the three rows, with their bodies", func() bool {
+		var n int64
+		f.db.Model(&models.CallbackDelivery{}).Where("body IS NOT NULL").Count(&n)
+		return n == 3
+	})
+	var searchable []string
+	f.db.Raw("SELECT convert_from(body, 'UTF8')::jsonb ->> 'transaction_id' FROM callback_deliveries WHERE body_json IS NOT NULL ORDER BY id").Scan(&searchable)
+	if strings.Join(searchable, ",") != "tx-searchable" {
+		t.Errorf("searchable bodies of %v, want only the signed one of a few hundred bytes", searchable)
 	}
 }

@@ -116,5 +116,5 @@ func completeStatement(callbackID int64, r callbackResult, d models.CallbackDeli
 	return store.Statement{SQL: completeSQL, Args: []any{
 		string(r.status), r.result, d.ResponseCode, r.processedAt, callbackID,
 		d.Provider, d.ReceivedAt, d.Outcome, d.DurationMS, d.RemoteAddr, d.RequestID, d.TraceID, d.Note,
-		nullText(d.Headers), d.Body, nullText(d.BodyJSON)}}
+		nullText(d.Headers), d.Body, nullText(d.BodyJSON), d.BodyHash}}
 }

@@ -146,6 +146,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	metricSet.Registry.MustRegister(jobs.Gauges(db, inspector)...)
 	paymentService := payments.NewService(db, log, time.Now, metricSet, jobs.Tasks{}, gatewaySet.Providers()...)
 	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0
+	paymentService.KeptBodyKey = payments.KeptBodyKey(cfg.OrderTokenKey)
 	defer paymentService.Close() // after the HTTP server has stopped: writes the queued delivery rows
 	queue := asynq.NewClientFromRedisClient(rdb)
 	defer queue.Close()

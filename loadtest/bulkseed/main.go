@@ -28,6 +28,7 @@ import (
 	"os/signal"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
 )
 
@@ -78,6 +79,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("bulkseed: %w", err)
 	}
 	defer store.Close(db)
-	_, err = seed(ctx, db, batch{n: *orders, chunk: defaultChunk, ttl: cfg.OrderTTL}, stdout)
+	_, err = seed(ctx, db, batch{n: *orders, chunk: defaultChunk, ttl: cfg.OrderTTL, keptKey: payments.KeptBodyKey(cfg.OrderTokenKey)}, stdout)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -60,6 +61,10 @@ type summary struct {
 type batch struct {
 	n, chunk int
 	ttl      time.Duration
+	// keptKey is the key of kept bodies' hashes (payments.KeptBodyKey of
+	// the servers' ORDER_TOKEN_SECRET), so that a server can run a
+	// seeded kept delivery again (a dry run).
+	keptKey []byte
 }
 
 // seed generates a batch of orders and everything around them in one
@@ -72,7 +77,7 @@ func seed(ctx context.Context, db *gorm.DB, b batch, stdout io.Writer) (summary,
 	var sum summary
 	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		sum, err = write(tx, rng, newPlanner(rng, b.n, now, b.ttl), b.chunk, now)
+		sum, err = write(tx, rng, newPlanner(rng, b.n, now, b.ttl), b.chunk, now, b.keptKey)
 		return err
 	})
 	if err != nil {
@@ -134,8 +139,8 @@ func tableNames(db *gorm.DB, rows ...any) ([]string, error) {
 }
 
 // write plans and writes the batch in tx, a chunk of orders at a time.
-func write(tx *gorm.DB, rng *rand.Rand, p *planner, chunk int, now time.Time) (summary, error) {
-	w := &writer{tx: tx, rng: rng, now: now, lim: p.lim, next: map[int]int64{}, released: map[string]int64{},
+func write(tx *gorm.DB, rng *rand.Rand, p *planner, chunk int, now time.Time, keptKey []byte) (summary, error) {
+	w := &writer{tx: tx, rng: rng, now: now, lim: p.lim, keptKey: keptKey, next: map[int]int64{}, released: map[string]int64{},
 		sum: summary{ByStatus: map[models.OrderStatus]int{}, ByPath: map[string]int{}}}
 	w.queues()
 	if err := tx.Exec("SET LOCAL synchronous_commit = off").Error; err != nil {
@@ -232,6 +237,7 @@ type writer struct {
 	next     map[int]int64    // the last invoice number of each year
 	released map[string]int64 // units given back, per SKU
 	sum      summary
+	keptKey  []byte // of kept bodies' hashes
 
 	orders      queue[orderRows]
 	movements   queue[models.StockMovement]
@@ -472,8 +478,14 @@ func (w *writer) delivery(cb *models.PaymentCallback, at time.Time, outcome stri
 	// The body and headers a server keeps for DELIVERY_BODY_RETENTION
 	// (its default, 7 days): the console's pages are measured with them.
 	if w.now.Sub(at) < keptFor {
-		d.Headers, d.Body = keptDelivery(cb, d.RequestID, outcome)
-		d.BodyJSON = payments.SearchableBody(d.Body) // as a server writes it, for the search by path = value
+		var event string
+		d.Headers, d.Body, event = keptDelivery(cb, d.RequestID, outcome)
+		if outcome != models.OutcomeInvalidSignature && outcome != models.OutcomeUnsupportedMediaType {
+			// as a server writes it, for the search by path = value: only
+			// a body whose signature passed is searchable
+			d.BodyJSON = payments.SearchableBody(d.Body)
+		}
+		d.BodyHash = payments.KeptHash(w.keptKey, []string{"webhook-id"}, http.Header{"Webhook-Id": {event}}, d.Body)
 	}
 	return d
 }
@@ -483,7 +495,7 @@ const keptFor = 7 * 24 * time.Hour
 
 // keptDelivery is a kept body and headers like a sandbox delivery's, of
 // about the size of one.
-func keptDelivery(cb *models.PaymentCallback, requestID, outcome string) (json.RawMessage, []byte) {
+func keptDelivery(cb *models.PaymentCallback, requestID, outcome string) (json.RawMessage, []byte, string) {
 	event, order, tx, amount := "evt_"+requestID, "ORD-UNKNOWN", "tx-"+requestID[:8], int64(0)
 	if cb != nil {
 		event, order, tx, amount = cb.IdempotencyKey, cb.OrderID, cb.TransactionID, cb.Amount
@@ -493,7 +505,7 @@ func keptDelivery(cb *models.PaymentCallback, requestID, outcome string) (json.R
 	}
 	body := fmt.Sprintf(`{"order_id":%q,"transaction_id":%q,"payment_status":"paid","paid_amount":%d,"currency":"IDR"}`, order, tx, amount)
 	headers := fmt.Sprintf(`{"Content-Type":["application/json"],"Webhook-Id":[%q],"Webhook-Signature":["v1,g0hM9SsE+…"],"Webhook-Timestamp":["1764770000"],"User-Agent":["Go-http-client/1.1"]}`, event)
-	return json.RawMessage(headers), []byte(body)
+	return json.RawMessage(headers), []byte(body), event
 }
 
 // refusal is the outcome and status of a refused delivery, r in [0, 1).

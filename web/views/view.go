@@ -338,7 +338,7 @@ type KeptDelivery struct {
 	ReceivedAt time.Time           `json:"received_at"`
 	Outcome    string              `json:"outcome"`
 	Headers    map[string][]string `json:"headers"` // secrets redacted
-	Body       string              `json:"body"`    // as received; indented when JSON
+	Body       string              `json:"body"`    // as received; indented when JSON that indents within bounds
 }
 
 // Conflict is a conflicting delivery's body beside the accepted one, and
@@ -348,7 +348,11 @@ type Conflict struct {
 	Refused KeptDelivery `json:"refused"`
 	Changes []Change     `json:"changes"`
 	More    bool         `json:"more_changes"` // more than are listed
-	Why     string       `json:"why,omitempty"`
+	// TooLarge: the bodies are past a bound of the diff (app/jsondiff:
+	// size, depth, values, output); no change is listed and Why says
+	// which bound.
+	TooLarge bool   `json:"too_large_to_diff"`
+	Why      string `json:"why,omitempty"`
 }
 
 // Change is one path where two bodies differ: added, removed or changed.

@@ -34,6 +34,8 @@ const price = gatewaytest.Price
 type statusAPI struct {
 	URL  string
 	down atomic.Bool // answer 503, as an API in trouble
+	// asked counts the status requests answered.
+	asked atomic.Int64
 	// errInBody, when set, is the status_code answered with HTTP 200:
 	// Midtrans's way of saying most errors.
 	errInBody atomic.Pointer[string]
@@ -51,6 +53,7 @@ func newStatusAPI(t *testing.T) *statusAPI {
 			http.Error(w, `{"status_code":"401"}`, http.StatusUnauthorized)
 			return
 		}
+		a.asked.Add(1)
 		if a.down.Load() {
 			http.Error(w, `{"status_code":"503"}`, http.StatusServiceUnavailable)
 			return
