@@ -586,6 +586,37 @@ func TestListsRefuseParametersTheyDoNotTake(t *testing.T) {
 	}
 }
 
+// A list's page size is at most 200: limit=201 is a 422 that says so,
+// not 200 rows; a parameter given twice (?body=a&body=b) is a 422
+// naming it, not read as one of the two.
+func TestListsRefuseALimitTooLargeAndRepeatedParameters(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	for _, tc := range []struct{ query, want string }{
+		{"/api/admin/orders?limit=201", "limit must be from 1 to 200"},
+		{"/api/admin/callbacks?limit=201", "limit must be from 1 to 200"},
+		{"/api/admin/deliveries?limit=1000000", "limit must be from 1 to 200"},
+		{"/api/admin/callbacks?body=a.b%3D1&body=a.b%3D2", "body must be given once"},
+		{"/api/admin/orders?status=paid&status=pending", "status must be given once"},
+		{"/api/admin/jobs?status=failed&status=failed", "status must be given once"},
+		{"/api/admin/orders?limit=5&limit=5", "limit must be given once"},
+	} {
+		got := c.api(tc.query)
+		var p struct{ Code, Detail string }
+		if err := json.Unmarshal([]byte(got.Body), &p); err != nil || got.StatusCode != 422 || p.Code != "invalid_request" ||
+			!strings.Contains(p.Detail, tc.want) {
+			t.Errorf("%s: %d %s; want 422 invalid_request saying %q", tc.query, got.StatusCode, got.Body, tc.want)
+		}
+	}
+	if ok := c.api("/api/admin/orders?limit=200"); ok.StatusCode != 200 {
+		t.Errorf("limit=200: %d %s; want 200", ok.StatusCode, ok.Body)
+	}
+	if page := c.get("/admin/orders?limit=201"); page.StatusCode != 422 {
+		t.Errorf("the orders page with limit=201: %d; want 422", page.StatusCode)
+	}
+}
+
 // Search: a gateway's transaction id finds its callbacks, their
 // deliveries and its order; a customer's email finds the callbacks of
 // their orders; a request id (from a log line) finds its delivery. Each
