@@ -78,3 +78,37 @@ func TestErrorsAreProblemDetails(t *testing.T) {
 		t.Errorf("a browser's 404: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }
+
+// A field of the wrong type is named in words, as docs/api.md writes
+// them: "items.qty must be a whole number", never "a int64".
+func TestWrongTypeIsSaidInWords(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	for _, tt := range []struct{ body, want string }{
+		{`{"customer_email":"a@example.com","items":[{"sku":"X","qty":1.5}]}`, "items.qty must be a whole number"},
+		{`{"customer_email":"a@example.com","items":[{"sku":"X","qty":1e3}]}`, "items.qty must be a whole number"},
+		{`{"customer_email":"a@example.com","items":[{"sku":"X","qty":"2"}]}`, "items.qty must be a whole number"},
+		{`{"customer_email":7,"items":[]}`, "customer_email must be a string"},
+		{`{"customer_email":"a@example.com","items":{}}`, "items must be a list"},
+		{`[1]`, "the body must be an object"},
+	} {
+		req, err := http.NewRequest("POST", c.URL+"/api/orders", strings.NewReader(tt.body))
+		key := "wrong-type-test-" + strings.NewReplacer(`"`, "", " ", "").Replace(tt.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var p struct{ Code, Detail string }
+		if err := json.Unmarshal(b, &p); err != nil || res.StatusCode != 422 || p.Code != "invalid_request" ||
+			!strings.HasPrefix(p.Detail, tt.want) || strings.Contains(p.Detail, "int64") {
+			t.Errorf("%s: %d %s; want 422 invalid_request saying %q", tt.body, res.StatusCode, b, tt.want)
+		}
+	}
+}
