@@ -51,7 +51,7 @@ func catchUp(ctx context.Context, args []string, getenv func(string) string, std
 	if *sinceFlag > 0 {
 		since = time.Now().Add(-*sinceFlag)
 	}
-	run, err := service.Run(ctx, since, models.CatchUpByCommand)
+	run, err := service.Run(ctx, since, models.CatchUpByCommand, "")
 	if run.ID != 0 {
 		catchup.Print(stdout, run)
 	}

@@ -183,14 +183,15 @@ func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	paidOnce(t, a, paid)
 	a.verify(t)
 
-	// The operator sees the run on the console: by the job, done, and
-	// what it applied (one lost payment per gateway).
+	// The operator sees the run on the console: by the schedule (the
+	// task came with no admin), done, and what it applied (one lost
+	// payment per gateway).
 	b := loggedInBrowser(t, a)
 	if st := b.open("/admin/catch-up"); st != http.StatusOK {
 		t.Fatalf("GET /admin/catch-up: %d", st)
 	}
 	row := strings.Join(strings.Fields(b.text("tbody tr")), " ")
-	for _, want := range []string{"job", "done"} {
+	for _, want := range []string{"the schedule", "done"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the run's row %q does not say %q", row, want)
 		}
@@ -214,6 +215,9 @@ func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	paidOnce(t, a, paid)
 	if st := b.open("/admin/catch-up"); st != http.StatusOK {
 		t.Fatalf("GET /admin/catch-up: %d", st)
+	}
+	if by := b.text("tbody tr td:nth-child(4)"); !strings.Contains(by, "on the console") {
+		t.Errorf("the run asked on the console is by %q; want the admin who asked, on the console", by)
 	}
 	b.screenshot("catch-up")
 }

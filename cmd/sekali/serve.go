@@ -260,8 +260,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 					rep, err := unknowns.Run(ctx)
 					return rep.Due, err
 				},
-				CatchUp: func(ctx context.Context) error {
-					_, err := catchUps.Run(ctx, time.Time{}, models.CatchUpByJob)
+				CatchUp: func(ctx context.Context, askedBy string) error {
+					_, err := catchUps.Run(ctx, time.Time{}, models.CatchUpByJob, askedBy)
 					return err
 				},
 			})
