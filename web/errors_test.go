@@ -3,10 +3,15 @@ package web_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sekali/sekali/app/testenv"
 )
 
 // Every error reaches the client as the one error handler shapes it:
@@ -110,5 +115,42 @@ func TestWrongTypeIsSaidInWords(t *testing.T) {
 			!strings.HasPrefix(p.Detail, tt.want) || strings.Contains(p.Detail, "int64") {
 			t.Errorf("%s: %d %s; want 422 invalid_request saying %q", tt.body, res.StatusCode, b, tt.want)
 		}
+	}
+}
+
+// An amount written with an exponent (1e3), a sign or a fraction its
+// currency has not is a malformed value, not a missing field: a callback
+// carrying one is answered 422 invalid_request, saying why; a missing
+// amount is still missing_field.
+func TestMalformedAmountIsInvalidNotMissing(t *testing.T) {
+	t.Parallel()
+	srv, svc, db := callbackServer(t, nil)
+	id := newOrders(t, svc, 1)[0]
+	for i, tt := range []struct{ amount, code, says string }{
+		{`1e3`, "invalid_request", "exponent"},
+		{`-1000`, "invalid_request", "paid_amount must be a whole number"},
+		{`1000.5`, "invalid_request", "paid_amount must be a whole number"},
+		{``, "missing_field", "paid_amount is missing"},
+	} {
+		body := `{"order_id":"` + id + `","transaction_id":"tx-amount","payment_status":"paid","currency":"IDR"`
+		if tt.amount != "" {
+			body += `,"paid_amount":` + tt.amount
+		}
+		body += "}"
+		req := httptest.NewRequest("POST", "/callbacks/sandbox", strings.NewReader(body))
+		req.Header = testenv.SandboxHeaders(fmt.Sprintf("evt_amount_%d", i), []byte(body), time.Now())
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		var p struct{ Code, Detail string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != 422 || p.Code != tt.code || !strings.Contains(p.Detail, tt.says) {
+			t.Errorf("paid_amount %q: %d %s; want 422 %s saying %q", tt.amount, rec.Code, rec.Body, tt.code, tt.says)
+		}
+	}
+	// Each is kept as a refused delivery, under its own outcome.
+	testenv.Eventually(t, "the refused deliveries' rows", func() bool {
+		return count(t, db, "SELECT count(*) FROM callback_deliveries WHERE response_code = 422") == 4
+	})
+	if n := count(t, db, "SELECT count(*) FROM callback_deliveries WHERE outcome = 'invalid_request'"); n != 3 {
+		t.Errorf("%d deliveries kept as invalid_request; want the 3 malformed amounts", n)
 	}
 }
