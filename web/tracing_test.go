@@ -185,6 +185,35 @@ func TestUntrustedTraceparentIsNotFollowed(t *testing.T) {
 	})
 }
 
+// TestTrustedParentDecidesSampling: a trusted peer's parent keeps its
+// sampling decision both ways. Sampling every trace, a request whose
+// trusted parent says "not sampled" (-00) exports nothing; the same
+// from an untrusted peer is a trace of Sekali's own, sampled.
+func TestTrustedParentDecidesSampling(t *testing.T) {
+	t.Parallel()
+	notSampled := http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"}}
+	for _, tc := range []struct {
+		name    string
+		trusted bool
+		want    int
+	}{{"trusted", true, 0}, {"untrusted", false, 1}} {
+		spans := tracetest.NewSpanRecorder()
+		tp := tracing.NewProvider(spans, "", "web", 1)
+		t.Cleanup(func() { tp.Shutdown(context.Background()) })
+		var settings []func(*config.Config)
+		if tc.trusted {
+			settings = append(settings, trustPeer)
+		}
+		srv, _, _ := callbackServer(t, tp, settings...)
+		req := httptest.NewRequest("GET", "/healthz", nil)
+		maps.Copy(req.Header, notSampled)
+		srv.ServeHTTP(httptest.NewRecorder(), req)
+		if got := len(spans.Ended()); got != tc.want {
+			t.Errorf("%s parent not sampled, sampling every trace: %d spans exported; want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 // trustPeer trusts the traceparent of httptest's peer, 192.0.2.1.
 func trustPeer(c *config.Config) {
 	_, n, _ := net.ParseCIDR("192.0.2.1/32")
