@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -29,7 +31,8 @@ func catchUpJob() Spec {
 // CatchUpArgs are the args of a catch-up an operator asked for on the
 // console (payments:catch-up:{minute}); the scheduled one has none.
 type CatchUpArgs struct {
-	Asked string `json:"asked"` // the minute it was asked, 20261207T0405Z
+	Asked string `json:"asked"`        // the minute it was asked, 20261207T0405Z
+	By    string `json:"by,omitempty"` // the admin who asked, kept on the run
 }
 
 // Kind is payments:catch-up on the maintenance queue.
@@ -38,9 +41,10 @@ func (CatchUpArgs) Kind() Kind { return Kind{Type: TaskCatchUp, Queue: QueueMain
 // Key is the minute: the clicks of one minute ask one run.
 func (a CatchUpArgs) Key() string { return a.Asked }
 
-// CatchUp is the row of the catch-up asked at now (catchup.Tasks).
-func (Tasks) CatchUp(now time.Time) models.OutboxMessage {
-	return Row(CatchUpArgs{Asked: now.UTC().Format("20060102T1504Z")}, now)
+// CatchUp is the row of the catch-up admin asked for at now
+// (catchup.Tasks).
+func (Tasks) CatchUp(now time.Time, admin string) models.OutboxMessage {
+	return Row(CatchUpArgs{Asked: now.UTC().Format("20060102T1504Z"), By: admin}, now)
 }
 
 // WithCatchUp is schedule with the catch-up every `every`
@@ -55,10 +59,18 @@ func WithCatchUp(schedule []Spec, every time.Duration) []Spec {
 }
 
 // CatchUp is the payments:catch-up task: it runs the catch-up the worker
-// was given, which records itself as a catch_up_runs row.
-func (m *Maintenance) CatchUp(ctx context.Context, _ *asynq.Task) error {
+// was given, which records itself as a catch_up_runs row, with the
+// admin who asked for it (none for the scheduled one, which has no
+// payload).
+func (m *Maintenance) CatchUp(ctx context.Context, t *asynq.Task) error {
 	if m.CatchUpRun == nil {
 		return nil
 	}
-	return m.CatchUpRun(ctx)
+	var args CatchUpArgs
+	if len(t.Payload()) > 0 {
+		if err := json.Unmarshal(t.Payload(), &args); err != nil {
+			return fmt.Errorf("decode %s: %v: %w", t.Type(), err, asynq.SkipRetry)
+		}
+	}
+	return m.CatchUpRun(ctx, args.By)
 }

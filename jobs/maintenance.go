@@ -56,8 +56,10 @@ type Maintenance struct {
 	// configured status clients); nil when no gateway can be asked.
 	Poll func(ctx context.Context) (applied int, err error)
 	// CatchUpRun asks the gateways what Sekali missed since the last run
-	// (catchup.Service.Run); nil when the worker is not given one.
-	CatchUpRun func(ctx context.Context) error
+	// (catchup.Service.Run), recorded as asked by askedBy (an admin on
+	// the console; "" for the schedule); nil when the worker is not
+	// given one.
+	CatchUpRun func(ctx context.Context, askedBy string) error
 	// AskUnknown asks the gateways again about the calls whose outcome
 	// is unknown and whose next ask is due (janitor.Janitor.Run); nil
 	// when the worker is not given one.

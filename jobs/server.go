@@ -39,8 +39,9 @@ type WorkerConfig struct {
 	// not come (the payments:poll task); nil when none can be asked.
 	PollPayments func(ctx context.Context) (applied int, err error)
 	// CatchUp asks the gateways what Sekali missed (payments:catch-up,
-	// scheduled with CATCH_UP_EVERY); nil when it cannot.
-	CatchUp func(ctx context.Context) error
+	// scheduled with CATCH_UP_EVERY, or asked by an admin: askedBy);
+	// nil when it cannot.
+	CatchUp func(ctx context.Context, askedBy string) error
 	// AskUnknown asks the gateways again about the calls whose outcome
 	// is unknown (gateway:janitor); nil when it cannot.
 	AskUnknown func(ctx context.Context) (asked int, err error)

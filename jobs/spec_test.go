@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -230,5 +231,29 @@ func TestCatchUpScheduledOnlyWhenSet(t *testing.T) {
 	mux := jobs.NewMux(jobs.Deps{Guard: &jobs.Guard{}, Maintenance: &jobs.Maintenance{}, Reconciler: &jobs.Reconciler{}})
 	if _, pattern := mux.Handler(asynq.NewTask(jobs.TaskCatchUp, nil)); pattern != jobs.TaskCatchUp {
 		t.Errorf("%s is routed to %q", jobs.TaskCatchUp, pattern)
+	}
+}
+
+// A catch-up an admin asked for on the console carries the admin to the
+// run, through the outbox row's payload; the scheduled one (no payload)
+// is asked by nobody, and a payload that does not decode is not retried.
+func TestCatchUpTaskCarriesWhoAsked(t *testing.T) {
+	t.Parallel()
+	var got []string
+	m := &jobs.Maintenance{CatchUpRun: func(_ context.Context, askedBy string) error {
+		got = append(got, askedBy)
+		return nil
+	}}
+	row := jobs.Tasks{}.CatchUp(time.Now(), "owner@example.com")
+	for _, payload := range [][]byte{row.Payload, nil} {
+		if err := m.CatchUp(context.Background(), asynq.NewTask(jobs.TaskCatchUp, payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, []string{"owner@example.com", ""}) {
+		t.Errorf("runs asked by %q; want the admin's, then nobody's", got)
+	}
+	if err := m.CatchUp(context.Background(), asynq.NewTask(jobs.TaskCatchUp, []byte("{"))); !errors.Is(err, asynq.SkipRetry) {
+		t.Errorf("a payload that does not decode: %v; want SkipRetry", err)
 	}
 }

@@ -139,8 +139,11 @@ type CatchUpRun struct {
 	FinishedAt *time.Time
 	Since      time.Time
 	Trigger    string
-	Gateways   []CatchUpCount `gorm:"serializer:json;type:jsonb"`
-	Error      string
+	// AskedBy is the admin who asked for the run on the console (the
+	// worker ran it: Trigger job); "" for the schedule and the command.
+	AskedBy  string
+	Gateways []CatchUpCount `gorm:"serializer:json;type:jsonb"`
+	Error    string
 }
 
 // Triggers of a catch-up run.

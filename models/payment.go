@@ -197,6 +197,7 @@ const (
 	OutcomeInvalidSignature     = "invalid_signature"
 	OutcomeInvalidPayload       = "invalid_payload"
 	OutcomeMissingField         = "missing_field"
+	OutcomeInvalidRequest       = "invalid_request" // a malformed amount
 	OutcomeTooLarge             = "too_large"
 	OutcomeUnsupportedMediaType = "unsupported_media_type"
 	OutcomeError                = "error"

@@ -32,7 +32,7 @@ func (s *Server) adminCallbacks(c echo.Context) error {
 	f := payments.CallbackFilter{
 		Provider: p.text("provider"), Result: p.oneOf("result", callbackResults...), OrderID: p.text("order"),
 		KeyPrefix: p.text("key"), Transaction: p.text("transaction"), Email: p.text("email"), Search: p.text("q"),
-		Body: p.bodyField("body"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
+		Body: p.bodyField("body"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: p.limit(),
 	}
 	if err := p.check(c); err != nil {
 		return err
@@ -101,7 +101,7 @@ func deliveryFilter(q url.Values) (payments.DeliveryFilter, *params) {
 	f := payments.DeliveryFilter{
 		Provider: p.text("provider"), Outcome: p.oneOf("outcome", deliveryOutcomes...), CallbackID: p.id("callback"),
 		RemoteAddr: p.text("addr"), RequestID: p.text("request"), Transaction: p.text("transaction"),
-		Body: p.bodyField("body"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: int(p.id("limit")),
+		Body: p.bodyField("body"), From: p.time("from"), To: p.time("to"), Before: p.id("before"), Limit: p.limit(),
 	}
 	return f, p
 }

@@ -14,7 +14,7 @@ import (
 // catchUpRuns is what the catch-up page reads and asks (catchup.Service).
 type catchUpRuns interface {
 	Recent(ctx context.Context, n int) ([]models.CatchUpRun, error)
-	Ask(ctx context.Context) error
+	Ask(ctx context.Context, admin string) error
 }
 
 // catchUpShown is how many runs the page lists.
@@ -23,7 +23,7 @@ const catchUpShown = 50
 // adminCatchUp is GET /admin/catch-up: the newest catch-up runs, each
 // with what every gateway answered (docs/operations.md#catching-up-after-an-outage).
 func (s *Server) adminCatchUp(c echo.Context) error {
-	v := views.CatchUp{Now: s.deps.Now(), Every: "off", Runs: []views.CatchUpRun{}}
+	v := views.CatchUp{Now: s.deps.Now(), Runs: []views.CatchUpRun{}}
 	if s.cfg.CatchUpEvery > 0 {
 		v.Every = views.Duration(s.cfg.CatchUpEvery)
 	}
@@ -34,7 +34,7 @@ func (s *Server) adminCatchUp(c echo.Context) error {
 		}
 		for _, r := range runs {
 			row := views.CatchUpRun{ID: r.ID, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt, Since: r.Since.UTC(),
-				Trigger: r.Trigger, Found: catchup.Found(r), Applied: catchup.Applied(r), Error: r.Error}
+				Trigger: r.Trigger, AskedBy: r.AskedBy, Found: catchup.Found(r), Applied: catchup.Applied(r), Error: r.Error}
 			for _, g := range r.Gateways {
 				row.Gateways = append(row.Gateways, views.CatchUpGateway(g))
 			}
@@ -51,7 +51,7 @@ func (s *Server) adminAskCatchUp(c echo.Context) error {
 	if s.deps.CatchUp == nil {
 		return models.Errorf(models.EInvalid, "this server cannot ask for a catch-up")
 	}
-	if err := s.deps.CatchUp.Ask(c.Request().Context()); err != nil {
+	if err := s.deps.CatchUp.Ask(c.Request().Context(), adminOf(c)); err != nil {
 		return err
 	}
 	s.record(c, adminOf(c), "ask catch-up", "", models.ActionOK, "")

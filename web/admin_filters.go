@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sekali/sekali/app/payments"
+	"github.com/sekali/sekali/app/store"
 	"github.com/sekali/sekali/models"
 )
 
@@ -36,8 +37,14 @@ type params struct {
 func newParams(q url.Values) *params { return &params{q: q, read: map[string]bool{}} }
 
 // text is a trimmed text parameter of at most maxFilterLength characters.
+// Every parameter is single-valued: given twice (?status=a&status=b) it
+// is refused, not read as either.
 func (p *params) text(name string) string {
 	p.read[name] = true
+	if len(p.q[name]) > 1 {
+		p.fail(name, "must be given once, not %d times", len(p.q[name]))
+		return ""
+	}
 	v := strings.TrimSpace(p.q.Get(name))
 	if len(v) > maxFilterLength || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
 		p.fail(name, "must be at most %d characters of text", maxFilterLength)
@@ -73,6 +80,18 @@ func (p *params) id(name string) int64 {
 		return 0
 	}
 	return n
+}
+
+// limit is the page size a list is asked for, 1 to store.MaxPageSize; 0
+// (the default size) when absent. A larger one is refused rather than
+// answered with fewer rows than were asked.
+func (p *params) limit() int {
+	n := p.id("limit")
+	if n > store.MaxPageSize {
+		p.fail("limit", "must be from 1 to %d", store.MaxPageSize)
+		return 0
+	}
+	return int(n)
 }
 
 // bodyField is a search of kept bodies by path = value

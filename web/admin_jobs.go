@@ -24,7 +24,7 @@ func jobFilter(q url.Values, jobTypes []string) (jobview.Filter, *params) {
 	p := newParams(q)
 	f := jobview.Filter{
 		Status: p.oneOf("status", jobStatuses...), Type: p.oneOf("type", jobTypes...), Key: p.text("key"),
-		Before: p.id("before"), Limit: int(p.id("limit")),
+		Before: p.id("before"), Limit: p.limit(),
 	}
 	return f, p
 }
@@ -180,7 +180,7 @@ func (s *Server) adminOutbox(c echo.Context) error {
 	p := newParams(c.QueryParams())
 	f := outbox.Filter{
 		Status: models.OutboxStatus(p.oneOf("status", outboxStatuses...)), Type: p.oneOf("type", s.taskTypes...),
-		TaskID: p.text("task_id"), Before: p.id("before"), Limit: int(p.id("limit")),
+		TaskID: p.text("task_id"), Before: p.id("before"), Limit: p.limit(),
 	}
 	if err := p.check(c); err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 // adminActions is GET /admin/actions: the admin action log, newest first.
 func (s *Server) adminActions(c echo.Context) error {
 	p := newParams(c.QueryParams())
-	f := admins.ActionFilter{Admin: p.text("admin"), Action: p.text("action"), Before: p.id("before"), Limit: int(p.id("limit"))}
+	f := admins.ActionFilter{Admin: p.text("admin"), Action: p.text("action"), Before: p.id("before"), Limit: p.limit()}
 	if err := p.check(c); err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ var gatewayPhases = []string{gatewaycalls.PhaseOpen, string(models.GatewayAwaiti
 // lists those not over.
 func (s *Server) adminGatewayRequests(c echo.Context) error {
 	p := newParams(c.QueryParams())
-	f := gatewaycalls.Filter{Phase: p.oneOf("phase", gatewayPhases...), Before: p.id("before"), Limit: int(p.id("limit"))}
+	f := gatewaycalls.Filter{Phase: p.oneOf("phase", gatewayPhases...), Before: p.id("before"), Limit: p.limit()}
 	if err := p.check(c); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (s *Server) adminOrders(c echo.Context) error {
 	f := orders.Filter{
 		Status: models.OrderStatus(p.oneOf("status", orderStatuses...)), Email: p.text("email"), IDPrefix: p.text("id"),
 		Transaction: p.text("transaction"),
-		From:        p.time("from"), To: p.time("to"), Before: p.text("before"), Limit: int(p.id("limit")),
+		From:        p.time("from"), To: p.time("to"), Before: p.text("before"), Limit: p.limit(),
 	}
 	if err := p.check(c); err != nil {
 		return err

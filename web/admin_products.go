@@ -111,7 +111,7 @@ func (s *Server) productPage(c echo.Context, status int, restock views.RestockFo
 	ctx := c.Request().Context()
 	sku := c.Param("sku")
 	p := newParams(c.QueryParams())
-	before, rows := p.id("before"), int(p.id("limit"))
+	before, rows := p.id("before"), p.limit()
 	if err := p.check(c); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func benchServer(b *testing.B) (*web.Server, *orders.Service) {
 
 // callbackServer is benchServer tracing its requests with tp (nil: off),
 // and its database.
-func callbackServer(b testing.TB, tp trace.TracerProvider) (*web.Server, *orders.Service, *gorm.DB) {
+func callbackServer(b testing.TB, tp trace.TracerProvider, settings ...func(*config.Config)) (*web.Server, *orders.Service, *gorm.DB) {
 	db := testenv.NewDB(b)
 	log := slog.New(slog.DiscardHandler)
 	cfg, err := config.Load(func(string) string { return "" })
@@ -41,6 +41,9 @@ func callbackServer(b testing.TB, tp trace.TracerProvider) (*web.Server, *orders
 		b.Fatal(err)
 	}
 	cfg.SandboxKeys = [][]byte{testenv.SandboxKey}
+	for _, set := range settings {
+		set(&cfg)
+	}
 	orderService := orders.NewService(db, log, time.Now, time.Hour, jobs.Tasks{})
 	paymentService := payments.NewService(db, log, time.Now, metrics.New(), jobs.Tasks{}, sandbox.NewProvider(cfg.SandboxKeys))
 	paymentService.KeepBodies = cfg.DeliveryBodyRetention > 0 // as serve.go sets it: bodies are kept by default

@@ -593,6 +593,37 @@ func TestListsRefuseParametersTheyDoNotTake(t *testing.T) {
 	}
 }
 
+// A list's page size is at most 200: limit=201 is a 422 that says so,
+// not 200 rows; a parameter given twice (?body=a&body=b) is a 422
+// naming it, not read as one of the two.
+func TestListsRefuseALimitTooLargeAndRepeatedParameters(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	for _, tc := range []struct{ query, want string }{
+		{"/api/admin/orders?limit=201", "limit must be from 1 to 200"},
+		{"/api/admin/callbacks?limit=201", "limit must be from 1 to 200"},
+		{"/api/admin/deliveries?limit=1000000", "limit must be from 1 to 200"},
+		{"/api/admin/callbacks?body=a.b%3D1&body=a.b%3D2", "body must be given once"},
+		{"/api/admin/orders?status=paid&status=pending", "status must be given once"},
+		{"/api/admin/jobs?status=failed&status=failed", "status must be given once"},
+		{"/api/admin/orders?limit=5&limit=5", "limit must be given once"},
+	} {
+		got := c.api(tc.query)
+		var p struct{ Code, Detail string }
+		if err := json.Unmarshal([]byte(got.Body), &p); err != nil || got.StatusCode != 422 || p.Code != "invalid_request" ||
+			!strings.Contains(p.Detail, tc.want) {
+			t.Errorf("%s: %d %s; want 422 invalid_request saying %q", tc.query, got.StatusCode, got.Body, tc.want)
+		}
+	}
+	if ok := c.api("/api/admin/orders?limit=200"); ok.StatusCode != 200 {
+		t.Errorf("limit=200: %d %s; want 200", ok.StatusCode, ok.Body)
+	}
+	if page := c.get("/admin/orders?limit=201"); page.StatusCode != 422 {
+		t.Errorf("the orders page with limit=201: %d; want 422", page.StatusCode)
+	}
+}
+
 // Search: a gateway's transaction id finds its callbacks, their
 // deliveries and its order; a customer's email finds the callbacks of
 // their orders; a request id (from a log line) finds its delivery. Each
@@ -1117,18 +1148,65 @@ func TestCatchUpPageListsRuns(t *testing.T) {
 		t.Fatalf("%d rows, want the 2 runs", rows.Length())
 	}
 	newest, oldest := rows.Eq(0).Text(), rows.Eq(1).Text()
-	for _, want := range []string{"job", "xendit", "incomplete", "HTTP 503"} {
+	for _, want := range []string{"the schedule", "xendit", "incomplete", "HTTP 503"} {
 		if !strings.Contains(newest, want) {
 			t.Errorf("the newest run's row %q does not say %q", newest, want)
 		}
 	}
-	for _, want := range []string{"command", "stripe: 1 · 4 · 3", "midtrans: 9 · 2 · 2", "done"} {
+	for _, want := range []string{"sekali catch-up", "stripe: 1 · 4 · 3", "midtrans: 9 · 2 · 2", "done"} {
 		if !strings.Contains(strings.Join(strings.Fields(oldest), " "), want) {
 			t.Errorf("the oldest run's row %q does not say %q", oldest, want)
 		}
 	}
 	if got := rows.Eq(1).Find("td").Eq(5).Text() + "/" + rows.Eq(1).Find("td").Eq(6).Text(); got != "6/5" {
 		t.Errorf("the oldest run found/applied %q, want 6/5 over its gateways", got)
+	}
+}
+
+// The catch-up page's words: with CATCH_UP_EVERY unset it says the
+// worker runs it on no schedule (never "every off"), with it set how
+// often; a run asked on the console names the admin who asked, a
+// scheduled one the schedule, one of the command the command.
+func TestCatchUpPageSaysWhoAskedAndWhen(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.login()
+	intro := strings.Join(strings.Fields(c.get("/admin/catch-up").Doc(t).Find("p.muted").First().Text()), " ")
+	if !strings.Contains(intro, "The worker runs it on no schedule: CATCH_UP_EVERY is not set.") || strings.Contains(intro, "every off") {
+		t.Errorf("with CATCH_UP_EVERY unset the page says %q", intro)
+	}
+	every := newConsole(t, func(cfg *config.Config) { cfg.CatchUpEvery = 6 * time.Hour })
+	every.login()
+	if intro := strings.Join(strings.Fields(every.get("/admin/catch-up").Doc(t).Find("p.muted").First().Text()), " "); !strings.Contains(intro, "The worker also runs it every 6h") {
+		t.Errorf("with CATCH_UP_EVERY=6h the page says %q", intro)
+	}
+
+	// Asked on the console: the task the worker runs carries the admin.
+	if p := c.post("/admin/catch-up", nil); p.StatusCode != http.StatusSeeOther {
+		t.Fatalf("ask for a catch-up: %d", p.StatusCode)
+	}
+	var row models.OutboxMessage
+	if err := c.db.Take(&row, "task_type = ?", jobs.TaskCatchUp).Error; err != nil {
+		t.Fatal(err)
+	}
+	payload := row.Payload
+	var args jobs.CatchUpArgs
+	if err := json.Unmarshal(payload, &args); err != nil || args.By != adminEmail {
+		t.Errorf("the catch-up's task payload %s: asked by %q, %v; want %s", payload, args.By, err, adminEmail)
+	}
+	now := time.Now().UTC()
+	runs := []models.CatchUpRun{
+		{StartedAt: now.Add(-2 * time.Hour), FinishedAt: &now, Since: now.Add(-3 * time.Hour), Trigger: models.CatchUpByCommand, Gateways: []models.CatchUpCount{}},
+		{StartedAt: now.Add(-time.Hour), FinishedAt: &now, Since: now.Add(-2 * time.Hour), Trigger: models.CatchUpByJob, Gateways: []models.CatchUpCount{}},
+		{StartedAt: now, FinishedAt: &now, Since: now.Add(-time.Hour), Trigger: models.CatchUpByJob, AskedBy: args.By, Gateways: []models.CatchUpCount{}},
+	}
+	if err := c.db.Create(&runs).Error; err != nil {
+		t.Fatal(err)
+	}
+	by := texts(c.get("/admin/catch-up").Doc(t).Find("tbody tr td:nth-child(4)"))
+	want := []string{adminEmail + "on the console", "the scheduleCATCH_UP_EVERY", "sekali catch-up"} // each note on a line of its own
+	if !slices.Equal(by, want) {
+		t.Errorf("the runs' By column says %q; want %q", by, want)
 	}
 }
 

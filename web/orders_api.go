@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -279,6 +280,32 @@ func readJSONBody(c echo.Context) ([]byte, error) {
 	return body, nil
 }
 
+// kindWords names what a JSON value must be for a field of type t, in
+// the words of docs/api.md: "a whole number", not "a int64".
+func kindWords(t reflect.Type) string {
+	if t == reflect.TypeFor[json.Number]() {
+		return "a number"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, such as 2 (no fraction, no exponent, no quotes)"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return kindWords(t.Elem())
+	}
+	return "of another type"
+}
+
 // decodeStrict decodes a JSON object into v: malformed JSON is a 400, a
 // field of the wrong type or an unknown field is a 422.
 func decodeStrict(body []byte, v any) error {
@@ -294,7 +321,11 @@ func decodeStrict(body []byte, v any) error {
 		}
 		return nil
 	case errors.As(err, &typeErr):
-		return models.Errorf(models.EInvalid, "%s must be a %s", typeErr.Field, typeErr.Type)
+		field := typeErr.Field
+		if field == "" {
+			field = "the body"
+		}
+		return models.Errorf(models.EInvalid, "%s must be %s", field, kindWords(typeErr.Type))
 	case errors.As(err, &syntaxErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return models.Errorf(models.EInvalidPayload, "the body is not valid JSON")
 	default:

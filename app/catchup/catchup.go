@@ -36,6 +36,9 @@ const (
 	// one begins: an event made as that run began is not missed, and a
 	// second look at one costs a duplicate.
 	overlap = 5 * time.Minute
+	// clockSlack is how long before a run starts its caller may have
+	// computed "MaxSince ago" (sekali catch-up --since 720h).
+	clockSlack = time.Minute
 	// maxError bounds the error kept on a run's row.
 	maxError = 2000
 )
@@ -54,7 +57,7 @@ type Service struct {
 // Tasks builds the outbox row of a catch-up asked for at now
 // (jobs.Tasks): the worker runs it.
 type Tasks interface {
-	CatchUp(now time.Time) models.OutboxMessage
+	CatchUp(now time.Time, admin string) models.OutboxMessage
 }
 
 // New returns the catch-up of the gateways that list their missed
@@ -104,9 +107,10 @@ func (s *Service) Since(ctx context.Context) (time.Time, error) {
 
 // Run asks every gateway what it may have missed since `since` (the zero
 // time: Since), applies the answers, and records the run, which it
-// returns. An error of one gateway is kept on the run and returned after
-// the others were asked.
-func (s *Service) Run(ctx context.Context, since time.Time, trigger string) (models.CatchUpRun, error) {
+// returns, with its trigger and the admin who asked for it on the
+// console (askedBy, "" for none). An error of one gateway is kept on
+// the run and returned after the others were asked.
+func (s *Service) Run(ctx context.Context, since time.Time, trigger, askedBy string) (models.CatchUpRun, error) {
 	now := s.now().UTC()
 	if since.IsZero() {
 		var err error
@@ -114,10 +118,16 @@ func (s *Service) Run(ctx context.Context, since time.Time, trigger string) (mod
 			return models.CatchUpRun{}, err
 		}
 	}
-	if since.After(now) || since.Before(now.Add(-MaxSince)) {
+	// A caller that asked for exactly MaxSince computed it a moment
+	// before now: within clockSlack it gets MaxSince.
+	floor := now.Add(-MaxSince)
+	if since.After(now) || since.Before(floor.Add(-clockSlack)) {
 		return models.CatchUpRun{}, models.Errorf(models.EInvalid, "a catch-up looks back between 0 and %s", MaxSince)
 	}
-	run := models.CatchUpRun{StartedAt: now, Since: since.UTC(), Trigger: trigger, Gateways: []models.CatchUpCount{}}
+	if since.Before(floor) {
+		since = floor
+	}
+	run := models.CatchUpRun{StartedAt: now, Since: since.UTC(), Trigger: trigger, AskedBy: askedBy, Gateways: []models.CatchUpCount{}}
 	if err := s.db.WithContext(ctx).Create(&run).Error; err != nil {
 		return run, fmt.Errorf("catchup.Run: %w", store.Classify(err))
 	}
@@ -165,7 +175,7 @@ func (s *Service) Run(ctx context.Context, since time.Time, trigger string) (mod
 	if res.Error != nil {
 		errs = append(errs, fmt.Errorf("catchup.Run: %w", store.Classify(res.Error)))
 	}
-	s.log.InfoContext(ctx, "catch-up finished", "run_id", run.ID, "since", run.Since, "trigger", trigger,
+	s.log.InfoContext(ctx, "catch-up finished", "run_id", run.ID, "since", run.Since, "trigger", trigger, "asked_by", askedBy,
 		"found", Found(run), "applied", Applied(run), "error", run.Error)
 	return run, errors.Join(errs...)
 }
@@ -180,14 +190,14 @@ func (s *Service) Recent(ctx context.Context, n int) ([]models.CatchUpRun, error
 }
 
 // Ask has the worker run a catch-up from the last run's start, as the
-// scheduled one does: its task goes through the outbox, so it is run
-// even if the queue is down now. Asking again in the same minute asks
-// for nothing more.
-func (s *Service) Ask(ctx context.Context) error {
+// scheduled one does, recorded as asked by admin: its task goes through
+// the outbox, so it is run even if the queue is down now. Asking again
+// in the same minute asks for nothing more (the first admin's stays).
+func (s *Service) Ask(ctx context.Context, admin string) error {
 	if s.tasks == nil {
 		return models.Errorf(models.EInvalid, "this server cannot ask for a catch-up")
 	}
-	if err := outbox.Add(s.db.WithContext(ctx), s.tasks.CatchUp(s.now())); err != nil {
+	if err := outbox.Add(s.db.WithContext(ctx), s.tasks.CatchUp(s.now(), admin)); err != nil {
 		return fmt.Errorf("catchup.Ask: %w", store.Classify(err))
 	}
 	return nil

@@ -51,7 +51,7 @@ func TestRunAppliesLostPaymentsAndRemembersWhereItStarted(t *testing.T) {
 	if since, err := good.Since(t.Context()); err != nil || !since.Equal(now.Add(-catchup.DefaultSince).Truncate(time.Second)) {
 		t.Errorf("before any run: since %s, %v; want %s ago", since, err, catchup.DefaultSince)
 	}
-	run, err := good.Run(t.Context(), time.Time{}, models.CatchUpByJob)
+	run, err := good.Run(t.Context(), time.Time{}, models.CatchUpByJob, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRunAppliesLostPaymentsAndRemembersWhereItStarted(t *testing.T) {
 	if err := db.Take(&paid, "id = ?", o.ID).Error; err != nil || paid.Status != models.OrderPaid {
 		t.Fatalf("the order after the run: %s, %v; want paid", paid.Status, err)
 	}
-	again, err := good.Run(t.Context(), time.Time{}, models.CatchUpByJob)
+	again, err := good.Run(t.Context(), time.Time{}, models.CatchUpByJob, "")
 	if err != nil || catchup.Applied(again) != 0 || !again.Since.Equal(now.Add(-5*time.Minute).Truncate(time.Second)) {
 		t.Errorf("the second run: since %s, applied %d, %v; want from the first's start less 5 minutes, nothing applied", again.Since, catchup.Applied(again), err)
 	}
@@ -75,7 +75,7 @@ func TestRunAppliesLostPaymentsAndRemembersWhereItStarted(t *testing.T) {
 	later := now.Add(time.Hour)
 	down := catchup.New(db, log, func() time.Time { return later }, pay, nil,
 		[]payments.StatusClient{sandbox.NewStatusClient("http://127.0.0.1:1", testenv.SandboxKey)}, nil)
-	failed, err := down.Run(t.Context(), time.Time{}, models.CatchUpByCommand)
+	failed, err := down.Run(t.Context(), time.Time{}, models.CatchUpByCommand, "")
 	if err == nil || failed.Error == "" || failed.FinishedAt == nil || failed.Gateways[0].Error == "" {
 		t.Errorf("a run whose gateway is down: %+v, %v; want it finished with the gateway's error", failed, err)
 	}
@@ -86,7 +86,18 @@ func TestRunAppliesLostPaymentsAndRemembersWhereItStarted(t *testing.T) {
 	if since, _ := down.Since(context.Background()); !since.Equal(now.Add(-5 * time.Minute).Truncate(time.Second)) {
 		t.Errorf("after a failed run: since %s; want the last complete run's start less 5 minutes", since)
 	}
-	if _, err := good.Run(t.Context(), now.Add(-catchup.MaxSince-time.Hour), models.CatchUpByCommand); models.ErrorCode(err) != models.EInvalid {
+	// Exactly MaxSince back, as `sekali catch-up --since 720h` computes
+	// it a moment before the run starts, is taken; the admin who asked
+	// on the console is kept on the run.
+	widest, _ := down.Run(t.Context(), later.Add(-catchup.MaxSince-time.Second), models.CatchUpByJob, "owner@example.com")
+	if widest.ID == 0 || !widest.Since.Equal(later.Add(-catchup.MaxSince)) {
+		t.Errorf("since %s ago, a second before the run: %+v; want a run from %s ago", catchup.MaxSince, widest, catchup.MaxSince)
+	}
+	var asked models.CatchUpRun
+	if err := db.Take(&asked, widest.ID).Error; err != nil || asked.AskedBy != "owner@example.com" {
+		t.Errorf("the asked run's row: asked by %q, %v; want owner@example.com", asked.AskedBy, err)
+	}
+	if _, err := good.Run(t.Context(), now.Add(-catchup.MaxSince-time.Hour), models.CatchUpByCommand, ""); models.ErrorCode(err) != models.EInvalid {
 		t.Errorf("since beyond %s: %v, want %s", catchup.MaxSince, err, models.EInvalid)
 	}
 }

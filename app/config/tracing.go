@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -36,6 +37,10 @@ func (r *reader) tracing() tracing.Config {
 			c.SampleRatio = f
 		}
 	}
+	// Whose traceparent a request follows: nobody's unless named.
+	if !strings.EqualFold(r.str("TRACEPARENT_FROM", "none"), "none") {
+		c.ParentsFrom = r.networks("TRACEPARENT_FROM")
+	}
 	h, err := tracing.ParseHeaders(r.getenv("OTEL_EXPORTER_OTLP_HEADERS"))
 	if err != nil {
 		r.fail("OTEL_EXPORTER_OTLP_HEADERS", "%v", err) // never the value: it holds keys
@@ -62,5 +67,5 @@ func (r *reader) otlpEndpoint() string {
 func tracingLog(c tracing.Config) slog.Attr {
 	return slog.Group("otel", slog.Bool("on", c.On()), slog.String("endpoint", redactURL(c.Endpoint)),
 		slog.String("service_name", c.ServiceName), slog.Float64("sample_ratio", c.SampleRatio),
-		slog.Int("headers", len(c.Headers)))
+		slog.String("traceparent_from", fmt.Sprint(c.ParentsFrom)), slog.Int("headers", len(c.Headers)))
 }

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -35,17 +36,25 @@ func TestLoadTracing(t *testing.T) {
 		if cfg.Tracing.On() != c.on || cfg.Tracing.Endpoint != c.endpoint {
 			t.Errorf("%s: on %v endpoint %q; want %v %q", c.name, cfg.Tracing.On(), cfg.Tracing.Endpoint, c.on, c.endpoint)
 		}
-		if cfg.Tracing.ServiceName != "sekali" || cfg.Tracing.SampleRatio != 1 {
-			t.Errorf("%s: service %q ratio %v; want sekali and 1", c.name, cfg.Tracing.ServiceName, cfg.Tracing.SampleRatio)
+		if cfg.Tracing.ServiceName != "sekali" || cfg.Tracing.SampleRatio != 1 || cfg.Tracing.ParentsFrom != nil {
+			t.Errorf("%s: service %q ratio %v parents from %v; want sekali, 1 and nobody", c.name,
+				cfg.Tracing.ServiceName, cfg.Tracing.SampleRatio, cfg.Tracing.ParentsFrom)
 		}
 	}
 	cfg, err := config.Load(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SERVICE_NAME": "shop",
-		"OTEL_TRACES_SAMPLER_ARG": "0.25", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s%3Dcret, x-team = pay"}))
+		"OTEL_TRACES_SAMPLER_ARG": "0.25", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s%3Dcret, x-team = pay",
+		"TRACEPARENT_FROM": "10.1.0.0/16, 192.0.2.9"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr := cfg.Tracing; tr.ServiceName != "shop" || tr.SampleRatio != 0.25 || tr.Headers["api-key"] != "s=cret" || tr.Headers["x-team"] != "pay" {
-		t.Errorf("tracing %+v; want service shop, ratio 0.25 and both headers decoded", tr)
+	if tr := cfg.Tracing; tr.ServiceName != "shop" || tr.SampleRatio != 0.25 || tr.Headers["api-key"] != "s=cret" || tr.Headers["x-team"] != "pay" ||
+		fmt.Sprint(tr.ParentsFrom) != "[10.1.0.0/16 192.0.2.9/32]" {
+		t.Errorf("tracing %+v; want service shop, ratio 0.25, both headers decoded and two trusted networks", tr)
+	}
+	for _, none := range []string{"none", "NONE", " "} {
+		if cfg, err := config.Load(env(map[string]string{"TRACEPARENT_FROM": none})); err != nil || cfg.Tracing.ParentsFrom != nil {
+			t.Errorf("TRACEPARENT_FROM=%q: %v, %v; want nobody trusted", none, cfg.Tracing.ParentsFrom, err)
+		}
 	}
 }
 
@@ -59,6 +68,7 @@ func TestLoadTracingBadValues(t *testing.T) {
 		"OTEL_TRACES_SAMPLER_ARG":     "2",
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_EXPORTER_OTLP_HEADERS":  "secret-without-a-key",
+		"TRACEPARENT_FROM":            "all",
 	} {
 		_, err := config.Load(env(map[string]string{name: value}))
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -12,8 +12,11 @@ import (
 const MaxFieldLength = 255
 
 // Fields reads an event's fields from a decoded JSON object and checks
-// them, keeping the first problem as an EMissingField error: the 422 a
-// delivery with a missing, mistyped or invalid field is answered.
+// them, keeping the first problem: an EMissingField error for a field
+// missing, of the wrong type or holding bad text, an EInvalid one
+// (Invalid) for an amount written in a way no amount is (an exponent, a
+// sign, a fraction its currency has not, beyond any order). Either is a
+// 422.
 type Fields struct {
 	Object map[string]any // the decoded body (canonjson.Decode: numbers are json.Number)
 	Err    error
@@ -23,6 +26,14 @@ type Fields struct {
 func (f *Fields) Fail(format string, args ...any) {
 	if f.Err == nil {
 		f.Err = models.Errorf(models.EMissingField, format, args...)
+	}
+}
+
+// Invalid records a malformed value of a field that is there (an
+// amount), unless a problem is recorded already.
+func (f *Fields) Invalid(format string, args ...any) {
+	if f.Err == nil {
+		f.Err = models.Errorf(models.EInvalid, format, args...)
 	}
 }
 
@@ -84,7 +95,7 @@ func (f *Fields) MinorUnits(name string) int64 {
 	}
 	v, err := ParseMinorUnits(string(n))
 	if err != nil {
-		f.Fail("%s must be a whole number of minor units, 0 to %d: %v", name, int64(models.MaxTotal), err)
+		f.Invalid("%s must be a whole number of minor units, 0 to %d: %v", name, int64(models.MaxTotal), err)
 	}
 	return v
 }
@@ -94,7 +105,7 @@ func (f *Fields) MinorUnits(name string) int64 {
 func (f *Fields) Amount(name, text, currency string) int64 {
 	v, err := ParseAmount(text, currency)
 	if err != nil {
-		f.Fail("%s %s is not an amount of %s: %v", name, QuoteAmount(text), currency, err)
+		f.Invalid("%s %s is not an amount of %s: %v", name, QuoteAmount(text), currency, err)
 	}
 	return v
 }

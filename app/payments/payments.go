@@ -276,6 +276,7 @@ var answerStatus = map[string]int{
 	models.EInvalidSignature:     http.StatusUnauthorized,
 	models.EInvalidPayload:       http.StatusBadRequest,
 	models.EMissingField:         http.StatusUnprocessableEntity,
+	models.EInvalid:              http.StatusUnprocessableEntity, // a malformed amount (Fields.Invalid)
 	models.ETooLarge:             http.StatusRequestEntityTooLarge,
 	models.EUnsupportedMediaType: http.StatusUnsupportedMediaType,
 }

@@ -105,7 +105,7 @@ const (
 // event was known.
 var RefusedOutcomes = []string{
 	models.OutcomeInvalidSignature, models.OutcomeInvalidPayload, models.OutcomeMissingField,
-	models.OutcomeTooLarge, models.OutcomeUnsupportedMediaType,
+	models.OutcomeInvalidRequest, models.OutcomeTooLarge, models.OutcomeUnsupportedMediaType,
 }
 
 // DeliveryFilter selects deliveries.

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -43,9 +44,15 @@ type Config struct {
 	Endpoint string
 	// ServiceName is OTEL_SERVICE_NAME; "sekali" when empty.
 	ServiceName string
-	// SampleRatio is OTEL_TRACES_SAMPLER_ARG for the parent-based ratio
-	// sampler: 1 samples every trace.
+	// SampleRatio is OTEL_TRACES_SAMPLER_ARG, the share of the traces
+	// Sekali starts that are sampled: 1 samples every trace. A request
+	// starts one unless its peer is in ParentsFrom.
 	SampleRatio float64
+	// ParentsFrom is TRACEPARENT_FROM: the networks of the peers whose
+	// traceparent a request follows, sampling decision included (a
+	// proxy or a service of the operator's). None by default: every
+	// request starts a trace of Sekali's own.
+	ParentsFrom []*net.IPNet
 	// Headers are OTEL_EXPORTER_OTLP_HEADERS (an API key of a hosted
 	// collector): sent, never logged.
 	Headers map[string]string
@@ -81,8 +88,10 @@ func Setup(ctx context.Context, c Config, role string) (trace.TracerProvider, fu
 
 // NewProvider is an SDK provider that hands spans to sp, named
 // serviceName (or "sekali"), sampling ratio of the traces it starts and
-// every trace a sampled parent started. Tests give it an in-memory
-// exporter.
+// every trace a sampled parent started. A parent is only ever one of
+// Sekali's own (an outbox row, a task header) or a trusted peer's
+// (ExtractTrusted): a request from anyone else starts a trace, so the
+// ratio decides. Tests give it an in-memory exporter.
 func NewProvider(sp sdktrace.SpanProcessor, serviceName, role string, ratio float64) *sdktrace.TracerProvider {
 	if serviceName == "" {
 		serviceName = "sekali"
@@ -151,9 +160,53 @@ func Join(ctx context.Context, traceparent string) context.Context {
 	return w3c.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
 }
 
-// Extract is Join for the headers of an incoming request.
-func Extract(ctx context.Context, h http.Header) context.Context {
-	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
+// ExtractTrusted is Join for the headers of a request from a trusted
+// peer (Config.ParentsFrom): its traceparent, and its tracestate bounded
+// (BoundTraceState). A request from any other peer is not extracted at
+// all, so that neither its trace id nor its sampling decision is taken.
+func ExtractTrusted(ctx context.Context, h http.Header) context.Context {
+	c := propagation.MapCarrier{"traceparent": h.Get("traceparent")}
+	if ts := BoundTraceState(h.Get("tracestate")); ts != "" {
+		c["tracestate"] = ts
+	}
+	return w3c.Extract(ctx, c)
+}
+
+// A trusted parent's tracestate is copied onto every span of its
+// request, so it is bounded: at most MaxTraceStateMembers members of
+// at most MaxTraceStateMember bytes each, MaxTraceStateBytes in all.
+const (
+	MaxTraceStateMembers = 8
+	MaxTraceStateMember  = 128
+	MaxTraceStateBytes   = 256
+)
+
+// BoundTraceState is the tracestate header ts within the bounds above:
+// members larger than MaxTraceStateMember are dropped (as the W3C
+// specification suggests, they go first), then members from the right
+// until the rest fit. Only the first 32 members (the specification's
+// maximum) are looked at.
+func BoundTraceState(ts string) string {
+	var b strings.Builder
+	kept := 0
+	for i := 0; i < 32 && ts != "" && kept < MaxTraceStateMembers; i++ {
+		var m string
+		m, ts, _ = strings.Cut(ts, ",")
+		m = strings.TrimSpace(m)
+		if m == "" || len(m) > MaxTraceStateMember {
+			continue
+		}
+		sep := min(kept, 1) // the comma before every member but the first
+		if b.Len()+sep+len(m) > MaxTraceStateBytes {
+			break
+		}
+		if sep > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m)
+		kept++
+	}
+	return b.String()
 }
 
 // ParseHeaders reads OTEL_EXPORTER_OTLP_HEADERS: key=value pairs

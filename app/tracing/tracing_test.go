@@ -3,6 +3,8 @@ package tracing_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -95,5 +97,32 @@ func BenchmarkOffPath(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		offPath(ctx)
+	}
+}
+
+// TestBoundTraceState: a tracestate is cut to at most
+// MaxTraceStateMembers members and MaxTraceStateBytes, members too long
+// to keep dropped first, the rest kept from the left.
+func TestBoundTraceState(t *testing.T) {
+	long := "big=" + strings.Repeat("x", tracing.MaxTraceStateMember)
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("k%d=v", i))
+	}
+	wide := strings.Repeat("w", 120)
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"a=1, b=2", "a=1,b=2"},
+		{long + ",a=1", "a=1"},
+		{strings.Join(many, ","), strings.Join(many[:tracing.MaxTraceStateMembers], ",")},
+		{"a=" + wide + ",b=" + wide + ",c=" + wide, "a=" + wide + ",b=" + wide},
+	} {
+		got := tracing.BoundTraceState(c.in)
+		if got != c.want {
+			t.Errorf("BoundTraceState(%.40q…) = %q; want %q", c.in, got, c.want)
+		}
+		if len(got) > tracing.MaxTraceStateBytes {
+			t.Errorf("BoundTraceState kept %d bytes", len(got))
+		}
 	}
 }

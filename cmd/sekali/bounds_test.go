@@ -96,8 +96,8 @@ func TestAmountsAreBounded(t *testing.T) {
 	// A paid_amount beyond any total is refused before the amount check.
 	id := a.createOrder(t, map[string]int{a.newProduct(t, 1000, 5): 1})
 	body := []byte(`{"order_id":"` + id + `","transaction_id":"tx-big","payment_status":"paid","paid_amount":9223372036854775807,"currency":"IDR"}`)
-	if r := a.callback(t, "evt_big", body); r.Status != 422 || r.str("code") != models.EMissingField {
-		t.Errorf("paid_amount 2^63-1: %d %s; want 422 missing_field", r.Status, r.Body)
+	if r := a.callback(t, "evt_big", body); r.Status != 422 || r.str("code") != models.EInvalid {
+		t.Errorf("paid_amount 2^63-1: %d %s; want 422 invalid_request", r.Status, r.Body)
 	}
 }
 

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/sekali/sekali/app/catchup"
-	"github.com/sekali/sekali/app/config"
-	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/metrics"
 	"github.com/sekali/sekali/app/payments"
 	"github.com/sekali/sekali/app/store"
@@ -36,11 +33,7 @@ func catchUp(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	defer store.Close(db)
 	log := newLogger(stderr, cfg.LogLevel)
-	var sandboxURL string // where the sandbox gateway, if it runs, answers as the gateways' APIs
-	if cfg.SandboxGateway {
-		sandboxURL = strings.TrimSuffix(cfg.SandboxCallbackURL, "/")
-	}
-	set, err := gateways.Configure(config.Env{Config: cfg, Getenv: getenv, SandboxURL: sandboxURL})
+	set, _, err := configureGateways(cfg, getenv, cfg.HTTPAddr) // as serve's, whose web role listens at HTTP_ADDR
 	if err != nil {
 		return err
 	}
@@ -51,7 +44,7 @@ func catchUp(ctx context.Context, args []string, getenv func(string) string, std
 	if *sinceFlag > 0 {
 		since = time.Now().Add(-*sinceFlag)
 	}
-	run, err := service.Run(ctx, since, models.CatchUpByCommand)
+	run, err := service.Run(ctx, since, models.CatchUpByCommand, "")
 	if run.ID != 0 {
 		catchup.Print(stdout, run)
 	}

@@ -7,15 +7,20 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/hibiken/asynq"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sekali/sekali/app/catchup"
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/gateways"
+	"github.com/sekali/sekali/app/orders"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/jobs"
 	"github.com/sekali/sekali/models"
@@ -183,14 +188,15 @@ func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	paidOnce(t, a, paid)
 	a.verify(t)
 
-	// The operator sees the run on the console: by the job, done, and
-	// what it applied (one lost payment per gateway).
+	// The operator sees the run on the console: by the schedule (the
+	// task came with no admin), done, and what it applied (one lost
+	// payment per gateway).
 	b := loggedInBrowser(t, a)
 	if st := b.open("/admin/catch-up"); st != http.StatusOK {
 		t.Fatalf("GET /admin/catch-up: %d", st)
 	}
 	row := strings.Join(strings.Fields(b.text("tbody tr")), " ")
-	for _, want := range []string{"job", "done"} {
+	for _, want := range []string{"the schedule", "done"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the run's row %q does not say %q", row, want)
 		}
@@ -215,5 +221,52 @@ func TestCatchUpTaskRunsOnTheWorker(t *testing.T) {
 	if st := b.open("/admin/catch-up"); st != http.StatusOK {
 		t.Fatalf("GET /admin/catch-up: %d", st)
 	}
+	if by := b.text("tbody tr td:nth-child(4)"); !strings.Contains(by, "on the console") {
+		t.Errorf("the run asked on the console is by %q; want the admin who asked, on the console", by)
+	}
 	b.screenshot("catch-up")
+}
+
+// TestCatchUpAsksWhereServeDoes: `sekali catch-up` run with serve's
+// environment — the sandbox gateway on, Midtrans's key, no API URL nor
+// SANDBOX_CALLBACK_URL — asks Midtrans's emulation where serve's web
+// role answers (HTTP_ADDR, here a stand-in that records what it is
+// asked), never Midtrans's own sandbox; and --since 720h, the most the
+// help allows, is taken and run.
+func TestCatchUpAsksWhereServeDoes(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var asked []string
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(web.Close)
+	env := map[string]string{
+		"DATABASE_URL":        testenv.NewDatabaseURL(t),
+		"SANDBOX_GATEWAY":     "true",
+		"HTTP_ADDR":           strings.TrimPrefix(web.URL, "http://"),
+		"MIDTRANS_SERVER_KEY": "SB-Mid-server-catchup0123456789",
+	}
+	db := testenv.OpenDB(t, env["DATABASE_URL"])
+	testenv.MustCreateProduct(t, db, "WHERE", 50000, 5)
+	o, err := orders.NewService(db, testenv.Logger(t), time.Now, time.Hour, jobs.Tasks{}).Create(t.Context(),
+		orders.CreateRequest{CustomerEmail: "budi@example.id", Items: []orders.ItemRequest{{SKU: "WHERE", Qty: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = run(t.Context(), []string{"sekali", "catch-up", "--since=720h"}, func(k string) string { return env[k] }, &out, logOutput(t))
+	t.Logf("sekali catch-up: %v\n%s", err, out.String()) // the stand-in answers 404: the run may report it
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "/sandbox/midtrans/v2/" + o.ID + "/status"; !slices.Contains(asked, want) {
+		t.Errorf("serve's address was asked %q; want Midtrans's status of the open order at its emulation, %s", asked, want)
+	}
+	var last models.CatchUpRun
+	if err := db.Order("id DESC").Take(&last).Error; err != nil || last.StartedAt.Sub(last.Since) != catchup.MaxSince {
+		t.Errorf("--since 720h: run %+v, %v; want one run that looked back %s", last, err, catchup.MaxSince)
+	}
 }

@@ -121,20 +121,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The web role listens first: the sandbox gateway answers on its
 	// address, and the gateways that ask it need to know where.
 	var ln net.Listener
-	var sandboxURL string // where this deployment's sandbox gateway answers, if it runs
-	if cfg.SandboxGateway {
-		sandboxURL = strings.TrimSuffix(cfg.SandboxCallbackURL, "/")
-	}
+	webAddr := cfg.HTTPAddr // where this environment's web role listens
 	if slices.Contains(roles, "web") {
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 			return fmt.Errorf("HTTP_ADDR: %w", err)
 		}
 		defer ln.Close()
-		if cfg.SandboxGateway {
-			sandboxURL = callbackURL(cfg, ln.Addr())
-		}
+		webAddr = ln.Addr().String() // the port it was given, for HTTP_ADDR=:0
 	}
-	gatewaySet, err := gateways.Configure(config.Env{Config: cfg, Getenv: getenv, SandboxURL: sandboxURL})
+	gatewaySet, sandboxURL, err := configureGateways(cfg, getenv, webAddr)
 	if err != nil {
 		return err
 	}
@@ -263,8 +258,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 					rep, err := unknowns.Run(ctx)
 					return rep.Due, err
 				},
-				CatchUp: func(ctx context.Context) error {
-					_, err := catchUps.Run(ctx, time.Time{}, models.CatchUpByJob)
+				CatchUp: func(ctx context.Context, askedBy string) error {
+					_, err := catchUps.Run(ctx, time.Time{}, models.CatchUpByJob, askedBy)
 					return err
 				},
 			})
@@ -340,13 +335,29 @@ func parseRoles(s string) ([]string, error) {
 	return roles, nil
 }
 
+// configureGateways builds the gateways from cfg, the same way for every
+// command that asks them (serve, catch-up): where the sandbox gateway
+// runs, a gateway whose API it emulates is asked at the sandbox's
+// address, sandboxURL — SANDBOX_CALLBACK_URL, or webAddr, where the web
+// role of this environment listens — so that `sekali catch-up` with
+// serve's environment asks the emulation serve answers as, never the
+// gateway's own sandbox. sandboxURL is "" without the sandbox gateway.
+func configureGateways(cfg config.Config, getenv func(string) string, webAddr string) (set gateways.Set, sandboxURL string, err error) {
+	if cfg.SandboxGateway {
+		sandboxURL = callbackURL(cfg, webAddr)
+	}
+	set, err = gateways.Configure(config.Env{Config: cfg, Getenv: getenv, SandboxURL: sandboxURL})
+	return set, sandboxURL, err
+}
+
 // callbackURL is where the sandbox gateway sends its callbacks:
-// SANDBOX_CALLBACK_URL, or this server's own listener.
-func callbackURL(cfg config.Config, a net.Addr) string {
+// SANDBOX_CALLBACK_URL, or the web role's address (host:port; a
+// wildcard host is this machine).
+func callbackURL(cfg config.Config, webAddr string) string {
 	if cfg.SandboxCallbackURL != "" {
 		return strings.TrimSuffix(cfg.SandboxCallbackURL, "/")
 	}
-	host, port, _ := net.SplitHostPort(a.String())
+	host, port, _ := net.SplitHostPort(webAddr)
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}

@@ -95,7 +95,7 @@ func Tone(s string) string {
 		"unknown_order", "amount_mismatch", "currency_mismatch", "reference_belongs_to_other_order":
 		return "bad"
 	case "expired", "cancelled", "stale", "processing", "retry", "too_large", "invalid_payload", "missing_field",
-		"unsupported_media_type", "refused", "noop", "stuck", "scheduled", "unconfirmed", PhaseSentUnknown:
+		"invalid_request", "unsupported_media_type", "refused", "noop", "stuck", "scheduled", "unconfirmed", PhaseSentUnknown:
 		return "warn"
 	case "pending", "duplicate", "active", "queued", "ignored", "refunded", "partially_refunded", "planned":
 		return "info"

@@ -966,7 +966,7 @@ type InviteForm struct {
 // gateway answered.
 type CatchUp struct {
 	Now   time.Time    `json:"-"`
-	Every string       `json:"every"` // CATCH_UP_EVERY, "off" when unset
+	Every string       `json:"every"` // CATCH_UP_EVERY, "" when unset: no run is scheduled
 	Runs  []CatchUpRun `json:"runs"`  // newest first
 }
 
@@ -976,7 +976,8 @@ type CatchUpRun struct {
 	StartedAt  time.Time        `json:"started_at"`
 	FinishedAt *time.Time       `json:"finished_at"` // null while it runs (or if it died)
 	Since      time.Time        `json:"since"`
-	Trigger    string           `json:"trigger"` // command or job
+	Trigger    string           `json:"trigger"`  // command or job
+	AskedBy    string           `json:"asked_by"` // the admin who asked on the console; "" for the schedule and the command
 	Found      int              `json:"found"`
 	Applied    int              `json:"applied"`
 	Gateways   []CatchUpGateway `json:"gateways"`

@@ -30,7 +30,8 @@ type ParseCase struct {
 // FuzzParse fuzzes c.Provider's Parse from seeds (bodies, each tried
 // with and without a webhook-id header). Whatever comes, Parse must not
 // panic, and must
-//   - refuse it with invalid_payload or missing_field, or ignore it
+//   - refuse it with invalid_payload, missing_field or (a malformed
+//     amount) invalid_request, or ignore it
 //     (payments.ErrIgnored), or
 //   - return an event the pipeline can apply: a key and a charge of clean text, a
 //     status it knows, a currency it knows, no negative amount, at most
@@ -54,8 +55,8 @@ func FuzzParse(f *testing.F, c ParseCase, seeds ...string) {
 		ev, err := c.Provider.Parse(h, body)
 		if err != nil {
 			if code := models.ErrorCode(err); !errors.Is(err, payments.ErrIgnored) &&
-				code != models.EInvalidPayload && code != models.EMissingField {
-				t.Fatalf("Parse error %v has code %q, want invalid_payload or missing_field, or ignored", err, code)
+				code != models.EInvalidPayload && code != models.EMissingField && code != models.EInvalid {
+				t.Fatalf("Parse error %v has code %q, want invalid_payload, missing_field or invalid_request, or ignored", err, code)
 			}
 			if c.Refused != nil && !errors.Is(err, payments.ErrIgnored) {
 				c.Refused(t, body, err)

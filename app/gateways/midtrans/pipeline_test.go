@@ -210,7 +210,7 @@ func TestMidtransAmountsAreExact(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t)
 	id, _ := p.Order()
-	if out := p.Send(p.notification(id, "tx-frac", "settlement", "", "50000.50", "IDR")); out.Status() != 422 || out.Refusal != models.EMissingField {
+	if out := p.Send(p.notification(id, "tx-frac", "settlement", "", "50000.50", "IDR")); out.Status() != 422 || out.Refusal != models.EInvalid {
 		t.Errorf("Midtrans 50000.50 IDR: %d %s", out.Status(), out.Result)
 	}
 }

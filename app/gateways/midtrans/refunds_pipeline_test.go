@@ -79,8 +79,9 @@ func TestMidtransPartialRefundsAddUp(t *testing.T) {
 // one genuine notification can fill them with "1e1000000", which math/big
 // expanded into a million digits — 0.1 s of CPU an element, minutes for
 // a 64 KiB body, and the handler kept computing after its connection
-// closed. Such a body is refused with 422 missing_field, saying which
-// bound it breaks, and writes nothing: more refunds than MaxRefunds
+// closed. Such a body is refused with a 422 saying which bound it
+// breaks (missing_field for too many refunds, invalid_request for an
+// amount with an exponent), and writes nothing: more refunds than MaxRefunds
 // before any is read, fewer at their first exponent. (How cheaply:
 // BenchmarkCostlyRefundBodies.)
 func TestMidtransExponentRefundsAreRefused(t *testing.T) {
@@ -114,15 +115,16 @@ func TestMidtransExponentRefundsAreRefused(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		d    gatewaytest.Delivery
+		code string
 		says string
 	}{
-		{"as many refunds as 64 KiB holds", withRefunds(0), fmt.Sprintf("at most %d are read", payments.MaxRefunds)},
-		{"MaxRefunds refunds", withRefunds(payments.MaxRefunds), `refunds[0].refund_amount "1e1000000" is not an amount of IDR: it has an exponent`},
-		{"refund_amount", forge(genuine, map[string]any{"refund_amount": "1e1000000"}), "refund_amount \"1e1000000\" is not an amount of IDR: it has an exponent"},
+		{"as many refunds as 64 KiB holds", withRefunds(0), models.EMissingField, fmt.Sprintf("at most %d are read", payments.MaxRefunds)},
+		{"MaxRefunds refunds", withRefunds(payments.MaxRefunds), models.EInvalid, `refunds[0].refund_amount "1e1000000" is not an amount of IDR: it has an exponent`},
+		{"refund_amount", forge(genuine, map[string]any{"refund_amount": "1e1000000"}), models.EInvalid, "refund_amount \"1e1000000\" is not an amount of IDR: it has an exponent"},
 	} {
 		out := p.Send(tt.d)
-		if out.Status() != 422 || out.Refusal != models.EMissingField || !strings.Contains(out.Detail, tt.says) {
-			t.Errorf("%s (%d bytes): %d %s (%s); want 422 missing_field: %s", tt.name, len(tt.d.Body), out.Status(), out.Refusal, out.Detail, tt.says)
+		if out.Status() != 422 || out.Refusal != tt.code || !strings.Contains(out.Detail, tt.says) {
+			t.Errorf("%s (%d bytes): %d %s (%s); want 422 %s: %s", tt.name, len(tt.d.Body), out.Status(), out.Refusal, out.Detail, tt.code, tt.says)
 		}
 	}
 	if refunded, rows := p.refundsOf(id); refunded != 0 || len(rows) != 0 || p.State(id, "").Status != models.OrderPaid {

@@ -220,9 +220,9 @@ func TestStripeParseRefusesAndIgnores(t *testing.T) {
 		{name: "an amount in quotes", file: pi, edits: []edit{set("data.object.amount_received", "2000")}, want: models.EMissingField},
 		{name: "metadata that is not an object", file: pi, edits: []edit{set("data.object.metadata", "ORD-1")}, want: models.EMissingField},
 		{name: "a fraction of a rupiah", file: pi,
-			edits: []edit{set("data.object.currency", "idr"), set("data.object.amount_received", 15000050)}, want: models.EMissingField},
-		{name: "a negative amount", file: pi, edits: []edit{set("data.object.amount_received", -2000)}, want: models.EMissingField},
-		{name: "an amount beyond any order", file: pi, edits: []edit{set("data.object.amount_received", int64(models.MaxTotal)*100+100)}, want: models.EMissingField},
+			edits: []edit{set("data.object.currency", "idr"), set("data.object.amount_received", 15000050)}, want: models.EInvalid},
+		{name: "a negative amount", file: pi, edits: []edit{set("data.object.amount_received", -2000)}, want: models.EInvalid},
+		{name: "an amount beyond any order", file: pi, edits: []edit{set("data.object.amount_received", int64(models.MaxTotal)*100+100)}, want: models.EInvalid},
 		{name: "a currency that is not ISO 4217", file: pi, edits: []edit{set("data.object.currency", "usdt")}, want: models.EMissingField},
 		{name: "no currency", file: cs, edits: []edit{del("data.object.currency")}, want: models.EMissingField},
 		{name: "an order id longer than a column", file: pi,
@@ -230,7 +230,7 @@ func TestStripeParseRefusesAndIgnores(t *testing.T) {
 		{name: "an order id with a NUL", file: cs, edits: []edit{set("data.object.client_reference_id", "ORD-\x00")}, want: models.EMissingField},
 		{name: "a refund without a currency", file: ch, edits: []edit{set("data.object.currency", "")}, want: models.EMissingField},
 		{name: "a dispute without a currency", file: du, edits: []edit{del("data.object.currency")}, want: models.EMissingField},
-		{name: "a dispute of a negative amount", file: du, edits: []edit{set("data.object.amount", -1)}, want: models.EMissingField},
+		{name: "a dispute of a negative amount", file: du, edits: []edit{set("data.object.amount", -1)}, want: models.EInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

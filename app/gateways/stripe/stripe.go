@@ -242,7 +242,7 @@ func parse(body []byte) (payments.Event, error) {
 	}
 	minor, ok := MinorUnits(amount, ev.Currency)
 	if !ok {
-		f.Fail("amount %d is not an amount of %s", amount, ev.Currency)
+		f.Invalid("amount %d is not an amount of %s", amount, ev.Currency)
 	}
 	ev.Amount = minor
 	return ev, f.Err
@@ -291,7 +291,7 @@ func parseDispute(e stripego.Event) (payments.Event, error) {
 	}
 	amount, ok := MinorUnits(d.Amount, ev.Currency)
 	if !ok {
-		f.Fail("amount %d is not an amount of %s", d.Amount, ev.Currency)
+		f.Invalid("amount %d is not an amount of %s", d.Amount, ev.Currency)
 	}
 	ev.Amount = amount
 	return ev, f.Err
@@ -342,7 +342,7 @@ func parseRefund(e stripego.Event) (payments.Event, error) {
 	}
 	amount, ok := MinorUnits(re.Amount, ev.Currency)
 	if !ok || amount < 1 {
-		f.Fail("amount %d is not an amount of %s", re.Amount, ev.Currency)
+		f.Invalid("amount %d is not an amount of %s", re.Amount, ev.Currency)
 	}
 	ev.Amount = amount
 	reason := ""

@@ -218,9 +218,9 @@ func TestXenditParseRefusesAndIgnores(t *testing.T) {
 		{name: "a currency in lower case", changes: map[string]any{"currency": "idr"}, want: models.EMissingField},
 		{name: "paid without paid_amount", changes: map[string]any{"paid_amount": nil}, want: models.EMissingField},
 		{name: "paid_amount in quotes", changes: map[string]any{"paid_amount": "2000000"}, want: models.EMissingField},
-		{name: "half a rupiah", changes: map[string]any{"paid_amount": json.Number("2000000.5")}, want: models.EMissingField},
-		{name: "a negative paid_amount", changes: map[string]any{"paid_amount": -2000000}, want: models.EMissingField},
-		{name: "a paid_amount beyond any order", changes: map[string]any{"paid_amount": json.Number("1e30")}, want: models.EMissingField},
+		{name: "half a rupiah", changes: map[string]any{"paid_amount": json.Number("2000000.5")}, want: models.EInvalid},
+		{name: "a negative paid_amount", changes: map[string]any{"paid_amount": -2000000}, want: models.EInvalid},
+		{name: "a paid_amount beyond any order", changes: map[string]any{"paid_amount": json.Number("1e30")}, want: models.EInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
