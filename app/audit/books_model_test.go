@@ -86,10 +86,13 @@ type mRequest struct {
 	phase  models.GatewayPhase
 }
 
-// mCallback is what the first delivery of an event key did.
+// mCallback is what the first delivery of an event key did, and the
+// last judgement of it (a rejected one is judged again).
 type mCallback struct {
 	fingerprint string
 	rejected    bool
+	reason      string // why it was rejected
+	order       string // the order the event named
 }
 
 func newModel(approvalAbove int64) *model {
@@ -225,6 +228,40 @@ func (m *model) email(o *mOrder, template string, r *mRefund) {
 	}
 }
 
+// maxTotal is the bound of an order's total, in minor units.
+const maxTotal = 1_000_000_000_000_000
+
+// correct is an owner's correction of o's total to amount, with a reason
+// (reasoned: not blank): the answer's status. Only a total a payment was
+// refused for can be wrong: o is not paid yet (pending, or failed,
+// expired or cancelled, whose late payment is weighed against the total
+// too), and one of its payments was last judged rejected for its amount.
+// It changes the total only: the next judgement of that payment weighs
+// it against the new one.
+func (m *model) correct(o *mOrder, amount int64, reasoned bool) int {
+	switch {
+	case amount < 1 || amount > maxTotal || !reasoned:
+		return 422
+	case o.status != models.OrderPending && o.status != models.OrderFailed && o.status != models.OrderExpired && o.status != models.OrderCancelled:
+		return 409
+	case !m.refusedForAmount(o):
+		return 409
+	}
+	o.total = amount
+	return 303
+}
+
+// refusedForAmount: a payment of o stands rejected for its amount — a
+// key whose last judgement was that, and not judged otherwise since.
+func (m *model) refusedForAmount(o *mOrder) bool {
+	for _, cb := range m.keys {
+		if cb.rejected && cb.reason == models.ReasonAmountMismatch && cb.order == o.id {
+			return true
+		}
+	}
+	return false
+}
+
 // event is a notification as Sekali reads it.
 type event struct {
 	provider, key, fingerprint string
@@ -263,7 +300,8 @@ func (m *model) deliver(e event) outcome {
 		}
 	}
 	out := m.apply(e)
-	m.keys[e.provider+" "+e.key] = mCallback{fingerprint: e.fingerprint, rejected: out.result == models.ResultRejected}
+	m.keys[e.provider+" "+e.key] = mCallback{fingerprint: e.fingerprint, rejected: out.result == models.ResultRejected,
+		reason: out.reason, order: e.order}
 	return out
 }
 

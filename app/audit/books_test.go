@@ -54,6 +54,9 @@ type books struct {
 	// rejected are the deliveries refused for a business reason, with
 	// what Sekali read in them: an operator may apply one again.
 	rejected []rejectedDelivery
+	// refusals are the paid events rejected for their amount, of every
+	// gateway: an owner may correct their order's total to it.
+	refusals []event
 	failed   map[int64]bool // the refunds whose job's last run failed
 }
 
@@ -206,6 +209,26 @@ func (b *books) actions() map[string]func(*rapid.T) {
 		"tamper with the books": func(t *rapid.T) {
 			b.tamper(rapid.SampledFrom(tampers).Draw(t, "tamper"))
 		},
+		"correct a total": func(t *rapid.T) {
+			// Mostly the total of an order a payment was refused for, to
+			// what it paid; else any order, to any amount, or no reason.
+			var standing []event
+			for _, e := range b.refusals {
+				if cb := b.m.keys[e.provider+" "+e.key]; cb.rejected && cb.reason == models.ReasonAmountMismatch {
+					standing = append(standing, e)
+				}
+			}
+			var o *mOrder
+			var total int64
+			if len(standing) > 0 && rapid.IntRange(0, 3).Draw(t, "aimed") > 0 {
+				e := rapid.SampledFrom(standing).Draw(t, "refused payment")
+				o, total = b.m.orders[e.order], e.amount
+			} else {
+				o = order(t)
+				total = rapid.SampledFrom([]int64{price - 1, price, 0, -5, maxTotal + 1}).Draw(t, "total")
+			}
+			b.correct(o, total, rapid.SampledFrom([]string{"the price was wrong that day", "the price was wrong that day", " "}).Draw(t, "reason"))
+		},
 		"apply a rejected delivery again": func(t *rapid.T) {
 			if len(b.rejected) == 0 {
 				t.Skip("nothing rejected")
@@ -289,6 +312,20 @@ func (b *books) applyAgain(d rejectedDelivery) {
 	}
 }
 
+// correct is an owner correcting o's total to amount, with reason, in
+// the console; it returns the answer's status.
+func (b *books) correct(o *mOrder, amount int64, reason string) int {
+	b.t.Helper()
+	before, status := o.total, o.status
+	got := b.a.console(b.t, "/admin/orders/"+o.id+"/total", url.Values{"amount": {strconv.FormatInt(amount, 10)}, "reason": {reason}}).status
+	want := b.m.correct(o, amount, strings.TrimSpace(reason) != "")
+	b.t.Logf("correct the total of %s (%s) from %d to %d (reason %q): %d", o.id, status, before, amount, reason, got)
+	if got != want {
+		b.t.Fatalf("correct the total of %s (%s) from %d to %d (reason %q): %d, the model says %d", o.id, status, before, amount, reason, got, want)
+	}
+	return got
+}
+
 // send delivers notification f of o's gateway and checks the answer
 // against the model's.
 func (b *books) send(provider string, f payments.Fact) {
@@ -303,6 +340,9 @@ func (b *books) send(provider string, f payments.Fact) {
 	b.t.Logf("%s %s %s of %s %d (refund %s %s): %d %s %s", provider, f.EventID, f.Status, f.TransactionID, f.Amount, f.RefundID, f.RefundStatus, r.status, result, reason)
 	if r.status != want.status || result != want.result || reason != want.reason {
 		b.t.Fatalf("%s notification %+v: %d %s %s; the model says %d %s %s", provider, f, r.status, result, reason, want.status, want.result, want.reason)
+	}
+	if reason == models.ReasonAmountMismatch {
+		b.refusals = append(b.refusals, eventOf(provider, ev, r))
 	}
 	// Midtrans's notifications are judged by what its status API says
 	// now, which the model does not follow: not applied again here.
@@ -734,13 +774,14 @@ func (b *books) check() {
 	db := b.a.db
 	type orderRow struct {
 		ID, Status, SKU           string
+		Total                     int64
 		Invoices, Emails          int
 		RefundTasks, RefundEmails int
 		FailedTasks, FailedEmails int
 		EndEmails                 string
 	}
 	var rows []orderRow
-	db.Raw(`SELECT o.id, o.status, i.sku,
+	db.Raw(`SELECT o.id, o.status, i.sku, o.total_amount AS total,
 		(SELECT count(*) FROM invoices v WHERE v.order_id = o.id) AS invoices,
 		(SELECT count(*) FROM outbound_emails e WHERE e.key = 'order_paid:' || o.id AND e.status = 'sent') AS emails,
 		(SELECT count(*) FROM outbox_messages m WHERE m.task_id LIKE 'email:send:refund_succeeded:' || o.id || ':%') AS refund_tasks,
@@ -760,6 +801,8 @@ func (b *books) check() {
 			b.t.Fatalf("order %s is not the model's", r.ID)
 		case r.Status != string(o.status):
 			b.t.Fatalf("order %s is %s, the model says %s", r.ID, r.Status, o.status)
+		case r.Total != o.total:
+			b.t.Fatalf("order %s's total is %d, the model says %d", r.ID, r.Total, o.total)
 		case (r.Invoices == 1) != o.invoiced || r.Invoices > 1:
 			b.t.Fatalf("order %s has %d invoices, the model says invoiced %v", r.ID, r.Invoices, o.invoiced)
 		case (r.Emails == 1) != o.emailed || r.Emails > 1:
@@ -1022,6 +1065,38 @@ func TestBooksRegressions(t *testing.T) {
 				if o.endEmail != want || o == late && !o.emailed {
 					b.t.Fatalf("order %s (%s): its end told by %q (paid email %v), want %q", o.id, o.status, o.endEmail, o.emailed, want)
 				}
+			}
+		}},
+		{"a total corrected for a refused payment: applied again, it pays the order once", func(b *books) {
+			// A pending order and a cancelled one, each paid the price it
+			// should have had: refused for the amount, corrected, applied
+			// again, paid — invoiced and told once, the books green.
+			for _, late := range []bool{false, true} {
+				A := b.m.orders[b.create("stripe", "MUG")]
+				if late {
+					b.cancel(A)
+				}
+				b.pay(A, "tx_"+A.id+"_"+b.next(), price-1)
+				refused := b.rejected[len(b.rejected)-1]
+				b.check()
+				if got := b.correct(A, price-1, "the price was 99.999 that day"); got != 303 {
+					b.t.Fatalf("the correction of %s: %d, want 303", A.id, got)
+				}
+				b.check()
+				b.applyAgain(refused)
+				b.runJobs("")
+				b.check()
+				b.applyAgain(refused) // a duplicate now
+				b.runJobs("")
+				b.check()
+				if A.status != models.OrderPaid || !A.invoiced || !A.emailed || A.total != price-1 {
+					b.t.Fatalf("order %s: %s, total %d, invoiced %v, emailed %v; want paid %d, invoiced and emailed",
+						A.id, A.status, A.total, A.invoiced, A.emailed, price-1)
+				}
+				if got := b.correct(A, price, "and back again"); got != 409 {
+					b.t.Fatalf("a second correction of paid order %s: %d, want 409", A.id, got)
+				}
+				b.check()
 			}
 		}},
 	} {
