@@ -121,8 +121,8 @@ func TestMidtransAPIErrorInA200IsAnError(t *testing.T) {
 // A status-API answer with another gross_amount is stored under the
 // notification's own key, rejected (amount_mismatch). It must not hold
 // that key against the truth: the genuine notification resent once the
-// API answers right pays the order once, where a key held by the wrong
-// answer would make it, and the poll, a 409 conflict for ever.
+// API answers right pays the order once; were the key held by the
+// wrong answer, it and the poll would be a 409 conflict for ever.
 func TestMidtransWrongAPIAnswerThenGenuineNotificationPaysOnce(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t)
