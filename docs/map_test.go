@@ -56,6 +56,212 @@ func TestReadmeMapIsTrue(t *testing.T) {
 	}
 }
 
+// TestReadmeMapCallsAreTrue follows the arrows of README's map: in each
+// row, a route → its handler is registered in web/routes.go with that
+// handler, and a function → a name has a call of that name in its body
+// (or, for `→ … →`, in the body of one of the unexported functions of its
+// package it calls, and so on). After an arrow, names listed with only a
+// comma between them are called by the same function. A map whose hop
+// names a function that is not called there fails here.
+func TestReadmeMapCallsAreTrue(t *testing.T) {
+	t.Parallel()
+	routes := readFile(t, "web/routes.go")
+	for _, row := range mapRows(t, readFile(t, "README.md")) {
+		for _, c := range mapCalls(row) {
+			switch {
+			case isRoute(c.from.name):
+				method, path, _ := strings.Cut(c.from.name, " ")
+				_, handler, _ := strings.Cut(c.to.name, ".")
+				reg := regexp.MustCompile(`e\.` + method + `\("` + regexp.QuoteMeta(path) + `", s\.` + regexp.QuoteMeta(handler) + `\b`)
+				if !reg.MatchString(routes) {
+					t.Errorf("%s: web/routes.go does not route %s to %s", row[0], c.from.name, c.to.name)
+				}
+			case !calls(t, c.from, c.to.name, c.through):
+				how := "→"
+				if c.through {
+					how = "→ … →"
+				}
+				t.Errorf("%s: %s (%s) %s %s: no such call", row[0], c.from.name, c.from.place, how, c.to.name)
+			}
+		}
+	}
+}
+
+// TestReadmeMapRowsAreShort: a row of README's map opens at most
+// maxOpened files or folders (its tests aside), each counted once, so
+// that following it stays a few minutes' reading.
+func TestReadmeMapRowsAreShort(t *testing.T) {
+	t.Parallel()
+	const maxOpened = 5
+	for _, row := range mapRows(t, readFile(t, "README.md")) {
+		opened := map[string]bool{}
+		for _, cell := range row[1 : len(row)-1] {
+			for _, tok := range backticked(cell) {
+				if isPath(tok) && !isRoute(tok) {
+					opened[tok] = true
+				}
+			}
+		}
+		if len(opened) > maxOpened {
+			t.Errorf("%s opens %d files or folders; want at most %d", row[0], len(opened), maxOpened)
+		}
+	}
+}
+
+// named is a name the map gives, with the file or folder named before it.
+type named struct{ place, name string }
+
+// call is one arrow of the map: from calls to, directly or (through)
+// by way of its package's unexported functions.
+type call struct {
+	from, to named
+	through  bool
+}
+
+// mapCalls are the arrows of a row's cells but the first (what to
+// follow) and the last (its tests).
+func mapCalls(row []string) []call {
+	var out []call
+	if len(row) < 3 {
+		return out
+	}
+	for _, cell := range row[1 : len(row)-1] {
+		var (
+			prev, caller named
+			have, group  bool
+			through      bool
+			place        string
+			last         int
+		)
+		for _, m := range tick.FindAllStringSubmatchIndex(cell, -1) {
+			tok := cell[m[2]:m[3]]
+			if isPath(tok) && !isRoute(tok) {
+				place = tok
+				continue
+			}
+			if !isRoute(tok) && !isName(tok) {
+				continue
+			}
+			between := cell[last:m[0]] // files named in it included
+			last = m[1]
+			n := named{place, strings.TrimSuffix(tok, "()")}
+			if isRoute(tok) {
+				n.name = tok
+			}
+			sep := strings.NewReplacer(" ", "", ":", "").Replace(tick.ReplaceAllString(between, ""))
+			switch {
+			case have && strings.Contains(sep, "→"):
+				caller, group = prev, true
+				through = strings.Contains(sep, "…")
+				out = append(out, call{caller, n, through})
+			case group && sep == ",":
+				out = append(out, call{caller, n, through})
+			default:
+				group = false
+			}
+			prev, have = n, true
+		}
+	}
+	return out
+}
+
+// calls says whether function or method from (Type.Method) has in its
+// body a call of name (the last part of Type.Method), or, with through,
+// has one in an unexported function of its package that it calls.
+func calls(t *testing.T, from named, name string, through bool) bool {
+	t.Helper()
+	_, want := cutLast(name)
+	decls := funcDecls(t, from.place)
+	typ, fn, isMethod := strings.Cut(from.name, ".")
+	var start *ast.FuncDecl
+	for _, d := range decls[funcName(from.name)] {
+		if !isMethod && d.Recv == nil || isMethod && d.Recv != nil && receiver(d) == typ && d.Name.Name == fn {
+			start = d
+		}
+	}
+	if start == nil {
+		t.Errorf("%s is not a function of %s", from.name, from.place)
+		return false
+	}
+	seen := map[*ast.FuncDecl]bool{}
+	queue := []*ast.FuncDecl{start}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		if seen[d] || d.Body == nil {
+			continue
+		}
+		seen[d] = true
+		found := false
+		ast.Inspect(d.Body, func(n ast.Node) bool {
+			c, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			called := ""
+			switch f := c.Fun.(type) {
+			case *ast.Ident:
+				called = f.Name
+			case *ast.SelectorExpr:
+				called = f.Sel.Name
+			}
+			if called == want {
+				found = true
+			} else if through && called != "" && !ast.IsExported(called) {
+				queue = append(queue, decls[called]...)
+			}
+			return !found
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// funcDecls are the function and method declarations of the package of
+// place (a Go file's folder, or the folder itself), by name, tests aside.
+func funcDecls(t *testing.T, place string) map[string][]*ast.FuncDecl {
+	t.Helper()
+	dir := filepath.Join(root, place)
+	if strings.HasSuffix(place, ".go") {
+		dir = filepath.Dir(dir)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]*ast.FuncDecl{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				out[fd.Name.Name] = append(out[fd.Name.Name], fd)
+			}
+		}
+	}
+	return out
+}
+
+// funcName is the function's own name: Method of Type.Method.
+func funcName(name string) string {
+	_, n := cutLast(name)
+	return n
+}
+
+func cutLast(name string) (string, string) {
+	if i := strings.LastIndex(name, "."); i >= 0 {
+		return name[:i], name[i+1:]
+	}
+	return "", name
+}
+
 // TestDocLinksResolve checks that every relative link in README.md and
 // docs/*.md names a file or folder of the repository.
 func TestDocLinksResolve(t *testing.T) {

@@ -219,8 +219,8 @@ func (s *blockingMailer) Send(ctx context.Context, _ mail.Message) error {
 
 // While the mail server takes its time, the email job holds no
 // transaction and no lock: a callback for the same order is answered
-// while the message is still being sent (it used to wait behind the order
-// row lock, then time out).
+// while the message is still being sent, not kept waiting behind the
+// order's row lock until it times out.
 func TestSlowMailServerHoldsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

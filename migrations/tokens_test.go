@@ -10,9 +10,9 @@ import (
 	"github.com/sekali/sekali/migrations"
 )
 
-// Order answers stored under an Idempotency-Key used to carry the
-// order's access token; migrating up removes it from them, and changes
-// nothing else of any answer.
+// Order answers stored under an Idempotency-Key with the order's access
+// token lose it on migrating up (00020), and nothing else of any answer
+// changes.
 func TestStoredAnswersLoseTheirTokens(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

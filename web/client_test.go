@@ -89,11 +89,10 @@ func orderHeader(from string) http.Header {
 // newKey is a random Idempotency-Key.
 func newKey() string { return rand.Text() }
 
-// An ordinary IPv6 customer holds a whole /64. Nine addresses of one /64
-// ordering at once with OPEN_ORDERS_PER_CLIENT=3 used to make nine orders
-// and take a limited print's last units; they are one client now: three
-// orders, six 429s, and the print's last unit is still there for the next
-// buyer, from another /64.
+// An ordinary IPv6 customer holds a whole /64, so its addresses are one
+// client: nine addresses of one /64 ordering at once with
+// OPEN_ORDERS_PER_CLIENT=3 make three orders and six 429s, and a limited
+// print's last unit is still there for the next buyer, from another /64.
 func TestOneSlash64IsOneClientForOpenOrders(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t, behindProxy)

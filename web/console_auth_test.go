@@ -306,7 +306,8 @@ func TestAdminAPIJSONTwin(t *testing.T) {
 // 25 guesses sent at once from one address: each is counted before its
 // password is checked, so MaxFailures of them are answered 401 (one
 // bcrypt each) and the rest 429; the right password afterwards is 429
-// too. It used to be 24 × 401 and then a log-in.
+// too, where guesses checked before they are counted would give 24 × 401
+// and then a log-in.
 func TestConcurrentGuessesAreThrottled(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
@@ -350,8 +351,8 @@ func TestConcurrentGuessesAreThrottled(t *testing.T) {
 }
 
 // An email of 3,000 characters or a password of 2 KB is refused with the
-// form's message (422), without a hash compared, and counted: it used to
-// be a 500 that was never counted, one bcrypt each, for ever.
+// form's message (422), without a hash compared, and counted, so that
+// overlong guesses cost no bcrypt and are throttled like the others.
 func TestOverlongLogInIsRefusedAndCounted(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)

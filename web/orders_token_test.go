@@ -12,8 +12,8 @@ import (
 )
 
 // An order's creation replayed (the same Idempotency-Key and body) from
-// another client used to hand that client the order's access token, and
-// then still its customer's email, total and status. Now only the client
+// another client must not hand that client the order's access token, nor
+// its customer's email, total and status: only the client
 // that made it — an IPv6 client being its /64 — gets the order again,
 // with its token; anyone else gets the same 201, marked replayed, with
 // the order's id and nothing else. The stored answer never holds the

@@ -188,7 +188,7 @@ func TestSandboxGatewayLostNotificationFoundByThePoll(t *testing.T) {
 	}
 	// The status API answers the merchant (the sandbox secret) and the
 	// order's customer (its token); to anyone else the order does not
-	// exist — it used to tell anyone the amount and the event id.
+	// exist, so that no one else learns the amount and the event id.
 	if p := c.get("/sandbox/status/" + id); p.StatusCode != http.StatusNotFound {
 		t.Errorf("the status of a paid order without a credential: %d, want 404", p.StatusCode)
 	}

@@ -208,8 +208,8 @@ func TestShopSpeaksToCustomers(t *testing.T) {
 }
 
 // Two tabs post the same order form while the first post still runs:
-// both land on the one order, the second after waiting for the first —
-// it used to be a bare 409 request_in_progress.
+// both land on the one order, the second after waiting for the first,
+// not on a bare 409 request_in_progress.
 func TestCheckoutPostedTwiceAtOnceLandsOnTheOrder(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)

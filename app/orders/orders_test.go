@@ -812,9 +812,9 @@ func itemSummary(items []models.OrderItem) []string {
 
 // Create gives each product the quantity asked for it and charges for
 // exactly that, whatever the database's collation: 1 mug and 5 Tee take
-// 1 mug and 5 Tee from stock and cost 1×75,000 + 5×150,000. (It used to
-// pair the products, as the database sorted them, with the items, as Go
-// sorted them: under postgres:16's usual en_US collation, 5 mugs and 1
+// 1 mug and 5 Tee from stock and cost 1×75,000 + 5×150,000. (Pairing the
+// products, as the database sorts them, with the items, as Go sorts
+// them, gives under postgres:16's usual en_US collation 5 mugs and 1
 // Tee for 525,000.)
 func TestCreateKeepsEachQuantityWithItsSKUUnderAnyCollation(t *testing.T) {
 	t.Parallel()

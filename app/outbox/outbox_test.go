@@ -449,8 +449,9 @@ func TestNotifierWakeSendsNotification(t *testing.T) {
 	n.Wake()
 }
 
-// Add itself sends no notification (the trigger that did was dropped in
-// migration 00010; callers wake the relays after commit): a listener on
+// Add itself sends no notification (callers wake the relays after
+// commit, so that commits do not queue on the notification lock; see
+// migration 00010): a listener on
 // outbox.Channel and on another channel, notified on the other channel
 // after Add's transaction committed, receives that notification first —
 // PostgreSQL delivers notifications in commit order.

@@ -16,8 +16,8 @@ import (
 // Every fact that moves money is compared with what it is about in
 // currency as well as amount: a payment with the order, a refund and a
 // dispute with their payment. A dispute told in another currency than
-// its charge's used to hold its amount as if it were the charge's; it is
-// rejected now, holds nothing, and its delivery notes both values.
+// its charge's would hold its amount as if it were the charge's, so it
+// is rejected, holds nothing, and its delivery notes both values.
 func TestFactsInAnotherCurrencyChangeNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

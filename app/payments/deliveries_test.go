@@ -109,8 +109,8 @@ func delivery(callbackID *int64, at time.Time, outcome string) models.CallbackDe
 		ResponseCode: 200, DurationMS: 1, RemoteAddr: "127.0.0.1", RequestID: "req"}
 }
 
-// A sender of bad signatures used to cost a row per delivery (about
-// 1.4 GB an hour from one unsigned sender). 500 refused deliveries from
+// A row per refused delivery would let a sender of bad signatures write
+// about 1.4 GB an hour. 500 refused deliveries from
 // one address write the address's budget of rows and no more; each one
 // is still answered and counted by its result, and the rest are counted
 // as skipped. Another address has a budget of its own.

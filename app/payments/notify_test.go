@@ -19,7 +19,7 @@ import (
 
 // TestPaidEventWakesTheRelays: the event that pays an order writes its
 // invoice and email tasks, and once committed wakes the relays with a
-// NOTIFY (no trigger does it inside the transaction any more).
+// NOTIFY (none is sent inside the transaction: see migration 00010).
 func TestPaidEventWakesTheRelays(t *testing.T) {
 	t.Parallel()
 	url := testenv.NewDatabaseURL(t)

@@ -6,8 +6,8 @@ import (
 )
 
 // Whoever can reach /callbacks can send bodies with bad signatures, and
-// each refusal used to be a callback_deliveries row: about 1.4 GB an hour
-// from one unsigned sender. The rows of refused deliveries are now
+// a callback_deliveries row for each refusal would be about 1.4 GB an
+// hour from one unsigned sender. The rows of refused deliveries are
 // rationed: at most refusedPerClient a minute from one client (an IPv4
 // address, or an IPv6 network of CLIENT_IPV6_PREFIX bits: a sender with a
 // /64 has 2^64 addresses to rotate through), and refusedPerMinute from

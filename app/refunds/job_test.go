@@ -55,12 +55,11 @@ func (l *lines) with(t *testing.T, key string, value any) []map[string]any {
 	return out
 }
 
-// A refund's job used to log request_id "" (its payload's request_id was
-// the refund record's number, and failed to decode as a string): nothing
-// led from the admin's request to the gateway's answer. Now every line of
-// the job — the guard's and the send's — carries the admin's request id
-// and the refund record's id. A payload of the first version, still in an
-// outbox or a queue, runs as before and logs the record's id.
+// Every line of a refund's job — the guard's and the send's — carries the
+// admin's request id and the refund record's id, so that the admin's
+// request leads to the gateway's answer. A payload of the first version
+// (its request_id the refund record's number, not a string), still in an
+// outbox or a queue, runs and logs the record's id.
 func TestRefundJobLogsTheAdminsRequestAndTheRefund(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -568,9 +568,9 @@ func TestRefundASecondCharge(t *testing.T) {
 
 // A charge whose dispute is open (the bank holds the money) or lost (the
 // bank took it back) refuses refunds: 409 charge_disputed, nothing
-// written, and what is left to refund says why. It used to offer the
-// whole charge after a lost dispute, and the shop would have paid the
-// money back twice. A dispute won gives the charge back to refunds.
+// written, and what is left to refund says why: a refund after a lost
+// dispute would pay the money back twice. A dispute won gives the charge
+// back to refunds.
 func TestDisputedChargeRefusesRefunds(t *testing.T) {
 	t.Parallel()
 	for _, end := range []models.PaymentEvent{models.EventDisputeWon, models.EventDisputeLost} {

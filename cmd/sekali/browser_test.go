@@ -772,7 +772,7 @@ func TestBrowserScreenshots(t *testing.T) {
 }
 
 // TestBrowserQueuesUI: the queue's own UI (asynqmon), behind the console,
-// loads nothing from another origin (it used to ask Google for fonts) and
+// loads nothing from another origin (not even fonts) and
 // has a way back to the console.
 func TestBrowserQueuesUI(t *testing.T) {
 	t.Parallel()

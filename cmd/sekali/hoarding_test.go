@@ -10,8 +10,8 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// One anonymous client used to hold a product's whole stock unpaid, again
-// and again. Now a product caps the units one order may hold, and one
+// One anonymous client must not hold a product's whole stock unpaid,
+// again and again: a product caps the units one order may hold, and one
 // client address holds at most OPEN_ORDERS_PER_CLIENT unpaid orders —
 // counted exactly when its orders come at once — while another client
 // (behind a trusted proxy, by X-Forwarded-For) still buys. An untrusted

@@ -227,8 +227,7 @@ func TestOrderIdempotencyKey(t *testing.T) {
 	})
 	// A key is a capability: whoever sends it again with the body gets the
 	// answer (the access token too, from the order's client). A guessable
-	// key such as the one the README used to show is refused, and nothing
-	// is created.
+	// key such as my-first-order is refused, and nothing is created.
 	t.Run("a short key", func(t *testing.T) {
 		r := a.postOrder(t, "my-first-order", body)
 		if r.Status != 422 || r.str("code") != models.EIdempotencyTooShort || !strings.Contains(r.str("detail"), "at least 16 characters") {

@@ -99,9 +99,9 @@ func TestMidtransForgedNotificationsChangeNothing(t *testing.T) {
 // Midtrans answers most errors of its API with HTTP 200 and the error in
 // the body's status_code. A genuine settlement confirmed while the status
 // API answers so is answered 503 — Midtrans retries it — with nothing
-// written; it used to be 200 "unconfirmed" ("the API does not know the
-// transaction"), which Midtrans never resends, and the money was taken
-// for an order that then expired. The retry, once the API is well, pays.
+// written: a 200 "unconfirmed" ("the API does not know the transaction")
+// is never resent, and the money would be taken for an order that then
+// expires. The retry, once the API is well, pays.
 func TestMidtransAPIErrorInA200IsAnError(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t)
@@ -121,8 +121,8 @@ func TestMidtransAPIErrorInA200IsAnError(t *testing.T) {
 // A status-API answer with another gross_amount is stored under the
 // notification's own key, rejected (amount_mismatch). It must not hold
 // that key against the truth: the genuine notification resent once the
-// API answers right pays the order once — it used to be a 409 conflict
-// for ever, and so was the poll.
+// API answers right pays the order once; were the key held by the
+// wrong answer, it and the poll would be a 409 conflict for ever.
 func TestMidtransWrongAPIAnswerThenGenuineNotificationPaysOnce(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t)

@@ -47,7 +47,7 @@ func scriptedMidtrans(t *testing.T, statusBody string, listed map[string]string)
 
 // A 406 "Duplicate refund ID" is counted only when the status API lists
 // a refund under the request's refund_key: a key taken by a call that was
-// refused (its answer lost) used to be counted on a repeat — a refund
+// refused (its answer lost) would otherwise count on a repeat — a refund
 // done that never happened. Not listed, a repeat is a plain error (the
 // refund stays open and is asked again) and a first call a refusal.
 func TestRefund406IsCheckedWithTheStatusAPI(t *testing.T) {

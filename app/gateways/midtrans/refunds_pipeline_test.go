@@ -18,8 +18,8 @@ import (
 // with the status API like every Midtrans notification.
 
 // Refunds are amounts. Two partial refunds of one Midtrans transaction
-// are two facts, each answered 200 (the second used to share the
-// first's key and be a 409 that Midtrans retried for days): the order is
+// are two facts, each answered 200 (sharing the first's key, the second
+// would be a 409 that Midtrans retries for days): the order is
 // partially_refunded after the first and refunded when they reach the
 // payment, the amounts exact, the stock kept. Midtrans's second,
 // bank-confirmed notification of a refund and a repeat add nothing; a
@@ -132,8 +132,8 @@ func TestMidtransExponentRefundsAreRefused(t *testing.T) {
 	}
 }
 
-// Midtrans's chargeback and partial_chargeback used to be answered 200
-// ignored: the bank took the money back and nothing said so. Each is now
+// Midtrans's chargeback and partial_chargeback mean the bank took the
+// money back, so neither is ignored: each is
 // a lost dispute of the charge, with what it took — a partial one, then
 // the whole — confirmed with the status API like every Midtrans
 // notification; the order's status is unchanged.

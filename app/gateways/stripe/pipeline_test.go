@@ -318,8 +318,8 @@ func TestStripeRefundsByTheChargeTotal(t *testing.T) {
 }
 
 // Stripe Checkout with a delayed method (a bank debit): completed comes
-// unpaid, then async_payment_succeeded pays the order, once — it used to
-// be ignored, and the order expired with the money taken. A failed
+// unpaid, then async_payment_succeeded pays the order, once — were it
+// ignored, the order would expire with the money taken. A failed
 // delayed payment ends that attempt, not the order; an expired session
 // ends the payment and releases the stock.
 func TestStripeAsyncCheckoutPaysOnce(t *testing.T) {
@@ -401,9 +401,10 @@ func TestStripeDisputesAreRecordedOnThePayment(t *testing.T) {
 // A Stripe refund accepted as pending counts — the order refunded — and
 // its refund.failed gives the money back: the order paid again, the
 // payment succeeded with nothing refunded, the stock untouched, the
-// refund row failed with Stripe's reason, and no email. It used to stay
-// counted (refund.failed was "ignored"): the order said refunded while
-// the customer got nothing. A charge.refunded of before the failure,
+// refund row failed with Stripe's reason, and no email; were the refund
+// still counted, the order would say refunded while the customer got
+// nothing. A
+// charge.refunded of before the failure,
 // delivered after it, counts nothing again; a second refund that
 // succeeds refunds the order, and its customer gets one email.
 func TestStripeRefundFailedAfterAcceptanceGivesTheMoneyBack(t *testing.T) {

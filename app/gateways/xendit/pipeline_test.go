@@ -182,8 +182,8 @@ func TestXenditAmbiguousCallbacksAreRefused(t *testing.T) {
 	}
 }
 
-// Xendit answers a refund PENDING; its refund.failed callback used to get
-// 422 missing_field (the parser read only invoices). Now it is 200 and
+// Xendit answers a refund PENDING, so its parser reads refund callbacks
+// as well as invoices: a refund.failed callback is 200 and
 // gives the money back; a refund.succeeded callback of a refund made in
 // Xendit's dashboard (no metadata) refunds the order by its invoice.
 func TestXenditRefundCallbacks(t *testing.T) {
