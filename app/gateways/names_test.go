@@ -1,0 +1,144 @@
+package gateways_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sekali/sekali/app/gateways"
+)
+
+// namingAllowed are the files outside the gateways' own packages that
+// may name a paid gateway: the registry, which imports each with one
+// line, the deletion proof, which deletes one by name, and this file,
+// whose list names files named after one. Each of the others below still names one in its comments or tests, and leaves
+// this list when it no longer does (the test fails while it stays).
+// docs/ is the gateways' tables; loadtest/ is a module of its own,
+// checked by its own tests.
+var namingAllowed = []string{
+	"app/gateways/gateways.go",
+	"app/gateways/deletion_test.go",
+	"app/gateways/names_test.go",
+
+	"app/audit/books_app_test.go",
+	"app/audit/books_model_test.go",
+	"app/audit/books_test.go",
+	"app/catchup/catchup.go",
+	"app/gatewaycalls/answer.go",
+	"app/gatewaycalls/asks.go",
+	"app/gatewaycalls/page.go",
+	"app/gatewaycalls/page_test.go",
+	"app/gatewaycalls/pages.go",
+	"app/gatewaycalls/pages_test.go",
+	"app/gatewaycalls/refund.go",
+	"app/gateways/emulation/faults.go",
+	"app/gateways/gatewaytest/answers.go",
+	"app/gateways/gatewaytest/calls.go",
+	"app/gateways/gatewaytest/emulated.go",
+	"app/gateways/gatewaytest/fuzz.go",
+	"app/gateways/gatewaytest/unaskable.go",
+	"app/gateways/httpjson/httpjson_test.go",
+	"app/janitor/janitor.go",
+	"app/janitor/janitor_test.go",
+	"app/payments/ambiguous_test.go",
+	"app/payments/amount.go",
+	"app/payments/amount_test.go",
+	"app/payments/depth_test.go",
+	"app/payments/dispute.go",
+	"app/payments/emulate.go",
+	"app/payments/kept_test.go",
+	"app/payments/missed.go",
+	"app/payments/parsed_test.go",
+	"app/payments/payments.go",
+	"app/payments/redact.go",
+	"app/payments/refund.go",
+	"app/payments/replays.go",
+	"app/payments/replays_test.go",
+	"app/payments/send.go",
+	"app/payments/status.go",
+	"app/story/story_test.go",
+	"cmd/sekali/catchup_test.go",
+	"cmd/sekali/janitor_browser_test.go",
+	"cmd/sekali/midtrans_test.go",
+	"cmd/sekali/payment_kill_test.go",
+	"cmd/sekali/refund_kill_test.go",
+	"jobs/maintenance_test.go",
+	"jobs/watch_test.go",
+	"models/payment.go",
+	"models/transitions.go",
+	"models/transitions_test.go",
+	"web/callbacks_answer_test.go",
+	"web/console_helpers_test.go",
+	"web/console_pages_test.go",
+	"web/frictions_test.go",
+	"web/pay.go",
+	"web/pay_test.go",
+	"web/sandbox_test.go",
+	"web/sandboxgw/emulate_test.go",
+	"web/sandboxgw/gateway.go",
+	"web/sandboxgw/pages.go",
+	"web/sandboxgw/sandboxgwtest/sandboxgwtest.go",
+	"web/sandboxgw/sandboxgwtest/shop.go",
+}
+
+// Outside its own package, no Go file, template or script names a paid
+// gateway of the registry (but the files of namingAllowed): a fork that
+// drops a gateway drops its package and its line in All, and nothing
+// else names it.
+func TestNoGatewayNamedOutsideItsPackage(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]bool{}
+	for _, name := range gateways.Names() {
+		own[filepath.Join("app", "gateways", name)] = true
+	}
+	var naming []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if own[rel] || rel == "docs" || rel == "loadtest" || rel == "node_modules" || strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".templ", ".js":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text := strings.ToLower(string(b))
+		for _, name := range gateways.Paid() {
+			if strings.Contains(text, name) {
+				naming = append(naming, filepath.ToSlash(rel))
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range naming {
+		if !slices.Contains(namingAllowed, f) {
+			t.Errorf("%s names a paid gateway: name it in its own package and reach it through the registry", f)
+		}
+	}
+	for _, f := range namingAllowed {
+		if !slices.Contains(naming, f) {
+			t.Errorf("%s names no paid gateway any more: take it off namingAllowed", f)
+		}
+	}
+}
