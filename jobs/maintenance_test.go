@@ -508,7 +508,7 @@ func TestMaintenancePollPayments(t *testing.T) {
 		t.Fatalf("without a poll: %v", err)
 	}
 	calls := 0
-	failure := errors.New("midtrans: HTTP 503")
+	failure := errors.New("acmepay: HTTP 503")
 	m.Poll = func(context.Context) (int, error) { calls++; return 1, failure }
 	if err := m.PollPayments(context.Background(), task); !errors.Is(err, failure) || calls != 1 {
 		t.Errorf("with a failing poll: %v after %d calls, want its error after 1", err, calls)

@@ -41,10 +41,10 @@ func TestWatchRaisesEachOccurrenceOnce(t *testing.T) {
 		exec("INSERT INTO callback_deliveries (provider, received_at, outcome, response_code, duration_ms) VALUES ('sandbox', ?, 'conflict', 409, 1)",
 			now.Add(-time.Hour))
 	}
-	// Stripe's API timed out on a payment page: the call stays sent with its error.
+	// A gateway's API timed out on a payment page: the call stays sent with its error.
 	pending := e.pendingOrder()
 	exec(`INSERT INTO gateway_requests (kind, order_id, provider, idempotency_key, amount, currency, phase, attempts, last_error, updated_at)
-VALUES ('create_payment', ?, 'stripe', ?, ?, 'IDR', 'sent', 1, 'Post "/v1/checkout/sessions": context deadline exceeded', ?)`,
+VALUES ('create_payment', ?, 'acmepay', ?, ?, 'IDR', 'sent', 1, 'Post "/v1/checkout/sessions": context deadline exceeded', ?)`,
 		pending.ID, "pay-"+pending.ID, price, now)
 	// A refund the gateway refused.
 	paid := e.paidOrder()
@@ -55,11 +55,11 @@ VALUES ('create_payment', ?, 'stripe', ?, ?, 'IDR', 'sent', 1, 'Post "/v1/checko
 	exec(`INSERT INTO gateway_requests (kind, order_id, provider, idempotency_key, amount, currency, phase, attempts, last_error, payment_id, updated_at)
 VALUES ('refund', ?, 'sandbox', ?, ?, 'IDR', 'failed', 1, 'charge already refunded', ?, ?)`,
 		paid, paid+"-R1", price, paymentID, now)
-	// A payment page Xendit answered for another amount: not offered.
+	// A payment page a gateway answered for another amount: not offered.
 	other := e.pendingOrder()
 	exec(`INSERT INTO gateway_requests (kind, order_id, provider, idempotency_key, amount, currency, phase, attempts, last_error,
 provider_object_id, done_at, answered_amount, answered_currency, updated_at)
-VALUES ('create_payment', ?, 'xendit', ?, ?, 'IDR', 'conflict', 1, 'not offered: the gateway answered Rp 1, not the Rp 50.000 asked', 'inv-1', ?, 1, 'IDR', ?)`,
+VALUES ('create_payment', ?, 'otherpay', ?, ?, 'IDR', 'conflict', 1, 'not offered: the gateway answered Rp 1, not the Rp 50.000 asked', 'inv-1', ?, 1, 'IDR', ?)`,
 		other.ID, other.ID, price, now, now)
 	// A task the queue gave up on.
 	e.startWorker(jobs.QueueDefault, asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
@@ -106,7 +106,7 @@ VALUES ('create_payment', ?, 'xendit', ?, ?, 'IDR', 'conflict', 1, 'not offered:
 	}
 	var gw struct{ EventID, Payload string }
 	e.db.Raw("SELECT event_id, payload::text AS payload FROM alerts WHERE type = ?", alerts.GatewayDown).Scan(&gw)
-	if gw.EventID != alerts.GatewayDown+":stripe:"+alerts.WindowKey(now) {
+	if gw.EventID != alerts.GatewayDown+":acmepay:"+alerts.WindowKey(now) {
 		t.Errorf("gateway.unreachable's event id %q: want it per provider and window", gw.EventID)
 	}
 }

@@ -59,7 +59,7 @@ type RefundStatus string
 
 const (
 	// RefundPending: the gateway accepted the refund and may still fail
-	// it (Stripe's pending, Xendit's PENDING). It counts.
+	// it (a gateway's pending refund). It counts.
 	RefundPending RefundStatus = "pending"
 	// RefundSucceeded: the money went back. It counts, and the customer
 	// hears about it.
@@ -90,7 +90,7 @@ func (s RefundStatus) Valid() bool {
 
 // RefundMoves reports whether a refund in state from may move to to:
 // pending to anything; succeeded to failed (a gateway may fail a refund
-// it reported succeeded, Stripe says); nothing out of a final state.
+// it reported succeeded, some gateways say); nothing out of a final state.
 func RefundMoves(from, to RefundStatus) bool {
 	switch from {
 	case RefundPending:

@@ -65,7 +65,7 @@ func DisputeOf(ev PaymentEvent) (Dispute, bool) {
 // charge whose payment row has status charge ("" when unknown), dispute
 // state current and disputed amount held: recorded on a charge that was
 // taken when it moves the dispute forward, or when a lost dispute grows
-// (Midtrans's partial_chargeback, then its chargeback); else stale. No
+// (a partial chargeback, then the whole); else stale. No
 // order changes status: a dispute marks the payment, refunds of it are
 // refused while it is open or lost, and an admin decides what follows.
 func DecideDispute(ev PaymentEvent, charge PaymentStatus, current Dispute, held, amount int64) Action {

@@ -394,7 +394,7 @@ func TestDecideRefund(t *testing.T) {
 }
 
 // A refund's states: pending may become anything final or succeeded;
-// succeeded may still fail (Stripe says so); nothing leaves a final state;
+// succeeded may still fail (some gateways say so); nothing leaves a final state;
 // only pending and succeeded count.
 func TestRefundMoves(t *testing.T) {
 	t.Parallel()
@@ -664,7 +664,7 @@ func TestDecideDispute(t *testing.T) {
 		{models.EventDisputeWon, models.DisputeOpen, 100, 100, models.ActionDispute},
 		{models.EventDisputeLost, models.DisputeOpen, 100, 100, models.ActionDispute},
 		{models.EventDisputeLost, models.DisputeWon, 0, 100, models.ActionStale},
-		// A partial chargeback, then the whole (Midtrans): the lost
+		// A partial chargeback, then the whole: the lost
 		// dispute grows; told again, or smaller, it is stale.
 		{models.EventDisputeLost, models.DisputeNone, 0, 40, models.ActionDispute},
 		{models.EventDisputeLost, models.DisputeLost, 40, 100, models.ActionDispute},

@@ -13,8 +13,8 @@ func TestCallbackAnswerIsItsJSON(t *testing.T) {
 	t.Parallel()
 	for _, a := range []callbackJSON{
 		{Result: "duplicate", Provider: "sandbox", IdempotencyKey: "evt-1", OrderID: "ORD-1", OrderStatus: "paid"},
-		{Result: "ignored", Provider: "stripe", IdempotencyKey: "evt_1"},
-		{Result: "unconfirmed", Provider: "midtrans", IdempotencyKey: "k", OrderID: "o", Detail: `the API said "settlement" \ café`},
+		{Result: "ignored", Provider: "acmepay", IdempotencyKey: "evt_1"},
+		{Result: "unconfirmed", Provider: "otherpay", IdempotencyKey: "k", OrderID: "o", Detail: `the API said "settlement" \ café`},
 		{Result: "unconfirmed", Provider: "p", Detail: "<b>&</b>\n"},
 	} {
 		want, err := json.Marshal(a)

@@ -1136,9 +1136,9 @@ func TestCatchUpPageListsRuns(t *testing.T) {
 	done := now.Add(-time.Hour + time.Minute)
 	runs := []models.CatchUpRun{
 		{StartedAt: now.Add(-time.Hour), FinishedAt: &done, Since: now.Add(-73 * time.Hour), Trigger: models.CatchUpByCommand,
-			Gateways: []models.CatchUpCount{{Provider: "stripe", Asked: 1, Found: 4, Applied: 3}, {Provider: "midtrans", Asked: 9, Found: 2, Applied: 2}}},
-		{StartedAt: now, FinishedAt: &now, Since: now.Add(-time.Hour), Trigger: models.CatchUpByJob, Error: "xendit: status requests failed",
-			Gateways: []models.CatchUpCount{{Provider: "xendit", Asked: 5, Error: "5 of 5 status requests failed; first: HTTP 503"}}},
+			Gateways: []models.CatchUpCount{{Provider: "acmepay", Asked: 1, Found: 4, Applied: 3}, {Provider: "otherpay", Asked: 9, Found: 2, Applied: 2}}},
+		{StartedAt: now, FinishedAt: &now, Since: now.Add(-time.Hour), Trigger: models.CatchUpByJob, Error: "thirdpay: status requests failed",
+			Gateways: []models.CatchUpCount{{Provider: "thirdpay", Asked: 5, Error: "5 of 5 status requests failed; first: HTTP 503"}}},
 	}
 	if err := c.db.Create(&runs).Error; err != nil {
 		t.Fatal(err)
@@ -1148,12 +1148,12 @@ func TestCatchUpPageListsRuns(t *testing.T) {
 		t.Fatalf("%d rows, want the 2 runs", rows.Length())
 	}
 	newest, oldest := rows.Eq(0).Text(), rows.Eq(1).Text()
-	for _, want := range []string{"the schedule", "xendit", "incomplete", "HTTP 503"} {
+	for _, want := range []string{"the schedule", "thirdpay", "incomplete", "HTTP 503"} {
 		if !strings.Contains(newest, want) {
 			t.Errorf("the newest run's row %q does not say %q", newest, want)
 		}
 	}
-	for _, want := range []string{"sekali catch-up", "stripe: 1 · 4 · 3", "midtrans: 9 · 2 · 2", "done"} {
+	for _, want := range []string{"sekali catch-up", "acmepay: 1 · 4 · 3", "otherpay: 9 · 2 · 2", "done"} {
 		if !strings.Contains(strings.Join(strings.Fields(oldest), " "), want) {
 			t.Errorf("the oldest run's row %q does not say %q", oldest, want)
 		}

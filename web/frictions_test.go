@@ -47,13 +47,13 @@ func TestShopOrderPageSaysADiscardedEmailWillNotBeSent(t *testing.T) {
 // The shop names the gateway PAYMENT_GATEWAY configures.
 func TestShopNamesTheConfiguredGateway(t *testing.T) {
 	t.Parallel()
-	c := newConsole(t, func(cfg *config.Config) { cfg.PaymentGateway = "xendit" })
+	c := newConsole(t, func(cfg *config.Config) { cfg.PaymentGateway = "acmepay" })
 	doc := c.get("/").Doc(t)
-	if got := doc.Find(".topbar .who").Text(); !strings.Contains(got, "payments go to the xendit gateway") {
-		t.Errorf("the shop's bar says %q, want the xendit gateway", got)
+	if got := doc.Find(".topbar .who").Text(); !strings.Contains(got, "payments go to the acmepay gateway") {
+		t.Errorf("the shop's bar says %q, want the acmepay gateway", got)
 	}
 	if strings.Contains(doc.Text(), "sandbox") {
-		t.Errorf("the shop with PAYMENT_GATEWAY=xendit still names the sandbox:\n%s", doc.Text())
+		t.Errorf("the shop with PAYMENT_GATEWAY=acmepay still names the sandbox:\n%s", doc.Text())
 	}
 }
 

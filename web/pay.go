@@ -78,7 +78,7 @@ func (s *Server) orderPayment(c echo.Context) error {
 // sends the customer back to the order's page, with the token when the
 // caller has the customer's. Every press must send the gateway the same
 // request — a repeat under one key with other parameters is an error at
-// Stripe — so the return URL depends on nothing that changes between
+// some gateways — so the return URL depends on nothing that changes between
 // presses (not on the payment attempts so far, nor on the host asked),
 // and the items carry the names they were sold under, not the
 // catalogue's of the moment.

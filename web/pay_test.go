@@ -237,7 +237,7 @@ func TestGatewayRequestsPage(t *testing.T) {
 		t.Fatalf("pay: %d", p.StatusCode)
 	}
 	stuck, _ := c.newShopOrder(t, "GWLIST")
-	if err := c.db.Create(&models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: stuck, Provider: "stripe",
+	if err := c.db.Create(&models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: stuck, Provider: "acmepay",
 		IdempotencyKey: stuck, Amount: 50000, Currency: "IDR", Phase: models.GatewaySent, Attempts: 1,
 		LastError: "context deadline exceeded"}).Error; err != nil {
 		t.Fatal(err)

@@ -232,7 +232,7 @@ func TestSandboxGatewayButtonsAndChecks(t *testing.T) {
 		{"outcome": {"paid"}, "copies": {"101"}, "mode": {"sequential"}, "provider": {"sandbox"}},
 		{"outcome": {"refunded"}, "copies": {"1"}, "mode": {"sequential"}, "provider": {"sandbox"}},
 		{"outcome": {"paid"}, "copies": {"1"}, "mode": {"sideways"}, "provider": {"sandbox"}},
-		{"outcome": {"paid"}, "copies": {"1"}, "mode": {"sequential"}, "provider": {"stripe"}},
+		{"outcome": {"paid"}, "copies": {"1"}, "mode": {"sequential"}, "provider": {"acmepay"}}, // a format it does not speak
 	} {
 		if p := c.pay(id, token, bad); p.StatusCode != 422 {
 			t.Errorf("plan %v: %d, want 422", bad, p.StatusCode)

@@ -2,8 +2,8 @@
 // an outage longer than their retries — and feeds their answers through
 // the callback pipeline under the same keys as their notifications, so a
 // payment both found here and delivered is applied once. A gateway whose
-// API lists its undelivered notifications (Stripe) is asked for those;
-// the others (Midtrans, Xendit) are asked the status of every open order
+// API lists its undelivered notifications is asked for those; the
+// others are asked the status of every open order
 // and open refund. Each run is a row of catch_up_runs: the console lists
 // them, and the next run starts where the last one did.
 package catchup
@@ -27,10 +27,10 @@ import (
 
 const (
 	// DefaultSince is how far back a run looks when none ran before:
-	// Stripe retries a webhook for up to three days, the others less.
+	// the longest a gateway retries a webhook is three days.
 	DefaultSince = 72 * time.Hour
-	// MaxSince is the furthest back a run may look: Stripe keeps events
-	// for 30 days.
+	// MaxSince is the furthest back a run may look: the longest a
+	// gateway keeps its events is 30 days.
 	MaxSince = 30 * 24 * time.Hour
 	// overlap is how much earlier than the last run's start the next
 	// one begins: an event made as that run began is not missed, and a

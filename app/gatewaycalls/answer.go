@@ -11,7 +11,7 @@ import (
 // — a refund, a hosted payment page: its amount, in Sekali's minor
 // units, and its currency. Currency "" states none (the amount is then
 // read in the currency asked); the zero value states nothing, as
-// Midtrans's Snap answers a token and a URL only.
+// a page answered with a token and a URL only does.
 type Stated struct {
 	Amount   int64
 	Currency string

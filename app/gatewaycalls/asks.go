@@ -58,7 +58,7 @@ func (l *Ledger) Untake(ctx context.Context, r *models.GatewayRequest) error {
 }
 
 // Postpone sets r's next ask wait from now without asking: its gateway
-// cannot be asked (Midtrans's Snap pages), and the janitor looks again
+// cannot be asked (a hosted page no API returns), and the janitor looks again
 // then whether something else (a notification, the customer's next Pay,
 // the order's end) made its outcome known.
 func (l *Ledger) Postpone(ctx context.Context, r *models.GatewayRequest, wait time.Duration) error {

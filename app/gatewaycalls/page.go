@@ -14,8 +14,8 @@ import (
 type PageRequest struct {
 	OrderID string
 	// Key is the provider idempotency key, chosen before the first call
-	// and sent with every repeat of it: Stripe's Idempotency-Key header,
-	// Midtrans's Snap order_id, Xendit's external_id.
+	// and sent with every repeat of it: an Idempotency-Key header, or an
+	// order or external id the gateway takes once.
 	Key           string
 	Amount        int64 // minor units
 	Currency      string
@@ -26,8 +26,7 @@ type PageRequest struct {
 	ReturnURL string
 	// ExpiresAt is the order's deadline, when its stock is released;
 	// AskedAt is when this call is made. A gateway whose page takes a
-	// deadline and does not compare a repeat's parameters (Midtrans,
-	// Xendit) is given the time between them: a payment after the
+	// deadline and does not compare a repeat's parameters is given the time between them: a payment after the
 	// order's end would have no stock left to pay for. Zero: none.
 	ExpiresAt, AskedAt time.Time
 }
@@ -45,7 +44,7 @@ func (r PageRequest) PayWithin(least time.Duration) time.Duration {
 // CheckItems refuses, before anything is sent, a request whose items do
 // not add up to its amount: every gateway's page lists them, and each
 // refuses a total other than the amount. No items: nothing to check.
-// gateway names the call in the refusal ("stripe checkout session").
+// gateway names the call in the refusal ("<gateway> checkout session").
 func (r PageRequest) CheckItems(gateway string) error {
 	var total int64
 	for _, it := range r.Items {
@@ -134,7 +133,7 @@ func RefusedStatus(code int) bool {
 }
 
 // KeySpent is a gateway's answer that the request's key was used before
-// and cannot be used again — Midtrans's Snap order_id, which Midtrans
+// and cannot be used again — an order id the gateway takes once and
 // does not replay: after a lost answer, the repeat is refused so. A new
 // key may succeed.
 type KeySpent struct {

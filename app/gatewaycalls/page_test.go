@@ -10,12 +10,12 @@ import (
 func TestOrigin(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"https://app.sandbox.midtrans.com":         "https://app.sandbox.midtrans.com",
-		"http://127.0.0.1:8080/sandbox/stripe":     "http://127.0.0.1:8080",
-		"https://checkout.stripe.com/c/pay/cs_1#x": "https://checkout.stripe.com",
-		"/sandbox/pay/ORD-1":                       "",
-		"":                                         "",
-		"::":                                       "",
+		"https://app.sandbox.gateway.example":        "https://app.sandbox.gateway.example",
+		"http://127.0.0.1:8080/sandbox/acmepay":      "http://127.0.0.1:8080",
+		"https://checkout.gateway.example/c/pay/1#x": "https://checkout.gateway.example",
+		"/sandbox/pay/ORD-1":                         "",
+		"":                                           "",
+		"::":                                         "",
 	} {
 		if got := gatewaycalls.Origin(in); got != want {
 			t.Errorf("Origin(%q) = %q, want %q", in, got, want)

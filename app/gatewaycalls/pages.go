@@ -58,7 +58,7 @@ func (p *Pages) PageOrigins() []string { return p.opener.PageOrigins() }
 //
 // If the call times out or the gateway fails, the answer is EUnavailable
 // and the row stays sent: the first press after its lease sends the same
-// request with the same key, and a gateway that honours it (Stripe)
+// request with the same key, and a gateway that honours it
 // answers with the page it made the first time. A gateway's "no" fails
 // the row for good.
 func (p *Pages) Open(ctx context.Context, o *models.Order, items []PageItem, returnURL string) (Page, error) {
@@ -114,8 +114,7 @@ var errAnswerConflict = models.Errorf(models.EConflict,
 
 // plan finds or writes the order's create_payment row. Its key is the
 // order id: the one id of the order every gateway can carry back in its
-// notifications (Midtrans's order_id, Stripe's Idempotency-Key beside
-// metadata.order_id, Xendit's external_id).
+// notifications (as its order id, external id or metadata).
 func (p *Pages) plan(ctx context.Context, o *models.Order) (*models.GatewayRequest, error) {
 	db := p.db.WithContext(ctx)
 	r := models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: o.ID, Provider: p.opener.Provider(),
@@ -264,11 +263,11 @@ func WithoutToken(rawURL string) string {
 
 // PageFinder is implemented by a PageOpener whose gateway can be asked
 // what a call to open a page made: the page it holds for the request's
-// order under the request's key (Xendit's invoices by external_id,
-// Stripe's Checkout Sessions by the order they name). found is false when
+// order under the request's key (by external id, or by the order
+// they name). found is false when
 // the gateway answers that it holds none. An error says nothing either
-// way. Midtrans's Snap cannot be asked (no API returns a Snap token), so
-// its opener is no PageFinder.
+// way. A gateway whose API returns no page cannot be asked, so its
+// opener is no PageFinder.
 type PageFinder interface {
 	FindPage(ctx context.Context, r PageRequest) (page Page, found bool, err error)
 }
@@ -296,8 +295,8 @@ const (
 // r, sent and its answer lost, once it can claim r (as a press would),
 // and records the answer. It does not send the request again: a repeat
 // must carry the customer's access token in its return URL, which only
-// the customer's own press has, and Stripe refuses a repeat with other
-// parameters for good. o is r's order.
+// the customer's own press has, and a gateway may refuse a repeat with
+// other parameters for good. o is r's order.
 func (l *Ledger) LookUpPage(ctx context.Context, finder PageFinder, r *models.GatewayRequest, o *models.Order, callTimeout time.Duration) (PageLook, error) {
 	claimed, err := l.Claim(ctx, r, Lease(callTimeout))
 	if err != nil || !claimed {

@@ -304,7 +304,8 @@ func TestListFiltersByPhase(t *testing.T) {
 	}
 }
 
-// A spent key (Midtrans's Snap order_id after a lost answer) is replaced
+// A spent key (a gateway's order id that cannot be used again after a
+// lost answer) is replaced
 // in the same press: the row gets {order}~{attempt}, the gateway is
 // asked again under it, and the page it makes is the order's.
 func TestSpentKeyIsReplaced(t *testing.T) {

@@ -11,14 +11,13 @@ import (
 type RefundRequest struct {
 	OrderID string
 	// Key is the provider idempotency key, chosen before the first call
-	// and sent with every repeat of it: Stripe's Idempotency-Key header
-	// (and metadata[refund_key]), Midtrans's refund_key, Xendit's
-	// Idempotency-key header (and reference_id), the sandbox's refund_id.
+	// and sent with every repeat of it: an Idempotency-Key header or a
+	// refund key or reference in the body, the sandbox's refund_id.
 	Key string
 	// Charge is the gateway's reference of the charge, as Sekali recorded
 	// it from the gateway's notification (payments.provider_reference):
-	// a PaymentIntent (pi_…), a Midtrans transaction_id, a Xendit invoice
-	// id, a sandbox transaction id.
+	// a payment's, a transaction's or an invoice's id, a sandbox
+	// transaction id.
 	Charge   string
 	Amount   int64 // minor units
 	Currency string
@@ -32,8 +31,8 @@ type RefundRequest struct {
 // notification of the same refund would say, so that the answer and the
 // notification converge on one refund (payments.ApplyAnswer).
 type Refunded struct {
-	// ObjectID is the gateway's id of the refund (re_…, a Midtrans
-	// refund_key, rfd-…).
+	// ObjectID is the gateway's id of the refund (its id or key
+	// for it).
 	ObjectID string
 	// Amount (minor units of Currency) and Currency are what the
 	// gateway's answer states it refunded; Currency is "" where the
@@ -46,10 +45,10 @@ type Refunded struct {
 	// by; "" where they state only the charge's refunded total.
 	RefundKey string
 	// Total is the charge's refunded total after this refund, where the
-	// gateway states one (Stripe's amount_refunded); 0 where it does not.
+	// gateway states one (an amount refunded); 0 where it does not.
 	Total int64
 	// Pending is true when the gateway accepted the refund without
-	// making it yet (Stripe's pending, Xendit's PENDING): it may still
+	// making it yet (answered pending): it may still
 	// fail, and its notification says so. False: the refund is made.
 	Pending bool
 }
@@ -69,11 +68,11 @@ type Refunder interface {
 
 // RefundLooker is implemented by a Refunder whose gateway can be asked
 // what became of a refund it accepted without making it (pending):
-// Stripe lists a PaymentIntent's refunds with Sekali's key in their
-// metadata, Xendit an invoice's with the key as reference_id. found is
+// the gateway lists a charge's refunds with Sekali's key in their
+// metadata or as their reference. found is
 // false when the gateway lists no refund under the request's key; an
 // error says nothing either way. A gateway that never answers pending
-// (Midtrans, the sandbox) needs none: its refunds are made when answered.
+// (the sandbox, among others) needs none: its refunds are made when answered.
 type RefundLooker interface {
 	LookUpRefund(ctx context.Context, r RefundRequest) (state RefundState, found bool, err error)
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 
@@ -41,14 +42,21 @@ type Entry struct {
 	// outcome is unknown, and so how long such an outcome may last
 	// before the audit reports it.
 	Schedule gatewaycalls.Schedule
+	// Emulated are the settings that point it at the sandbox gateway's
+	// emulation of its API served at a base URL, with development
+	// secrets: tests run every gateway of All alike with them.
+	Emulated func(base string) map[string]string
+	// RefundNotices is how many notifications it sends of one refund
+	// made when asked.
+	RefundNotices int
 }
 
 // All are the gateways, the sandbox first.
 var All = []Entry{
-	{sandbox.Name, "SANDBOX_WEBHOOK_SECRET", sandbox.NewSenderFromSecret, sandbox.New, sandbox.Schedule},
-	{midtrans.Name, "MIDTRANS_SERVER_KEY", midtrans.NewSender, midtrans.New, midtrans.Schedule},
-	{xendit.Name, "XENDIT_CALLBACK_TOKEN", xendit.NewSender, xendit.New, xendit.Schedule},
-	{stripe.Name, "STRIPE_WEBHOOK_SECRET", stripe.NewSender, stripe.New, stripe.Schedule},
+	{sandbox.Name, "SANDBOX_WEBHOOK_SECRET", sandbox.NewSenderFromSecret, sandbox.New, sandbox.Schedule, sandbox.Emulated, sandbox.RefundNotices},
+	{midtrans.Name, "MIDTRANS_SERVER_KEY", midtrans.NewSender, midtrans.New, midtrans.Schedule, midtrans.Emulated, midtrans.RefundNotices},
+	{xendit.Name, "XENDIT_CALLBACK_TOKEN", xendit.NewSender, xendit.New, xendit.Schedule, xendit.Emulated, xendit.RefundNotices},
+	{stripe.Name, "STRIPE_WEBHOOK_SECRET", stripe.NewSender, stripe.New, stripe.Schedule, stripe.Emulated, stripe.RefundNotices},
 }
 
 // Schedules are every gateway's schedule of asks about unknown
@@ -68,6 +76,32 @@ func Names() []string {
 		names[i] = e.Name
 	}
 	return names
+}
+
+// Paid are the names of the gateways other than the sandbox: those a
+// shop is paid through, in the order of All.
+func Paid() []string {
+	return slices.DeleteFunc(Names(), func(n string) bool { return n == sandbox.Name })
+}
+
+// EmulatedEnv is the settings of every gateway of All at once, each
+// pointed at the sandbox gateway's emulation of its API served at base.
+func EmulatedEnv(base string) map[string]string {
+	env := map[string]string{}
+	for _, e := range All {
+		maps.Copy(env, e.Emulated(base))
+	}
+	return env
+}
+
+// SecretVariables are the variables each gateway's notifications are
+// checked with, in the order of All.
+func SecretVariables() []string {
+	vars := make([]string, len(All))
+	for i, e := range All {
+		vars[i] = e.SecretVariable
+	}
+	return vars
 }
 
 // Find returns the entry of the gateway called name.

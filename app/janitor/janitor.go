@@ -95,8 +95,8 @@ const (
 	// notification, or no longer needed (the order of a page is over);
 	// the schedule ended.
 	Known Result = "known"
-	// CannotAsk: the gateway cannot be asked about it (Midtrans's Snap
-	// pages, a gateway no longer configured); the janitor looks again
+	// CannotAsk: the gateway cannot be asked about it (a hosted page
+	// no API returns, a gateway no longer configured); the janitor looks again
 	// later whether something else made it known.
 	CannotAsk Result = "cannot ask"
 )

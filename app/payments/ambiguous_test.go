@@ -68,8 +68,8 @@ func (f *fixture) send(d delivery) payments.Outcome {
 // A body two parsers could read differently is refused before anything
 // is written: keys equal but for case (encoding/json would fill one field
 // from either, the last one winning) are a 400. (Each gateway's package
-// checks its own: Xendit's with what it documents as a number sent in
-// quotes, a 422; Stripe's in a body nested inside the event.)
+// checks its own, such as a number sent in quotes or a body nested
+// inside the event.)
 func TestAmbiguousBodiesAreRefused(t *testing.T) {
 	t.Parallel()
 	f := gatewayFixture(t)

@@ -8,11 +8,11 @@ import (
 	"github.com/sekali/sekali/models"
 )
 
-// Amounts arrive in each gateway's own notation: Midtrans writes
-// "150000.00", Xendit a JSON number in the currency's major unit, the
+// Amounts arrive in each gateway's own notation: "150000.00",
+// a JSON number in the currency's major unit, the
 // admin a form field or a JSON number in major units, the sandbox an
-// integer in minor units, Stripe an integer in *its* minor unit (its
-// package converts). Sekali keeps every amount in the currency's own
+// integer in minor units, or an integer in the gateway's own minor
+// unit (its package converts). Sekali keeps every amount in the currency's own
 // minor unit (models.CurrencyExponent: IDR 0, USD 2), so each reader
 // converts, exactly, or refuses.
 //

@@ -21,7 +21,7 @@ func TestParseAmount(t *testing.T) {
 		refused        string // "" when accepted; else a part of the reason
 	}{
 		{"150000", "IDR", 150000, ""},
-		{"150000.00", "IDR", 150000, ""}, // Midtrans's rupiah
+		{"150000.00", "IDR", 150000, ""}, // rupiah with decimals, as some gateways write it
 		{"150000.000000", "IDR", 150000, ""},
 		{"0", "IDR", 0, ""},
 		{"007", "IDR", 7, ""},

@@ -29,8 +29,8 @@ func (v *verifyCounter) Verify(h http.Header, body []byte, now time.Time) error 
 }
 
 // A body nested deeper than MaxBodyDepth is refused 400 invalid_payload
-// before any provider reads it (Midtrans's Verify decodes the body
-// unauthenticated): 9,000 nested arrays, as signed as the sandbox signs,
+// before any provider reads it (a gateway whose signature is inside the
+// body decodes it in Verify, unauthenticated): 9,000 nested arrays, as signed as the sandbox signs,
 // never reach Verify, and neither a callback nor a payment is written.
 // A body at the limit is read as any other.
 func TestDeepBodiesAreRefusedBeforeTheyAreRead(t *testing.T) {

@@ -39,7 +39,7 @@ func (s *Service) dispute(tx *gorm.DB, charge *models.Payment, ev Event) error {
 }
 
 // errUnknownCharge says that an event which names its charge and not its
-// order (a Stripe dispute) names a charge this shop has no payment of.
+// order (a dispute, at some gateways) names a charge this shop has no payment of.
 var errUnknownCharge = errors.New("names a charge this shop has no payment of")
 
 // orderOfCharge fills in the order of an event that names only its

@@ -10,7 +10,7 @@ import "net/http"
 type Emulator interface {
 	Provider() string
 	// Path is where it answers below the sandbox's address, e.g.
-	// /sandbox/xendit: its API URL variable points there.
+	// /sandbox/acmepay: its API URL variable points there.
 	Path() string
 	// Handler serves its API below Path (Path stripped), with what it
 	// needs of the sandbox gateway.
@@ -21,7 +21,7 @@ type Emulator interface {
 	// Notified tells it of every notification the sandbox gateway sends
 	// in its format — f, as signed in body — before it is sent: the
 	// state its status API answers with from then on, where it has one
-	// that answers with the notification (Midtrans's).
+	// that answers with the notification.
 	Notified(f Fact, body []byte)
 }
 
@@ -37,7 +37,7 @@ type Sandbox interface {
 	FailLater() bool
 	// Delivered says whether a notification of event id was answered
 	// 2xx by Sekali: what the gateway's API says of its events'
-	// delivery (Stripe's delivery_success).
+	// delivery (a delivery_success).
 	Delivered(eventID string) bool
 	// Notify sends Sekali the gateway's notifications of fs, in that
 	// order, each until it is answered (retried, listed on the sandbox

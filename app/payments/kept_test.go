@@ -20,7 +20,7 @@ func TestKeptHeadersRedactSecrets(t *testing.T) {
 	h := http.Header{}
 	h.Set("Authorization", "Basic c2VjcmV0Og==")
 	h.Set("X-Callback-Token", "xnd-callback-token-0123456789")
-	h.Set("Stripe-Signature", "t=1700000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd")
+	h.Set("Acmepay-Signature", "t=1700000000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd")
 	h.Set("Webhook-Signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
 	h.Set("X-Api-Key", "k-0123")
 	h.Set("Cookie", "session=abc")
@@ -39,7 +39,7 @@ func TestKeptHeadersRedactSecrets(t *testing.T) {
 		"X-Callback-Token":  "[redacted]",
 		"X-Api-Key":         "[redacted]",
 		"Cookie":            "[redacted]",
-		"Stripe-Signature":  "t=1700000000…",
+		"Acmepay-Signature": "t=1700000000…",
 		"Webhook-Signature": "v1,g0hM9SsE+…",
 		"Webhook-Id":        "msg_p5jXN8AQM9LWM0D4loKWxJek",
 	} {
@@ -123,7 +123,7 @@ func TestKeptHeadersRedactCredentialsByRule(t *testing.T) {
 	}
 }
 
-// A kept body is shown with its secrets cut: Midtrans's signature_key to
+// A kept body is shown with its secrets cut: a signature_key to
 // its first characters, a credential-named member "[redacted]" at any
 // depth, whatever its value; everything else byte for byte as received,
 // references named key included. Its searchable form is cut alike.

@@ -13,8 +13,8 @@ import (
 )
 
 // MissedLister is implemented by a gateway whose API lists the
-// notifications it could not deliver (Stripe's events with
-// delivery_success=false). Catching up after an outage longer than the
+// notifications it could not deliver (events with their
+// delivery failed). Catching up after an outage longer than the
 // gateway's retries (app/catchup) feeds each through ApplyListed: the
 // same pipeline and key as its delivery, so a notification both listed
 // and delivered is applied once.

@@ -37,7 +37,7 @@ const MaxBodyBytes = 64 << 10
 // body may have (400 invalid_payload above it). No gateway nests a
 // notification more than a few levels; a body of thousands of levels
 // costs every JSON decoder about a millisecond of CPU per KiB, before
-// its signature is known (Midtrans's is inside the body). It is counted
+// its signature is known (some gateways' is inside the body). It is counted
 // by one pass over the bytes (canonjson.Depth), before anything decodes
 // the body.
 const MaxBodyDepth = 32
@@ -53,7 +53,7 @@ type Provider interface {
 	Verify(h http.Header, body []byte, now time.Time) error
 	// Parse turns an authenticated body into an Event (the pipeline sets
 	// its Fingerprint). An event may leave OrderID empty when it names
-	// its charge only (a Stripe dispute): the pipeline takes the order of
+	// its charge only (a dispute, at some gateways): the pipeline takes the order of
 	// the charge's payment, and ignores the event when there is none. It returns an EInvalidPayload error for malformed
 	// JSON, an EMissingField error for a missing or mistyped field, and
 	// an error wrapping ErrIgnored for a notification the shop does not
@@ -67,8 +67,8 @@ type Provider interface {
 }
 
 // Confirmer is implemented by a provider whose notifications do not
-// prove themselves: not wholly signed (Midtrans signs order_id,
-// status_code and gross_amount only: its other fields can be changed
+// prove themselves: not wholly signed (a signature over a few fields only: the other
+// fields can be changed
 // without breaking the signature), or authenticated by a static token
 // that whoever learns it can send. What such a notification says is
 // confirmed with the gateway's API before anything is written, and only
@@ -85,7 +85,7 @@ type Confirmer interface {
 
 // deliveryFields is implemented by a provider whose deliveries of one
 // event differ in top-level members that describe the delivery, not the
-// event (Stripe's pending_webhooks counts the endpoints still waiting):
+// event (a count of the endpoints still waiting):
 // they are left out of the fingerprint, so a retry is a duplicate, not a
 // conflict.
 type deliveryFields interface {
@@ -130,7 +130,7 @@ type Event struct {
 	Status        models.PaymentEvent
 	// Amount, in minor units: what was paid, for a paid event; for a
 	// refunded one, the charge's refunded total as the gateway states it
-	// (Midtrans refund_amount, Stripe amount_refunded), or the sum of
+	// (a refund_amount or amount_refunded), or the sum of
 	// Refunds where it states none.
 	Amount   int64
 	Currency string
@@ -436,7 +436,7 @@ func (s *Service) event(ctx context.Context, p Provider, d *Delivery) (ev Event,
 		out := refusal(models.ErrorCode(err), models.ErrorMessage(err))
 		return Event{}, &out, nil
 	}
-	if ev.OrderID == "" { // an event that names its charge only (a Stripe dispute)
+	if ev.OrderID == "" { // an event that names its charge only (a dispute)
 		switch err := s.orderOfCharge(ctx, p.Name(), &ev); {
 		case errors.Is(err, errUnknownCharge):
 			return ev, &Outcome{Result: models.ResultIgnored, Detail: fmt.Sprintf("%s %s %s", ev.Status, ev.TransactionID, err)}, nil

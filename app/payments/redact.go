@@ -7,7 +7,7 @@ import (
 )
 
 // RedactedBody is a kept body as the console shows it: each member whose
-// name says it holds a signature (Midtrans's signature_key) is cut to
+// name says it holds a signature (a signature_key) is cut to
 // its first characters, as a signature header is, and each one whose
 // name says it holds a credential (a client_secret, a password, a
 // token) is "[redacted]", at any depth; every other byte is as received.

@@ -17,10 +17,10 @@ import (
 )
 
 // Refunds are amounts with the gateway's own states. A refunded event
-// names refunds by the gateway's ids of them (Midtrans, Stripe's refund
-// events, Xendit's refund callbacks, the sandbox), each with its state —
+// names refunds by the gateway's ids of them (refund events or callbacks,
+// the sandbox's), each with its state —
 // pending, succeeded, failed, canceled — or states only the charge's
-// refunded total (Stripe's charge.refunded: amount_refunded), or both.
+// refunded total (a charge's amount_refunded), or both.
 // Each refund is one refunds row under its unique (provider,
 // refund_key), so a refund told twice is one row; the payment keeps the
 // total of the rows that count (pending and succeeded). A refund that
@@ -73,7 +73,7 @@ type refundShrink struct {
 func (p refundPlan) changes() bool { return len(p.rows)+len(p.moves) > 0 }
 
 // state is the refund's state as told; a gateway that tells a refund only
-// once it is made (Midtrans, the sandbox) leaves it empty: succeeded.
+// once it is made (the sandbox, among others) leaves it empty: succeeded.
 func (r Refund) state() models.RefundStatus {
 	return cmp.Or(r.Status, models.RefundSucceeded)
 }

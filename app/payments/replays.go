@@ -9,7 +9,7 @@ import (
 )
 
 // Whoever holds one genuine notification can send it again, signed as it
-// was: Midtrans's signature has no timestamp. Were each copy evaluated as
+// was: a signature may have no timestamp. Were each copy evaluated as
 // the first was — for a notification its gateway's API does not confirm,
 // a call to that API under the merchant's key, and a row keeping the
 // whole body — one notification sent 200 times would make 200 calls and

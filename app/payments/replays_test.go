@@ -19,7 +19,7 @@ func TestReplayBudget(t *testing.T) {
 	r := newReplays(10)
 	now := time.Now()
 	ctx := context.Background()
-	const k = "midtrans\x00tx:settlement\x00fp"
+	const k = "acmepay\x00tx:settlement\x00fp"
 	for i := range 3 {
 		if ok, _ := r.admit(ctx, k, "a", now); !ok {
 			t.Fatalf("copy %d from a not evaluated", i+1)

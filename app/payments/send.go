@@ -50,37 +50,37 @@ func CallsWith[S StatusClient, P gatewaycalls.PageOpener, R gatewaycalls.Refunde
 
 // Fact is what one notification says about a payment.
 type Fact struct {
-	// EventID is the gateway's event id: the key for the sandbox, Xendit
-	// (its webhook-id header) and Stripe. Midtrans sends none: its key is
+	// EventID is the gateway's event id: the key for the sandbox and the
+	// gateways that send one. A gateway that sends none has its key
 	// derived from the transaction and its status.
 	EventID       string
 	OrderID       string
 	TransactionID string
 	Status        models.PaymentEvent
 	// Amount is in Sekali's minor units of Currency; for a refund, the
-	// refund's amount (for Stripe, which states totals only, the charge's
-	// refunded total).
+	// refund's amount (for a gateway that states totals only, the
+	// charge's refunded total).
 	Amount   int64
 	Currency string // ISO 4217, upper case
-	// RefundID names a refund at the gateway (the sandbox's refund_id,
-	// Midtrans's refund_key, Stripe's re_…); empty: the event id does.
-	// For Stripe it makes the notification a refund event (refund.created,
-	// refund.updated, refund.failed) instead of charge.refunded's total.
+	// RefundID names a refund at the gateway (the sandbox's refund_id, or
+	// the gateway's key or id of it); empty: the event id does. For a
+	// gateway with refund events it makes the notification one of those
+	// instead of the charge's refunded total.
 	RefundID string
 	// RefundStatus is the refund's state, where the gateway tells it
-	// (Stripe's refund events, Xendit's refund callbacks): "" is
+	// (its refund events or callbacks): "" is
 	// succeeded. RefundReason is a failed refund's reason.
 	RefundStatus models.RefundStatus
 	RefundReason string
-	// Gross and Refunds restate the charge around a refund, as Midtrans's
-	// notification does: the charge's amount, and every refund of it so
+	// Gross and Refunds restate the charge around a refund, as some
+	// gateways' notifications do: the charge's amount, and every refund of it so
 	// far, this one last. Empty: the refund alone stands for both.
 	Gross   int64
 	Refunds []Refund
 }
 
 // ErrNotExpressible is returned for a fact a gateway has no notification
-// for (Xendit has no failed invoice, Stripe no expired PaymentIntent).
+// for (one has no failed invoice, another no expired payment).
 var ErrNotExpressible = errors.New("the gateway sends no notification of this status")
 
 // Sender writes one gateway's notifications.
@@ -91,7 +91,7 @@ type Sender interface {
 	// bytes, so copies of one notification are duplicates, not conflicts.
 	Body(f Fact) ([]byte, error)
 	// Sign returns the headers and body to send for body at time at. The
-	// body changes only for Midtrans, whose signature is inside it.
+	// body changes only for a gateway whose signature is inside it.
 	Sign(body []byte, eventID string, at time.Time) (http.Header, []byte, error)
 }
 

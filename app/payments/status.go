@@ -26,7 +26,7 @@ type StatusClient interface {
 	// Status returns the latest fact the gateway has about the payment
 	// of an order, asked by ref: the order id, or the key the order's
 	// hosted page was asked under at this gateway when that is another
-	// (Midtrans's {order}~{n}). found is false when it has none.
+	// ({order}~{n}). found is false when it has none.
 	Status(ctx context.Context, ref string) (ev Event, found bool, err error)
 }
 
@@ -157,7 +157,7 @@ func (s *Service) ask(ctx context.Context, clients []StatusClient, ids []string,
 
 // pageKeys are the keys, other than the order id, that the hosted pages
 // of orders ids were asked under, by provider and order. A page asked
-// under another key (Midtrans's {order}~{n}, after the order id was
+// under another key ({order}~{n}, after the order id was
 // spent by a call whose answer was lost) is the one the customer got,
 // and the gateway files its payment under that key.
 func (s *Service) pageKeys(ctx context.Context, ids []string) (map[[2]string]string, error) {

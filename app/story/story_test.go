@@ -505,7 +505,7 @@ func TestOrderStoryShowsGatewayRequests(t *testing.T) {
 	testenv.MustCreateProduct(t, w.db, "ASK", price, 3)
 	o := w.order("ASK", 1)
 	done := time.Now()
-	if err := w.db.Create(&models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: o.ID, Provider: "stripe",
+	if err := w.db.Create(&models.GatewayRequest{Kind: models.GatewayCreatePayment, OrderID: o.ID, Provider: "acmepay",
 		IdempotencyKey: o.ID, Amount: o.TotalAmount, Currency: o.Currency, Phase: models.GatewayDone, Attempts: 2,
 		ProviderObjectID: "cs_test_1", RedirectURL: "https://checkout.example/cs_test_1", DoneAt: &done}).Error; err != nil {
 		t.Fatal(err)
@@ -514,7 +514,7 @@ func TestOrderStoryShowsGatewayRequests(t *testing.T) {
 	if len(s.GatewayRequests) != 1 || s.GatewayRequests[0].ProviderObjectID != "cs_test_1" {
 		t.Fatalf("gateway requests %+v, want the one row", s.GatewayRequests)
 	}
-	e := event(t, s.Timeline, "asked stripe: create_payment, done")
+	e := event(t, s.Timeline, "asked acmepay: create_payment, done")
 	if e.Tone != "ok" || !strings.Contains(e.Detail, "2 attempt(s)") || !strings.Contains(e.Detail, "object cs_test_1") || !strings.Contains(e.Detail, "key "+o.ID) {
 		t.Errorf("event %+v, want ok with the key, the attempts and the object", e)
 	}

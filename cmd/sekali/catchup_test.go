@@ -29,12 +29,12 @@ import (
 )
 
 // TestCatchUpAppliesLostPaymentsOnce: the sandbox gateway, answering as
-// Midtrans's, Xendit's and Stripe's APIs, loses every notification (an
-// outage longer than the gateways' retries) while an order is paid at
-// each. `sekali catch-up` — twice at once, then again — finds each
-// payment (Stripe's among its events not delivered, the others by the
-// status of the open orders) and every order is paid once: one payment
-// each, three applied over all the runs, and the audit green.
+// the API of every paid gateway of the registry, loses every
+// notification (an outage longer than the gateways' retries) while an
+// order is paid at each. `sekali catch-up` — twice at once, then again —
+// finds each payment (among the events a gateway lists as not
+// delivered, or by the status of the open orders) and every order is
+// paid once: one payment each, and the audit green.
 func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 	t.Parallel()
 	a, paid := lostPayments(t, nil)
@@ -87,21 +87,18 @@ func TestCatchUpAppliesLostPaymentsOnce(t *testing.T) {
 
 // lostPayments starts `sekali serve` (with extra in its environment)
 // against a sandbox gateway of this test's that answers as the API of
-// every gateway of the registry that has an emulation (Midtrans, Xendit,
-// Stripe) and loses every notification, and pays an order at each: it
-// returns the app and the orders, each with the gateway it was paid at,
-// still pending. It names the gateways only in their settings, so that
-// deleting one from the registry leaves it building.
+// every gateway of the registry that has an emulation and loses every
+// notification, and pays an order at each: it returns the app and the
+// orders, each with the gateway it was paid at, still pending. Each
+// gateway's settings come from the registry, so that deleting one from
+// it leaves this building.
 func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]string) {
 	t.Helper()
-	secrets := map[string]string{
-		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-catchup0123456789",
-		"XENDIT_CALLBACK_TOKEN": "xnd-token-catchup-0123456789",
-		"XENDIT_SECRET_KEY":     "xnd_development_catchup",
-		"STRIPE_WEBHOOK_SECRET": "whsec_catchup_0123456789",
-		"STRIPE_SECRET_KEY":     "sk_test_catchup",
-	}
-	env := config.Env{Getenv: func(k string) string { return secrets[k] }}
+	e := echo.New()
+	api := httptest.NewServer(e) // its routes are mounted below, before anything asks
+	t.Cleanup(api.Close)
+	vars := gateways.EmulatedEnv(api.URL) // each gateway's API at its emulation
+	env := config.Env{Getenv: func(k string) string { return vars[k] }}
 	env.PaymentGateway = config.DefaultPaymentGateway
 	set, err := gateways.Configure(env)
 	if err != nil {
@@ -115,16 +112,7 @@ func lostPayments(t *testing.T, extra map[string]string) (*testApp, map[string]s
 	for _, em := range set.Emulators() {
 		gateway.Emulate(em)
 	}
-	e := echo.New()
 	gateway.Mount(e)
-	api := httptest.NewServer(e)
-	t.Cleanup(api.Close)
-
-	vars := map[string]string{}
-	maps.Copy(vars, secrets)
-	for _, em := range set.Emulators() { // each gateway's API at its emulation
-		vars[strings.ToUpper(em.Provider())+"_API_URL"] = api.URL + em.Path()
-	}
 	maps.Copy(vars, extra)
 	a := startApp(t, vars)
 	sku := a.newProduct(t, 75000, 10)

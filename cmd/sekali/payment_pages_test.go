@@ -1,12 +1,14 @@
 package main
 
 import (
+	"maps"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/models"
 )
 
@@ -17,7 +19,7 @@ import (
 // page opens the order on the sandbox's pay page.
 func TestPaymentPagesThroughEachGateway(t *testing.T) {
 	t.Parallel()
-	for _, gw := range []string{"sandbox", "stripe", "midtrans", "xendit"} {
+	for _, gw := range gateways.Names() {
 		t.Run(gw, func(t *testing.T) {
 			t.Parallel()
 			addr, env := gatewayEnv(t, gw)
@@ -63,22 +65,14 @@ func TestPaymentPagesThroughEachGateway(t *testing.T) {
 }
 
 // gatewayEnv is the environment of an app whose new payments go to gw,
-// its API answered by the sandbox gateway's emulation on the app's own
-// address (a free port, taken now: the API URLs name it).
+// every gateway's API answered by the sandbox gateway's emulation on the
+// app's own address (a free port, taken now: the API URLs name it), and
+// every gateway's notifications read with its development secret.
 func gatewayEnv(t *testing.T, gw string) (addr string, env map[string]string) {
 	t.Helper()
 	addr = freeAddr(t)
-	env = map[string]string{"HTTP_ADDR": addr, "SANDBOX_GATEWAY": "on", "PAYMENT_GATEWAY": gw}
-	switch gw {
-	case "stripe":
-		env["STRIPE_SECRET_KEY"] = "sk_test_sekali_pages"
-		env["STRIPE_API_URL"] = "http://" + addr + "/sandbox/stripe"
-	case "midtrans":
-		env["MIDTRANS_SERVER_KEY"] = "SB-Mid-server-PAGES0123456789" // Snap: the sandbox's emulation by default
-	case "xendit": // one API for the invoices and the status poll: set, never defaulted
-		env["XENDIT_SECRET_KEY"] = "xnd_development_sekali_pages"
-		env["XENDIT_API_URL"] = "http://" + addr + "/sandbox/xendit"
-	}
+	env = gateways.EmulatedEnv("http://" + addr)
+	maps.Copy(env, map[string]string{"HTTP_ADDR": addr, "SANDBOX_GATEWAY": "on", "PAYMENT_GATEWAY": gw})
 	return addr, env
 }
 

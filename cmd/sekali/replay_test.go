@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/testenv"
 	"github.com/sekali/sekali/loadtest"
 )
@@ -66,24 +68,19 @@ func TestReplayFailsOnAWrongSecret(t *testing.T) {
 	}
 }
 
-// TestReplayEachGatewayFormat: every scenario, in Midtrans's, Xendit's and
-// Stripe's own formats, against a server configured with their secrets —
-// only expected answers, and a green audit. The sandbox gateway is on: it
-// stands in for Midtrans's status API and Xendit's invoice API, which
-// Midtrans's notifications and Xendit's paid callbacks are confirmed
-// with, and the replayer tells it of each payment first.
+// TestReplayEachGatewayFormat: every scenario, in each paid gateway's
+// own format, against a server configured with their secrets — only
+// expected answers, and a green audit. The sandbox gateway is on: it
+// stands in for the gateways' APIs, which some gateways' notifications
+// are confirmed with, and the replayer tells it of each payment first.
 func TestReplayEachGatewayFormat(t *testing.T) {
 	t.Parallel()
 	const token = "replay-token"
 	addr := freeAddr(t)
-	env := map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15", "SANDBOX_GATEWAY": "on", "HTTP_ADDR": addr,
-		"MIDTRANS_SERVER_KEY":   "SB-Mid-server-REPLAY0123456789",
-		"XENDIT_CALLBACK_TOKEN": "xnd-callback-token-replay-0123",
-		"XENDIT_SECRET_KEY":     "xnd_development_replay",
-		"XENDIT_API_URL":        "http://" + addr + "/sandbox/xendit", // never defaulted: set to the sandbox gateway
-		"STRIPE_WEBHOOK_SECRET": "whsec_replay_0123456789abcdef"}
+	env := gateways.EmulatedEnv("http://" + addr)
+	maps.Copy(env, map[string]string{"ADMIN_API_TOKEN": token, "DB_MAX_CONNS": "15", "SANDBOX_GATEWAY": "on", "HTTP_ADDR": addr})
 	a := startApp(t, env)
-	for _, provider := range []string{"midtrans", "xendit", "stripe"} {
+	for _, provider := range gateways.Paid() {
 		var out bytes.Buffer
 		err := loadtest.Command(context.Background(), []string{"-target", a.URL, "-scenario", "all", "-provider", provider,
 			"-events", "6", "-copies", "4", "-concurrency", "16", "-duration", "1s", "-rate", "50", "-token", token},

@@ -13,10 +13,12 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/sekali/sekali/app/config"
+	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/app/store"
 )
 
-const usage = `usage: sekali <command> [flags]
+// usageFormat is the help text; %s is the registry's gateways.
+const usageFormat = `usage: sekali <command> [flags]
 
 commands:
   serve     run Sekali: every role (web, worker, relay, scheduler) in one process, or --roles=… for some
@@ -25,11 +27,14 @@ commands:
   verify    run the integrity audit; exit status 1 on any violation
   catch-up  [--since 72h]: ask the gateways what Sekali missed (an outage longer than their retries) and apply it, once
   admin     invite EMAIL --role viewer|operator|owner: print a one-time link to become an admin
-  sign      sign a callback body as its gateway does (--provider sandbox|midtrans|xendit|stripe), for curl
+  sign      sign a callback body as its gateway does (--provider %s), for curl
 
 Configuration comes from the environment; see README.md. QA's replayer
 is a binary of its own: go run ./cmd/sekali-replay -h.
 `
+
+// usage is the help text, naming the gateways of the registry.
+func usage() string { return fmt.Sprintf(usageFormat, strings.Join(gateways.Names(), "|")) }
 
 // exitError carries a process exit status other than 1.
 type exitError struct {
@@ -43,7 +48,7 @@ func (e *exitError) Error() string { return e.msg }
 // can run it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) < 2 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return &exitError{code: 2, msg: "no command given"}
 	}
 	cmd, rest := args[1], args[2:]
@@ -63,10 +68,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "sign":
 		return sign(rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
+	fmt.Fprint(stderr, usage())
 	return &exitError{code: 2, msg: fmt.Sprintf("unknown command %q", cmd)}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sekali/sekali/app/catalog"
+	"github.com/sekali/sekali/app/gateways"
 	"github.com/sekali/sekali/models"
 )
 
@@ -159,15 +160,14 @@ func TestBrowserShopCardsLineUp(t *testing.T) {
 	}
 }
 
-// TestBrowserPayOnEachGatewaysPage: with PAYMENT_GATEWAY naming Stripe,
-// Midtrans or Xendit (their APIs answered by the sandbox gateway's
-// emulation), a customer buys, presses Pay now, lands on the hosted page
-// the gateway made — a Checkout Session, a Snap transaction, an invoice —
-// pays there, comes back to the shop's host, and sees the order paid;
+// TestBrowserPayOnEachGatewaysPage: with PAYMENT_GATEWAY naming each
+// paid gateway of the registry (its API answered by the sandbox
+// gateway's emulation), a customer buys, presses Pay now, lands on the
+// hosted page the gateway made, pays there, comes back to the shop's host, and sees the order paid;
 // Sekali asked the gateway once.
 func TestBrowserPayOnEachGatewaysPage(t *testing.T) {
 	t.Parallel()
-	for _, gw := range []string{"stripe", "midtrans", "xendit"} {
+	for _, gw := range gateways.Paid() {
 		t.Run(gw, func(t *testing.T) {
 			t.Parallel()
 			_, env := gatewayEnv(t, gw)

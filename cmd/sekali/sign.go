@@ -15,14 +15,14 @@ import (
 
 // sign is `sekali sign`: it signs a callback body the way its gateway
 // does, so a callback can be sent by hand with curl. It prints the
-// headers to send; for Midtrans, whose signature is inside the body, it
-// prints the body with its signature_key.
+// headers to send; for a gateway whose signature is inside the body, it
+// prints the body with its signature.
 func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("sign", stderr)
 	provider := fs.String("provider", sandbox.Name, "the gateway's format: "+strings.Join(gateways.Names(), ", "))
-	id := fs.String("id", "", "event id: webhook-id for sandbox (required) and Xendit (optional); Midtrans and Stripe take theirs from the body")
+	id := fs.String("id", "", "event id, for a gateway that sends it in a header (required for sandbox); others take theirs from the body")
 	body := fs.String("body", "", "the exact body to sign; - reads it from standard input")
-	secret := fs.String("secret", "", "the secret (default: the variable the server reads — SANDBOX_WEBHOOK_SECRET, MIDTRANS_SERVER_KEY, XENDIT_CALLBACK_TOKEN or STRIPE_WEBHOOK_SECRET — or, for sandbox, the development secret)")
+	secret := fs.String("secret", "", "the secret (default: the variable the server reads — "+strings.Join(gateways.SecretVariables(), ", ")+" — or, for sandbox, the development secret)")
 	ts := fs.Int64("timestamp", 0, "unix seconds (default: now)")
 	curl := fs.Bool("curl", false, "print curl -H arguments instead of header lines")
 	if err := parseFlags(fs, args); err != nil {
@@ -59,7 +59,7 @@ func sign(args []string, getenv func(string) string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(signed, []byte(*body)) { // the signature is inside the body (Midtrans)
+	if !bytes.Equal(signed, []byte(*body)) { // the signature is inside the body
 		fmt.Fprintf(stdout, "%s\n", signed)
 		return nil
 	}

@@ -106,7 +106,7 @@ func (f *fakeEmulator) acted() int {
 }
 
 // keyedSender is a format whose notifications carry no event id: its
-// deliveries are listed by the key it derives (as Midtrans's are).
+// deliveries are listed by the key it derives (as some gateways' are).
 type keyedSender struct{ stubSender }
 
 func (keyedSender) Key(f payments.Fact) string { return f.TransactionID + ":" + string(f.Status) }

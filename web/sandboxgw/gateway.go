@@ -1,6 +1,6 @@
 // Package sandboxgw is a pretend payment gateway for trying Sekali in a
-// browser: a hosted payment page, like Midtrans Snap, Xendit Invoice or
-// Stripe Checkout, that sends real, signed callbacks over HTTP to
+// browser: a hosted payment page, like a real gateway's checkout, that
+// sends real, signed callbacks over HTTP to
 // Sekali's own /callbacks/sandbox — once, or as often and as strangely as
 // QA asks: many copies at once, a conflicting body under the same event
 // id, a failure after the payment. It retries a non-2xx answer as a
@@ -113,7 +113,7 @@ type Sandbox struct {
 // Delivery is one HTTP delivery the gateway made.
 type Delivery struct {
 	At      time.Time
-	EventID string // for a format without event ids (Midtrans's), the key Sekali derives
+	EventID string // for a format without event ids (some gateways'), the key Sekali derives
 	Format  string // the provider whose format it was sent in
 	Event   string // paid, failed, expired
 	Attempt int    // 1, then each retry
@@ -175,7 +175,7 @@ func (g *Sandbox) Mount(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 
 // status is GET /sandbox/status/:id, the gateway's status API: the latest
 // event it sent for the order, for Sekali's poller when a notification
-// never came (as Midtrans's /v2/{order_id}/status is). 404 when it sent
+// never came (as some gateways' status APIs are). 404 when it sent
 // none. Like a real gateway's status API it answers only the merchant —
 // the sandbox secret as the basic-auth user, as Sekali's poller sends it
 // — or the order's own customer, with its access token (?t=); anyone
@@ -380,7 +380,7 @@ func (g *Sandbox) lose(orderID string, ev event) {
 		Result: "lost", Note: "never sent: Sekali's status poll finds it in the minutes before the order expires (POLL_WITHIN)"})
 }
 
-// keyed is a sender whose notifications carry no event id (Midtrans's):
+// keyed is a sender whose notifications carry no event id:
 // its deliveries are listed by the key Sekali derives from the fact.
 type keyed interface {
 	Key(payments.Fact) string

@@ -32,7 +32,7 @@ func (g *Sandbox) page(c echo.Context) error {
 	if back := g.returns.to(o.ID, ""); back != "" {
 		allowFormTo(c.Response().Header(), back)
 	}
-	// The emulated page of a gateway (?via=stripe) pays in that gateway's
+	// The emulated page of a gateway (?via=<gateway>) pays in that gateway's
 	// format when the gateway speaks it; else in the sandbox's.
 	via, emulates := sandbox.Name, ""
 	if v := c.QueryParam("via"); slices.Contains(g.Formats(), v) {

@@ -28,7 +28,7 @@ func CatchUpPage(v CatchUp) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Catch-up</h1><p class=\"muted\">After an outage longer than a gateway's retries, Sekali asks the gateways what it missed — Stripe for the events it could not deliver, Midtrans and Xendit for the status of every open order and refund — and applies the answers through the callback pipeline, under the notifications' own keys: a payment found twice is applied once. Run it with <code>sekali catch-up --since 72h</code>. ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Catch-up</h1><p class=\"muted\">After an outage longer than a gateway's retries, Sekali asks the gateways what it missed — a gateway whose API lists the events it could not deliver for those, the others for the status of every open order and refund — and applies the answers through the callback pipeline, under the notifications' own keys: a payment found twice is applied once. Run it with <code>sekali catch-up --since 72h</code>. ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

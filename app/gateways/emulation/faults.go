@@ -33,7 +33,7 @@ type Faults struct {
 // direction, Sekali's callbacks. While on, every notification it would
 // send is lost — as in an outage longer than a gateway's retries — but
 // the emulated APIs learn what it says (their status answers it, and
-// Stripe's lists it among the events not delivered): what catching up
+// a list of events not delivered has it): what catching up
 // finds.
 func (f *Faults) LoseNotifications(on bool) {
 	f.mu.Lock()
@@ -78,7 +78,7 @@ func (f *Faults) Held() int {
 
 // FailRefundsLater makes the next n refunds the emulated APIs accept
 // fail afterwards, as a bank can refuse a refund days later, where an
-// emulation asks (FailLater: Stripe's and Xendit's do): the refund is
+// emulation asks (FailLater): the refund is
 // answered pending, then fails — the charge gets its amount back, and
 // the gateway sends its refund.failed notification. Other calls do not
 // count down.

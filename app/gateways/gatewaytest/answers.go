@@ -39,7 +39,7 @@ type AnswerCase struct {
 	// "", in currency: its Emulator's MisstateNext.
 	Misstate func(n int, by int64, currency string)
 	// PagesStateNone says the gateway's page answer states no amount
-	// (Midtrans's Snap): a page is offered as it is answered, and its
+	// (a token and a URL only): a page is offered as it is answered, and its
 	// row records no answered amount.
 	PagesStateNone bool
 }

@@ -46,7 +46,7 @@ type PageCase struct {
 	Emulation Emulation
 	Opener    gatewaycalls.PageOpener
 	// KeyOnce says the gateway takes a key once and never replays its
-	// answer (Midtrans's order_id): the same key again is
+	// answer (an order id used once): the same key again is
 	// *gatewaycalls.KeySpent, and the caller opens under a new key.
 	// Otherwise the same key again is the same page.
 	KeyOnce bool
@@ -165,7 +165,7 @@ type RefundCase struct {
 	Emulation Emulation
 	Refunder  gatewaycalls.Refunder
 	// FailsLater says the gateway may accept a refund that fails
-	// afterwards (Stripe, Xendit): such a refund is answered pending, and
+	// afterwards: such a refund is answered pending, and
 	// the gateway's notification of its failure names it.
 	FailsLater bool
 }

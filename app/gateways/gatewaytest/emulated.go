@@ -53,8 +53,8 @@ func Emulate(t *testing.T, e payments.Emulator) *Emulated {
 }
 
 // EmulateSending is Emulate for a gateway whose emulation answers with
-// the notifications the sandbox gateway sends in its format (Midtrans's
-// status API): sender writes them, and the emulator is told of each
+// the notifications the sandbox gateway sends in its format (a status
+// API): sender writes them, and the emulator is told of each
 // (payments.Emulator's Notified) with the body written, as the sandbox
 // gateway tells it — of a payment (Paid) and of every notification the
 // emulation sends (Notify). A nil sender is Emulate.
@@ -113,7 +113,7 @@ func (x *Emulated) PageOf(orderID, token string) string {
 // order. With a sender, the emulator is told of each (Notified) before it
 // is kept — on another goroutine, in the order they came, as the sandbox
 // gateway delivers them: an emulator may notify with its own lock held
-// (Midtrans's refunds do), and Notified takes it.
+// (a refund's may), and Notified takes it.
 func (x *Emulated) Notify(_ string, fs ...payments.Fact) {
 	x.mu.Lock()
 	defer x.mu.Unlock()

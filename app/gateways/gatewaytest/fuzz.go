@@ -16,7 +16,7 @@ import (
 type ParseCase struct {
 	Provider payments.Provider
 	// KeyIsWebhookID says an event's key is the webhook-id header when
-	// one comes (the sandbox's and Xendit's); other gateways name the
+	// one comes (the sandbox's and others'); other gateways name the
 	// event in the body.
 	KeyIsWebhookID bool
 	// Check, when set, checks what only this gateway promises of an

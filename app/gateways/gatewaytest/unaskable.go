@@ -14,8 +14,8 @@ import (
 )
 
 // Unaskable is the status client (payments.StatusClient) of a gateway
-// whose API lacks the route it asks, as the sandbox's Stripe emulation
-// once lacked Stripe's search: every request is answered 404, which for
+// whose API lacks the route it asks, as an emulation lacking a
+// gateway's search would: every request is answered 404, which for
 // a route is not "no such order" but "cannot ask". It counts the
 // requests its API was sent.
 type Unaskable struct {

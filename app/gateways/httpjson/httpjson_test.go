@@ -16,7 +16,7 @@ import (
 )
 
 // Get asks for JSON with GET, the secret key as the basic-auth user and
-// no password (how Xendit and Stripe take it), or no Authorization at
+// no password (how some gateways take it), or no Authorization at
 // all without one.
 func TestGetRequest(t *testing.T) {
 	t.Parallel()

@@ -43,8 +43,8 @@ func New(t testing.TB, callbackURL string) *sandboxgw.Sandbox {
 
 // Serve mounts g on a test server, and returns its address. When the
 // test ends, g is closed before the server: the deliveries in flight,
-// which may ask the server (Sekali confirms Midtrans's notifications
-// with its status API), end first.
+// which may ask the server (Sekali confirms some gateways'
+// notifications with their status APIs), end first.
 func Serve(t testing.TB, g *sandboxgw.Sandbox) string {
 	t.Helper()
 	e := echo.New()

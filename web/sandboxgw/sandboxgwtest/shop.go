@@ -230,8 +230,8 @@ func (s *Shop) ExpectRefundFailedLater(g *sandboxgw.Sandbox, refunder gatewaycal
 
 // Delivered waits until the gateway's first refund notification of order
 // was answered, and expects that answer to be 200 with result. A gateway may
-// tell one refund in several events, one after the other (Stripe's
-// refund.updated, then charge.refunded with the charge's total): the
+// tell one refund in several events, one after the other (a refund
+// event, then one of the charge with its refunded total): the
 // first is the one that tells Sekali of the refund, and the later ones
 // find it applied. Deliveries lists the newest first.
 func Delivered(t testing.TB, g *sandboxgw.Sandbox, orderID, result string) {
