@@ -46,6 +46,13 @@ test: test-deps loadtest-typecheck ## every Go test with the race detector (need
 	$(GO) run ./tools/testclean || echo "make test-clean failed: test databases may be left behind"; \
 	exit $$status
 
+.PHONY: test-quick
+test-quick: ## the daily loop: go test -short (no race detector), without the browser, the killed processes, the failovers, the fork and deletion proofs, the chaos rounds and the k6 scripts (make test runs them all); needs PostgreSQL and redis-server
+	@set -o pipefail; \
+	$(GO) test -short -count=1 -timeout 20m -p $(TEST_P) -json ./... | $(GO) run ./tools/testreport; status=$$?; \
+	$(GO) run ./tools/testclean || echo "make test-clean failed: test databases may be left behind"; \
+	exit $$status
+
 .PHONY: test-deps
 test-deps: ## install what the tests run besides Go when it is missing: Chromium, PgBouncer, Node.js with npm, redis-server, promtool (Debian's prometheus) (apt-get, with sudo when not root; TEST_DEPS=check only says what to run)
 	@./tools/testdeps.sh

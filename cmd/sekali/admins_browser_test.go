@@ -17,6 +17,9 @@ import (
 // logs in, sets up a TOTP second factor on their account page, and the
 // next log-in asks for its code after the password.
 func TestBrowserInviteAndSecondFactor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	owner := loggedInBrowser(t, a)
@@ -96,6 +99,9 @@ func TestBrowserInviteAndSecondFactor(t *testing.T) {
 // the owner who asked sees no Approve button; a second owner approves it
 // from the order's page and the refund is sent once.
 func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a, first, id := paidSandboxMug(t, map[string]string{"REFUND_APPROVAL_ABOVE": "IDR:50000"})
 	ensureAdmin(t, a)
@@ -151,6 +157,9 @@ func TestBrowserRefundApprovedByASecondOwner(t *testing.T) {
 // the same (from the page, as a form would) is refused (403), nothing
 // written.
 func TestBrowserViewerLooksWithoutActing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a, b, id := paidSandboxMug(t, nil)
 	addAdmin(t, a, "viewer@example.com", models.RoleViewer)

@@ -28,6 +28,9 @@ import (
 // form; a wrong password is refused there with one message and no
 // session; the right one leads to the dashboard.
 func TestBrowserLogIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	ensureAdmin(t, a)
@@ -97,6 +100,9 @@ func TestBrowserLogIn(t *testing.T) {
 // duplicate deliveries and one conflicting delivery show up in its figures
 // within a refresh, without a reload.
 func TestBrowserDashboardLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
@@ -149,6 +155,9 @@ const callbackRowsJS = `(() => {
 // deliveries that arrive after it was loaded, with the conflicting one
 // marked, without a reload.
 func TestBrowserCallbackLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
@@ -205,6 +214,9 @@ const timelineJS = `[...document.querySelectorAll("ol.timeline li .what")].map(e
 // tells its story as it happens: created, the callback, pending → paid,
 // the invoice and the email, in that order.
 func TestBrowserOrderStory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
@@ -284,6 +296,9 @@ func rerunButton(key string) chromedp.JSPath {
 // one with its button, then the others with the filtered bulk re-run.
 // Each runs once more through the guard and each email is sent once.
 func TestBrowserJobsRerun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	rs := testenv.StartRedis(t)
 	mailServer := testenv.StartSMTP(t)
@@ -429,6 +444,9 @@ func sameStringSet(a, b []string) bool {
 // The console refuses it with 403; the order stays pending and the session
 // still works — the same cancel from the console's own page goes through.
 func TestBrowserCrossOriginPostRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
@@ -541,6 +559,9 @@ func TestBrowserCrossOriginPostRefused(t *testing.T) {
 // the browser, opens the console until the admin logs out, and nothing
 // after.
 func TestBrowserLoggedOutCookieOpensNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
@@ -608,6 +629,9 @@ func TestBrowserLoggedOutCookieOpensNothing(t *testing.T) {
 // failed email job — checks that each main page of the console shows it,
 // and keeps a full-page screenshot of each for docs/screenshots.
 func TestBrowserScreenshots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	rs := testenv.StartRedis(t)
 	mailServer := testenv.StartSMTP(t)
@@ -775,6 +799,9 @@ func TestBrowserScreenshots(t *testing.T) {
 // loads nothing from another origin (not even fonts) and
 // has a way back to the console.
 func TestBrowserQueuesUI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)
@@ -814,6 +841,9 @@ const topbarRowsJS = `(() => {
 // in sight (wrapping, none behind a sideways scroll); the page never
 // scrolls sideways.
 func TestBrowserConsoleNavigationOnAPhone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	// An owner (every section) with a long address: the top bar's widest.
@@ -864,6 +894,9 @@ func TestBrowserConsoleNavigationOnAPhone(t *testing.T) {
 // the call made to the gateway on the order's page and in the list of
 // calls, done at the first attempt.
 func TestBrowserGatewayCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, map[string]string{"SANDBOX_GATEWAY": "on"})
 	id := a.createOrder(t, map[string]int{a.newProduct(t, 75000, 5): 2})

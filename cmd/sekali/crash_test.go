@@ -86,6 +86,9 @@ func asynqRecoverable(t *testing.T, addr string) func() int64 {
 // be recovered, to make that recovery happen at its start instead of up
 // to a minute later.
 func TestWorkerKilledMidJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills worker processes and waits out Asynq's minute-long recovery: make test runs it")
+	}
 	t.Parallel()
 	const paidOrders, kills = 200, 4
 	bin := sekaliBinary(t)

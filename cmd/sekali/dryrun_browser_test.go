@@ -15,6 +15,9 @@ import (
 // amount, on a 1280 px screen, keeps every figure (the order's id above
 // all) inside its card, and offers "Apply again".
 func TestBrowserDryRunFitsAt1280(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, nil)
 	b := loggedInBrowser(t, a)

@@ -25,6 +25,9 @@ import (
 // but the admin asks: the refund's job and the janitor's runs are the
 // worker's.
 func TestBrowserAskAboutAnUnknownRefund(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	addr, env := gatewayEnv(t, "stripe")
 	env["STRIPE_WEBHOOK_SECRET"] = "whsec_sekali_janitor_browser_0123"

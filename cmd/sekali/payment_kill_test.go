@@ -36,6 +36,9 @@ import (
 // session at the gateway, one done gateway_requests row (two attempts),
 // and the audit is green.
 func TestPaymentPageSurvivesAKillAfterTheGatewayActed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a server process and waits out its lease: make test runs it")
+	}
 	t.Parallel()
 	const key = "sk_test_sekali_kill"
 	bin := sekaliBinary(t)

@@ -21,6 +21,9 @@ import (
 // and the invoice and email jobs it causes, must have one effect per
 // event, and the audit (itself through the pooler) must be green.
 func TestBehindPgBouncer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole app behind a PgBouncer of its own: make test runs it")
+	}
 	t.Parallel()
 	const paidOrders, copies, poolSize = 40, 5, 4
 	const price = 20000

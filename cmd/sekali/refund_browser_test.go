@@ -27,6 +27,9 @@ import (
 // story; the database has one refund call and one refund per press, and
 // the charge refunded in full.
 func TestBrowserRefundHalfThenTheRest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	for _, gw := range gateways.Names() {
 		t.Run(gw, func(t *testing.T) {
@@ -289,6 +292,9 @@ func (b *browser) onAPhone(what, css string) {
 // charge refunded and the refund done, the order stays paid, and its own
 // charge keeps all that can be refunded of it.
 func TestBrowserRefundASecondCharge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a, b, id := paidSandboxMug(t, nil)
 	second := "tx-again-" + id
@@ -337,6 +343,9 @@ func TestBrowserRefundASecondCharge(t *testing.T) {
 // "Send again…", which leads to the page that asks first with the same
 // amount and reason — pressing it asks a new refund, under a new key.
 func TestBrowserRefundFailedAtTheGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a, b, id := paidSandboxMug(t, nil)
 	ensureAdmin(t, a)

@@ -37,6 +37,9 @@ import (
 // answers with the refund it made. Exactly one refund at the gateway,
 // one refunds row, the order partially_refunded, the audit green.
 func TestRefundSurvivesAKillAfterTheGatewayActed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a worker process and waits for Asynq's minute-long recovery: make test runs it")
+	}
 	t.Parallel()
 	const (
 		key        = "sk_test_sekali_refund_kill"

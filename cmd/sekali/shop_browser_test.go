@@ -21,6 +21,9 @@ import (
 // 409s. The database has one payment, one reservation per item, one
 // invoice, and the audit is green.
 func TestBrowserShopBuyAndPay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, map[string]string{"SANDBOX_GATEWAY": "on"})
 	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
@@ -117,6 +120,9 @@ func TestBrowserShopBuyAndPay(t *testing.T) {
 // and their "Place order" buttons line up although one name wraps onto a
 // second line.
 func TestBrowserShopCardsLineUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	a := startApp(t, map[string]string{"SANDBOX_GATEWAY": "on"})
 	if _, err := catalog.Seed(context.Background(), a.DB); err != nil {
@@ -166,6 +172,9 @@ func TestBrowserShopCardsLineUp(t *testing.T) {
 // hosted page the gateway made, pays there, comes back to the shop's host, and sees the order paid;
 // Sekali asked the gateway once.
 func TestBrowserPayOnEachGatewaysPage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	for _, gw := range gateways.Paid() {
 		t.Run(gw, func(t *testing.T) {

@@ -50,6 +50,9 @@ var adminPageRoute = regexp.MustCompile(`e\.GET\("(/admin[^"]*)"`)
 // viewer sees none at all. The server's refusals are
 // TestViewerIsRefusedEveryConsoleAction's (web).
 func TestBrowserViewerSeesNoActions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives Chromium: make test runs it")
+	}
 	t.Parallel()
 	_, env := gatewayEnv(t, "sandbox")
 	env["ADMIN_API_TOKEN"] = "viewer-actions-admin-token-0123456789"

@@ -37,6 +37,9 @@ import (
 // fixed lease on the killed worker's tasks (62 s after the kill, see
 // asynqLease and cmd/sekali/crash_test.go).
 func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs chaos rounds that kill processes: make test runs it")
+	}
 	opts := defaultOptions()
 	opts.Bin = sekaliBinary(t)
 	opts.Out = testWriter{t}

@@ -27,6 +27,9 @@ func runLogged(t *testing.T, script string, env map[string]string) (*Result, str
 // and on the threshold that counts processed callbacks — against a real
 // server; the audit, which nothing changed, stays green.
 func TestFailsOnAFailedCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/sekali and runs k6 scripts against it: make test runs it")
+	}
 	t.Parallel()
 	tg := startServer(t)
 	res, log := runLogged(t, "testdata/wrong-path.js", tg.env("sandbox", nil))
@@ -49,6 +52,9 @@ func TestFailsOnAFailedCheck(t *testing.T) {
 // refuses it before any notification is sent. (Their signatures are
 // compared with sekali sign's in TestSigningMatchesSekaliSign.)
 func TestFailsOnAWrongSignature(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/sekali and runs k6 scripts against it: make test runs it")
+	}
 	t.Parallel()
 	tg := startServer(t)
 	env := tg.env("xendit", smokeEnv)

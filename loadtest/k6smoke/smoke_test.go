@@ -67,6 +67,9 @@ func runScript(t *testing.T, script string, env map[string]string, summaryDir st
 // one at a time, on one server (startServer), as the audit judges the
 // whole database.
 func TestScripts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every k6 script in every gateway format: make test runs it")
+	}
 	t.Parallel()
 	tg := startServer(t)
 	runAll(t, tg, providers(tg))

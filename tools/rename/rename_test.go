@@ -70,6 +70,9 @@ import (
 // are. The copy is always at the same path for this checkout (copyDir),
 // since the build cache's keys hold it: a second run finds even those.
 func TestRenameACopy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a renamed copy of the tree: make test runs it")
+	}
 	root := strings.TrimSpace(gitOutput(t, ".", "rev-parse", "--show-toplevel"))
 	dst := copyDir(t, root)
 	n := copyTree(t, root, dst)
