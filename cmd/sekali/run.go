@@ -28,7 +28,7 @@ commands:
   sign      sign a callback body as its gateway does (--provider sandbox|midtrans|xendit|stripe), for curl
 
 Configuration comes from the environment; see README.md. QA's replayer
-is a binary of its own: go run ./cmd/sekali-replay -h.
+is a binary of its own in the QA module: go -C loadtest run ./cmd/sekali-replay -h.
 `
 
 // exitError carries a process exit status other than 1.
