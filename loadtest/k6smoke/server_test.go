@@ -101,8 +101,9 @@ var oneServer = make(chan struct{}, 1)
 func startServer(t *testing.T) target {
 	t.Helper()
 	// One server of this package at a time: make test runs this package
-	// beside cmd/sekali's end-to-end tests, and the machine's PostgreSQL
-	// has 100 connections for all of them (docs/testing.md). The wait
+	// beside the QA module's other end-to-end tests (the replay, chaos),
+	// and the machine's PostgreSQL has 100 connections for all of them
+	// (docs/testing.md). The wait
 	// counts in the test's time, not in its budget's.
 	select {
 	case oneServer <- struct{}{}:
