@@ -1,4 +1,4 @@
-# The Go version is go.mod's `go` line; cmd/sekali/compose_test.go checks
+# The Go version is go.mod's `go` line; loadtest/compose/compose_test.go checks
 # that this default agrees with it. Bump both together (or pass
 # --build-arg GO_VERSION=… to try another).
 ARG GO_VERSION=1.26.8

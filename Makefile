@@ -30,9 +30,10 @@ run: build ## migrate, seed and serve on :8080
 TEST_P ?= 3
 
 .PHONY: test
-test: test-deps loadtest-typecheck ## every Go test with the race detector (needs PostgreSQL and Redis running; the k6 scripts' smoke run, make k6-smoke, is one of them), and the k6 type-check; installs what it needs first (make test-deps)
+test: test-deps loadtest-typecheck ## every Go test of both modules (the app's and loadtest/'s) with the race detector (needs PostgreSQL and Redis running; the k6 scripts' smoke run, make k6-smoke, is one of them), and the k6 type-check; installs what it needs first (make test-deps)
 	@echo "compiling with the race detector: each package is listed as it compiles (the first time, all of them: a few minutes on 2 cores)"
 	$(GO) build -race -v ./...
+	$(GO) -C loadtest build -race -v ./...
 	@echo "testing: each package's result is printed when it finishes; the slowest (the browser and the processes killed mid-work in cmd/sekali, the chaos rounds) take 2-4 minutes"
 	@# go test -json streams each package's events as they come (plain go
 	@# test holds a package's lines back until those listed before it are
@@ -40,9 +41,13 @@ test: test-deps loadtest-typecheck ## every Go test with the race detector (need
 	@# timeout is a backstop for a hang, well above a busy machine's run:
 	@# tests take their waits from it (testenv.Budget) and fail on
 	@# conditions, not on the clock. testclean then drops the template
-	@# database the test binaries shared (app/testenv).
+	@# database the test binaries shared (app/testenv). The QA rig is a
+	@# module of its own (loadtest/go.mod): its tests run second, in the
+	@# same report, and either module's failure fails the target.
 	@set -o pipefail; \
-	$(GO) test -race -count=1 -timeout 60m -p $(TEST_P) -json ./... | $(GO) run ./tools/testreport; status=$$?; \
+	{ $(GO) test -race -count=1 -timeout 60m -p $(TEST_P) -json ./...; a=$$?; \
+	  $(GO) -C loadtest test -race -count=1 -timeout 60m -p $(TEST_P) -json ./...; l=$$?; \
+	  [ $$a -eq 0 ] && [ $$l -eq 0 ]; } | $(GO) run ./tools/testreport; status=$$?; \
 	$(GO) run ./tools/testclean || echo "make test-clean failed: test databases may be left behind"; \
 	exit $$status
 
@@ -62,11 +67,11 @@ loadtest-typecheck: ## type-check the k6 scripts against @types/k6 (needs Node.j
 	cd loadtest && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck
 
 # The k6 scripts run in Go (loadtest/k6smoke): make test runs them with
-# every other package (go test ./...), so k6-smoke is not one of its
+# every other package of the QA module, so k6-smoke is not one of its
 # prerequisites; it is for running them alone.
 .PHONY: k6-smoke
 k6-smoke: ## run every k6 script at smoke scale without k6 (loadtest/k6smoke: goja and esbuild) against a server it starts on a fresh database, or K6_SMOKE_TARGET: their logic, signing and checks, not load; make test runs it too
-	$(GO) test -race -count=1 ./loadtest/k6smoke/...
+	$(GO) -C loadtest test -race -count=1 ./k6smoke/...
 
 .PHONY: generate
 generate: ## regenerate the templ components (web/**/*_templ.go) and docs/debugging.md; commit what changes
@@ -77,9 +82,12 @@ generate: ## regenerate the templ components (web/**/*_templ.go) and docs/debugg
 .PHONY: check
 check: ## vet, staticcheck, and check that gofmt and go mod tidy leave the tree alone (make test checks the generated code)
 	$(GO) vet ./...
+	$(GO) -C loadtest vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) -C loadtest run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt would change the files above"; exit 1; }
 	@$(GO) mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
+	@$(GO) -C loadtest mod tidy -diff || { echo "loadtest/go.mod or loadtest/go.sum is not tidy: run go mod tidy in loadtest/"; exit 1; }
 
 .PHONY: migrate-new
 migrate-new: ## create the next migration: make migrate-new name=add_things
@@ -99,7 +107,7 @@ fuzz: ## fuzz each gateway's callback parser, the canonicaliser and the amount p
 
 .PHONY: bench
 bench: build ## the goals of docs/performance.md: server CPU per callback ÷ per /healthz, the pipeline ÷ the callbacks, a guarded job ÷ a bare one, paid → email latency; the pgbench ceiling, a pool sweep, the admin console on 200k orders (loadtest/results/), then the Go benchmarks; BENCH_FLAGS=-only=callbacks|admin|pipeline, -profile
-	$(GO) run ./loadtest/bench -bin $(BIN) $(BENCH_FLAGS)
+	$(GO) -C loadtest run ./bench -bin ../$(BIN) $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem ./web/
 
 BOOKS_CHECKS ?= 2000
@@ -107,7 +115,7 @@ CHAOS_ROUNDS ?= 20
 
 .PHONY: chaos
 chaos: build ## under duplicate storms, Pay presses and refunds, kill processes, empty Redis, cut PostgreSQL and fail the calls to an emulated Stripe; the audit and the gateway judge each round (CHAOS_ROUNDS=20, CHAOS_FLAGS=-seed=N -v); then the books test, BOOKS_CHECKS runs of the model (2000; make test runs 100)
-	$(GO) run ./loadtest/chaos -bin $(BIN) -rounds $(CHAOS_ROUNDS) $(CHAOS_FLAGS)
+	$(GO) -C loadtest run ./chaos -bin ../$(BIN) -rounds $(CHAOS_ROUNDS) $(CHAOS_FLAGS)
 	$(GO) test -count=1 -timeout 0 -run '^TestBooks$$' ./app/audit -rapid.checks=$(BOOKS_CHECKS)
 
 .PHONY: test-clean

@@ -23,7 +23,7 @@ func (e UsageError) Error() string { return e.Msg }
 // ErrFailed is a replay that ran and failed a check: exit status 1.
 var ErrFailed = errors.New("replay failed")
 
-// Command is the replayer's command line (cmd/sekali-replay): QA's
+// Command is the replayer's command line (loadtest/cmd/sekali-replay): QA's
 // scenarios against a running server, ending with its integrity audit.
 // It returns nil only when every answer was the expected one and the
 // audit is green; getenv reads the defaults (HTTP_ADDR, ADMIN_API_TOKEN,

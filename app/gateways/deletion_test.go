@@ -45,8 +45,9 @@ const deleted = "xendit"
 // fail here: the registry must name a gateway in those two places only).
 // Packages that do not depend on the registry keep their build cache;
 // the go commands take make test's -race so that they share its cache.
-// Under the deletion it runs go build ./..., go vet ./... (which compiles
-// every package's tests too) and go list ./..., then go test of
+// Under the deletion it runs go build ./... and go vet ./... (which
+// compiles every package's tests too) in both modules (the app's and the
+// QA rig's, loadtest/), and go list ./..., then go test of
 // ./app/gateways/...: the remaining gateways, the registry and the
 // conformance checks. It proves the deletion, not the whole suite again:
 // the tests of the packages that use the registry run once, in make
@@ -124,12 +125,16 @@ func TestDeletingAGateway(t *testing.T) {
 		return string(out), err
 	}
 
-	// Without the package, the rest builds and vets.
-	if out, err := goCmd("build", "build", "-race", "-overlay", overlay, "./..."); err != nil {
-		t.Errorf("go build ./... without %s: %v\n%s", deleted, err, out)
-	}
-	if out, err := goCmd("vet", "vet", "-race", "-overlay", overlay, "./..."); err != nil {
-		t.Errorf("go vet ./... without %s: %v\n%s", deleted, err, out)
+	// Without the package, the rest builds and vets: the app's module and
+	// the QA rig's (loadtest/, a module of its own that uses the app's
+	// packages through a replace, so the overlay's paths reach them).
+	for _, mod := range []string{".", "loadtest"} {
+		if out, err := goCmd("build", "-C", mod, "build", "-race", "-overlay", overlay, "./..."); err != nil {
+			t.Errorf("go -C %s build ./... without %s: %v\n%s", mod, deleted, err, out)
+		}
+		if out, err := goCmd("vet", "-C", mod, "vet", "-race", "-overlay", overlay, "./..."); err != nil {
+			t.Errorf("go -C %s vet ./... without %s: %v\n%s", mod, deleted, err, out)
+		}
 	}
 
 	// go list no longer lists the package (and does without the overlay).

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,7 +154,10 @@ func DBPrefix() (string, error) {
 }
 
 // checkoutRoot is the directory of the go.mod above the working directory
-// (a test runs in its package's directory).
+// (a test runs in its package's directory), or, when that module is
+// nested in another of the same checkout (the QA rig's, loadtest/, whose
+// path extends the app's), the outer module's: both modules' tests share
+// one prefix, so the app's testclean drops what either left.
 func checkoutRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -162,14 +166,35 @@ func checkoutRoot() (string, error) {
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return "", err
 	}
+	root, module := "", ""
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
+		if m, ok := modulePath(filepath.Join(d, "go.mod")); ok {
+			if root == "" || strings.HasPrefix(module, m+"/") {
+				root, module = d, m
+			}
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s", dir)
+			break
 		}
 	}
+	if root == "" {
+		return "", fmt.Errorf("no go.mod above %s", dir)
+	}
+	return root, nil
+}
+
+// modulePath is the module path of the go.mod at path, if there is one.
+func modulePath(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`), true
+		}
+	}
+	return "", true
 }
 
 // TemplateName is the template testenv clones this checkout's test

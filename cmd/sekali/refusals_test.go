@@ -11,10 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/sekali/sekali/app/config"
 	"github.com/sekali/sekali/app/stdwebhooks"
 	"github.com/sekali/sekali/app/testenv"
@@ -188,18 +184,6 @@ func TestDatabaseUnavailable(t *testing.T) {
 		t.Fatalf("order %s with %d payments; want paid with 1", o.Status, len(o.Payments))
 	}
 	a.verify(t)
-}
-
-// startProxy starts a toxiproxy TCP proxy to upstream on a free port.
-func startProxy(t *testing.T, upstream string) *toxiproxy.Proxy {
-	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "postgres", "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p
 }
 
 // TestVerifyReportsBrokenInvariants: verify is green on a consistent

@@ -30,7 +30,7 @@ commands:
   sign      sign a callback body as its gateway does (--provider %s), for curl
 
 Configuration comes from the environment; see README.md. QA's replayer
-is a binary of its own: go run ./cmd/sekali-replay -h.
+is a binary of its own in the QA module: go -C loadtest run ./cmd/sekali-replay -h.
 `
 
 // usage is the help text, naming the gateways of the registry.

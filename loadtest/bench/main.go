@@ -98,12 +98,12 @@ type runOptions struct {
 
 func run() error {
 	o := runOptions{}
-	flag.StringVar(&o.bin, "bin", "bin/sekali", "the sekali binary")
+	flag.StringVar(&o.bin, "bin", "../bin/sekali", "the sekali binary (make build)")
 	flag.StringVar(&o.pgURL, "pg", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "PostgreSQL maintenance database URL")
 	flag.StringVar(&o.redisURL, "redis", "", "Redis URL for the servers (default: a redis-server of the bench's own)")
 	flag.IntVar(&o.conc, "c", 32, "concurrency of the HTTP load")
 	flag.DurationVar(&o.dur, "d", 10*time.Second, "duration of each measurement")
-	flag.StringVar(&o.out, "out", "loadtest/results", "where to write the results")
+	flag.StringVar(&o.out, "out", "results", "where to write the results (loadtest/results)")
 	clients := flag.String("clients", "4,8,16,32", "pgbench client counts; the best is the ceiling")
 	pools := flag.String("pools", "4,8,16,32", "DB_MAX_CONNS values of the pool sweep")
 	flag.BoolVar(&o.profile, "profile", false, "save CPU profiles of the new-event and duplicate runs next to the results (from /debug/pprof on METRICS_ADDR)")

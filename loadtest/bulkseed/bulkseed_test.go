@@ -60,7 +60,7 @@ func TestBulkSeed(t *testing.T) {
 	t.Logf("orders by path: %v", planned)
 }
 
-// TestBulkSeedCommand runs the command as `go run ./loadtest/bulkseed`
+// TestBulkSeedCommand runs the command as `go -C loadtest run ./bulkseed`
 // does, configured by DATABASE_URL.
 func TestBulkSeedCommand(t *testing.T) {
 	t.Parallel()

@@ -1,5 +1,5 @@
 // Bulkseed makes a database the size the admin console must stay fast on
-// (`go run ./loadtest/bulkseed -orders=200000`: about 1,000,000
+// (`go -C loadtest run ./bulkseed -orders=200000`: about 1,000,000
 // deliveries), with data that the integrity audit finds consistent: every
 // row a real run of the app would have written for those orders, written
 // through the app's GORM models. `make bench` seeds its admin database

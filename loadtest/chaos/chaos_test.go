@@ -146,13 +146,14 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// sekaliBinary builds cmd/sekali, for the processes the test kills. By
-// its directory: a string naming the module would put this package among
-// those the rename test (tools/rename) runs in a renamed copy.
+// sekaliBinary builds the app's cmd/sekali in the app's module (with its
+// go.mod, as make build does), for the processes the test kills.
 func sekaliBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sekali")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/sekali").CombinedOutput()
+	build := exec.Command("go", "build", "-o", bin, "./cmd/sekali")
+	build.Dir = "../.." // the app's module
+	out, err := build.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -85,7 +85,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		Bin: "bin/sekali", Rounds: 20, RoundDuration: 15 * time.Second,
+		Bin: "../bin/sekali", Rounds: 20, RoundDuration: 15 * time.Second,
 		DrainTimeout: 150 * time.Second, Scenarios: []string{"duplicate-storm", "race"},
 		Events: 25, Copies: 10, Concurrency: 16, PayRate: 2, Presses: 4, LogLevel: "error", AdminURL: adminURL(),
 	}
@@ -110,7 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Presses, "presses", o.Presses, "presses of Pay at once per order, on both web processes")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "LOG_LEVEL of the sekali processes")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run ./loadtest/chaos [flags]\n\nRuns Sekali as seven processes under duplicate storms, Pay presses and\nrefunds while killing processes, restarting Redis without its data, cutting\nPostgreSQL and failing the calls to an emulated Stripe; the integrity audit\nand a comparison of the gateway with the database judge every round. Needs\nPostgreSQL (SEKALI_TEST_DATABASE_URL) and redis-server.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: go -C loadtest run ./chaos [flags]\n\nRuns Sekali as seven processes under duplicate storms, Pay presses and\nrefunds while killing processes, restarting Redis without its data, cutting\nPostgreSQL and failing the calls to an emulated Stripe; the integrity audit\nand a comparison of the gateway with the database judge every round. Needs\nPostgreSQL (SEKALI_TEST_DATABASE_URL) and redis-server.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -64,10 +64,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sekaliBinary builds cmd/sekali once per test binary: the server the
-// scripts run against, and `sekali sign`. By its directory: a string
-// naming the module would put this package among those the rename test
-// (tools/rename) runs in a renamed copy.
+// sekaliBinary builds the app's cmd/sekali once per test binary, in the
+// app's module (with its go.mod, as make build does): the server the
+// scripts run against, and `sekali sign`.
 func sekaliBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -75,9 +74,11 @@ func sekaliBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "sekali")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/sekali").CombinedOutput()
+		build := exec.Command("go", "build", "-o", binPath, "./cmd/sekali")
+		build.Dir = "../.." // the app's module
+		out, err := build.CombinedOutput()
 		if err != nil {
-			binErr = fmt.Errorf("go build ../../cmd/sekali: %v\n%s", err, out)
+			binErr = fmt.Errorf("go build ./cmd/sekali: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {
@@ -100,8 +101,9 @@ var oneServer = make(chan struct{}, 1)
 func startServer(t *testing.T) target {
 	t.Helper()
 	// One server of this package at a time: make test runs this package
-	// beside cmd/sekali's end-to-end tests, and the machine's PostgreSQL
-	// has 100 connections for all of them (docs/testing.md). The wait
+	// beside the QA module's other end-to-end tests (the replay, chaos),
+	// and the machine's PostgreSQL has 100 connections for all of them
+	// (docs/testing.md). The wait
 	// counts in the test's time, not in its budget's.
 	select {
 	case oneServer <- struct{}{}:

@@ -4,7 +4,8 @@
 // NAME=myshop` runs it on the checkout; it rewrites files in place and
 // renames a few, prints what it changed, regenerates the templ code (the
 // generated files record columns, which a name of another length moves),
-// then runs `go build ./...` and `go vet ./...`. Review the result with
+// then runs `go build ./...` and `go vet ./...` in each of its modules (the
+// app's and the QA rig's, loadtest/). Review the result with
 // `git status` and `git diff`.
 //
 //	go run ./tools/rename -module example.com/myshop [-name myshop [-title MyShop]] [-n]
@@ -72,7 +73,7 @@
 //     verify and sign, the program name in Go strings ("sekali",
 //     "sekali: …", "sekali "+name), and /sekali in .gitignore and
 //     .dockerignore. The directory cmd/sekali itself is renamed (rule 10);
-//     so is cmd/sekali-replay, the replayer (rules 9 and 10).
+//     so is loadtest/cmd/sekali-replay, the replayer (rules 9 and 10).
 //  6. Docker: the compose project (name: sekali), the image sekali:local and
 //     the x-sekali-env anchor.
 //  7. the shop's brand "Sekali shop" becomes "Myshop shop", or just the
@@ -231,18 +232,49 @@ func run(o options, out io.Writer) error {
 		}
 	}
 	if o.Check {
-		for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
-			fmt.Fprintf(out, "go %s\n", strings.Join(args, " "))
-			cmd := exec.Command("go", args...)
-			cmd.Dir = o.Dir
-			cmd.Stdout, cmd.Stderr = out, out
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("go %s in the renamed tree: %w", strings.Join(args, " "), err)
+		mods, err := modules(o.Dir)
+		if err != nil {
+			return err
+		}
+		for _, mod := range mods {
+			for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+				args = append([]string{"-C", mod}, args...)
+				fmt.Fprintf(out, "go %s\n", strings.Join(args, " "))
+				cmd := exec.Command("go", args...)
+				cmd.Dir = o.Dir
+				cmd.Stdout, cmd.Stderr = out, out
+				if err := cmd.Run(); err != nil {
+					return fmt.Errorf("go %s in the renamed tree: %w", strings.Join(args, " "), err)
+				}
 			}
 		}
 	}
 	fmt.Fprintln(out, "done: review with git status and git diff, then commit")
 	return nil
+}
+
+// modules lists the directories of the tree's Go modules, relative to
+// dir: the app's (".") first, then each other go.mod's (the QA rig's,
+// loadtest/), which names the app's module and is renamed with it.
+func modules(dir string) ([]string, error) {
+	mods := []string{"."}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != dir && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.Name() == "go.mod" && !d.IsDir() && filepath.Dir(p) != dir {
+			rel, err := filepath.Rel(dir, filepath.Dir(p))
+			if err != nil {
+				return err
+			}
+			mods = append(mods, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	return mods, err
 }
 
 // detect reads the old module path from go.mod and the old name from the

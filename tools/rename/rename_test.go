@@ -96,8 +96,8 @@ func TestRenameACopy(t *testing.T) {
 	// 2. From shop to bigstore, a longer name: only whole words are shop.
 	out = renameCopy(t, dst, "github.com/acme/bigstore", "bigstore")
 	checkLeftovers(t, dst, "github.com/acme/shop", "shop")
-	if b, err := os.ReadFile(filepath.Join(dst, "go.mod")); err != nil || !bytes.Contains(b, []byte("github.com/Shopify/toxiproxy")) {
-		t.Errorf("go.mod lost github.com/Shopify/toxiproxy (%v)", err)
+	if b, err := os.ReadFile(filepath.Join(dst, "loadtest/go.mod")); err != nil || !bytes.Contains(b, []byte("github.com/Shopify/toxiproxy")) {
+		t.Errorf("loadtest/go.mod lost github.com/Shopify/toxiproxy (%v)", err)
 	}
 	if strings.Contains(out, "warning:") {
 		t.Errorf("bigstore does not occur in the tree, yet the rename warned:\n%s", out)
@@ -131,30 +131,50 @@ func TestRenameACopy(t *testing.T) {
 	testPackages(t, dst, module)
 }
 
-// affectedPackages lists, as directories relative to dir, the packages a
+// affectedPackages lists, by module directory (the app's ".", the QA
+// rig's "loadtest") and as directories relative to dir, the packages a
 // rename of module can break where the compiler does not look: those
 // whose Go files name the module in a string literal (not an import), and
 // those that embed a file that names the module or the product (any
 // spelling). web/views is always one: its tests check the generated code
 // and write the debugging guide, which names the product.
-func affectedPackages(t *testing.T, dir, module string) []string {
+func affectedPackages(t *testing.T, dir, module string) map[string][]string {
 	t.Helper()
 	_, name, err := detect(dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := []string{module, name, capitalize(name), strings.ToUpper(name)}
+	mods, err := modules(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	affected := map[string][]string{}
+	for _, mod := range mods {
+		if pkgs := affectedIn(t, dir, mod, module, names); len(pkgs) > 0 {
+			affected[mod] = pkgs
+		}
+	}
+	return affected
+}
+
+// affectedIn is affectedPackages in the module at dir/mod.
+func affectedIn(t *testing.T, dir, mod, module string, names []string) []string {
+	t.Helper()
 	type pkg struct {
 		Dir, ImportPath                                string
 		GoFiles, TestGoFiles, XTestGoFiles, EmbedFiles []string
 	}
 	list := exec.Command("go", "list", "-json=Dir,ImportPath,GoFiles,TestGoFiles,XTestGoFiles,EmbedFiles", "./...")
-	list.Dir = dir
+	list.Dir = filepath.Join(dir, mod)
 	b, err := list.Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatalf("go list in %s: %v", mod, err)
 	}
-	set := map[string]bool{"web/views": true}
+	set := map[string]bool{}
+	if mod == "." {
+		set["web/views"] = true
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for dec.More() {
 		var p pkg
@@ -233,13 +253,18 @@ func namesInStrings(src []byte, module string) bool {
 // module, that affectedPackages lists.
 func testPackages(t *testing.T, dir, module string) {
 	t.Helper()
-	pkgs := affectedPackages(t, dir, module)
-	args := []string{"test", "-count=1"}
-	for _, p := range pkgs {
-		args = append(args, "./"+p)
+	for mod, pkgs := range affectedPackages(t, dir, module) {
+		args := []string{"-C", mod, "test", "-count=1"}
+		for _, p := range pkgs {
+			rel, err := filepath.Rel(filepath.FromSlash(mod), filepath.FromSlash(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "./"+filepath.ToSlash(rel))
+		}
+		t.Logf("%s: the tests of %v", module, pkgs)
+		goOutput(t, dir, args...)
 	}
-	t.Logf("%s: the tests of %v", module, pkgs)
-	goOutput(t, dir, args...)
 	// The copy's test databases have a prefix of their own (testenv's,
 	// from the copy's path and the new name): its testclean drops them.
 	goOutput(t, dir, "run", "./tools/testclean")
@@ -342,7 +367,7 @@ func checkRenamed(t *testing.T, dst, out, oldName, module, name string, checked 
 	t.Helper()
 	want := []string{"module path", "product name", "renamed cmd/" + oldName + " -> cmd/" + name, "templ generate"}
 	if checked {
-		want = append(want, "go build ./...", "go vet ./...")
+		want = append(want, "go -C . build ./...", "go -C . vet ./...", "go -C loadtest build ./...", "go -C loadtest vet ./...")
 	}
 	for _, want := range want {
 		if !strings.Contains(out, want) {
@@ -351,6 +376,10 @@ func checkRenamed(t *testing.T, dst, out, oldName, module, name string, checked 
 	}
 	if got, _, err := detect(dst, ""); err != nil || got != module {
 		t.Errorf("go.mod module = %q (%v), want %q", got, err, module)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "loadtest/go.mod")); err != nil ||
+		!bytes.Contains(b, []byte("module "+module+"/loadtest\n")) || !bytes.Contains(b, []byte("replace "+module+" => ../\n")) {
+		t.Errorf("loadtest/go.mod does not name %s/loadtest and replace %s with ../ (%v):\n%s", module, module, err, b)
 	}
 	if _, err := os.Stat(filepath.Join(dst, "cmd", name, "main.go")); err != nil {
 		t.Errorf("cmd/%s/main.go: %v", name, err)

@@ -62,13 +62,31 @@ func TestPrefix(t *testing.T) {
 	if !strings.HasPrefix(here, "sekali_") || len(here) != len("sekali_")+9 {
 		t.Errorf("default prefix %q, want sekali_<8 hex>_", here)
 	}
+	// The QA module (loadtest/go.mod, nested in the app's) shares the
+	// app's prefix: make test's testclean drops what its tests left.
+	t.Chdir("../../loadtest")
+	if qa, err := testenv.DBPrefix(); err != nil || qa != here {
+		t.Errorf("the QA module's prefix = %q (%v), want the app's %q", qa, err, here)
+	}
 	other := t.TempDir()
 	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	nested := filepath.Join(other, "sub")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nested, "go.mod"), []byte("module y/sub\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(nested) // a module whose path does not extend x's: a checkout of its own
+	sub, err := testenv.DBPrefix()
+	if err != nil || sub == here {
+		t.Errorf("a module nested but unrelated: prefix %q (%v), want other than %q", sub, err, here)
+	}
 	t.Chdir(other)
-	if there, err := testenv.DBPrefix(); err != nil || there == here {
-		t.Errorf("another checkout's prefix = %q (%v), want other than %q", there, err, here)
+	if there, err := testenv.DBPrefix(); err != nil || there == here || there == sub {
+		t.Errorf("another checkout's prefix = %q (%v), want other than %q and %q", there, err, here, sub)
 	}
 	t.Setenv(testenv.DBPrefixVar, "ci_job7_")
 	if p, err := testenv.DBPrefix(); p != "ci_job7_" || err != nil {

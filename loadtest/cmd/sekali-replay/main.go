@@ -3,7 +3,7 @@
 // audit (loadtest.Command; loadtest/README.md). It is a binary of its own
 // so that the server's binary carries no load generator.
 //
-//	go run ./cmd/sekali-replay -target http://localhost:8080 -scenario all
+//	go -C loadtest run ./cmd/sekali-replay -target http://localhost:8080 -scenario all
 package main
 
 import (

@@ -1,4 +1,4 @@
-package main
+package loadtest_test
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 )
 
 // TestReplayScenarios runs every QA scenario through the replayer's
-// command line (cmd/sekali-replay), small, against the real server: each must get only expected answers
+// command line (loadtest/cmd/sekali-replay), small, against the real server: each must get only expected answers
 // and end with a green audit.
 func TestReplayScenarios(t *testing.T) {
 	t.Parallel()

@@ -1,7 +1,8 @@
-package main
+package compose
 
 import (
 	"bufio"
+	"context"
 	"maps"
 	"net"
 	"net/url"
@@ -513,4 +514,41 @@ func withHost(u *url.URL, host string) string {
 	c := *u
 	c.Host = net.JoinHostPort(host, u.Port())
 	return c.String()
+}
+
+// The compose observability profile runs Prometheus, Alertmanager,
+// Grafana and Jaeger at exact versions, and every file it mounts from the
+// repository exists.
+func TestComposeObservabilityProfile(t *testing.T) {
+	t.Parallel()
+	opts, err := cli.NewProjectOptions([]string{composeFile}, cli.WithProfiles([]string{"observability"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := regexp.MustCompile(`:v?\d+\.\d+\.\d+$`)
+	for _, name := range []string{"prometheus", "alertmanager", "grafana", "jaeger"} {
+		s, err := p.GetService(name)
+		if err != nil {
+			t.Errorf("%s: %v", composeFile, err)
+			continue
+		}
+		if !slices.Equal(s.Profiles, []string{"observability"}) {
+			t.Errorf("%s: profiles %v, want [observability]", name, s.Profiles)
+		}
+		if !exact.MatchString(s.Image) {
+			t.Errorf("%s: image %q, want a tag of an exact version", name, s.Image)
+		}
+		for _, v := range s.Volumes {
+			if v.Type != "bind" {
+				continue
+			}
+			if _, err := os.Stat(v.Source); err != nil {
+				t.Errorf("%s mounts %s: %v", name, v.Source, err)
+			}
+		}
+	}
 }
