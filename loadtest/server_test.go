@@ -1,20 +1,15 @@
 package loadtest_test
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/loadtest/internal/serveproc"
 )
 
 var (
@@ -43,11 +38,7 @@ func sekaliBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "sekali")
-		build := exec.Command("go", "build", "-o", binPath, "./cmd/sekali")
-		build.Dir = ".." // the app's module
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/sekali: %v\n%s", err, out)
-		}
+		binErr = serveproc.Build("..", binPath) // the app's module
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -85,53 +76,11 @@ func startApp(t *testing.T, env map[string]string) *testApp {
 	if a.env["DATABASE_URL"] == "" {
 		a.env["DATABASE_URL"] = testenv.NewDatabaseURL(t)
 	}
-	cmd := exec.Command(sekaliBinary(t), "serve")
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
+	vars := make([]string, 0, len(a.env))
 	for k, v := range a.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		vars = append(vars, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logOutput(t)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil {
-			t.Errorf("sekali serve: %v", err)
-		}
-	})
-	urls := make(chan string, 1)
-	go func() { // reads to the end, so that serve never blocks on its output
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
-				select {
-				case urls <- u:
-				default:
-				}
-			}
-		}
-	}()
-	budget := time.NewTimer(testenv.Budget(t))
-	defer budget.Stop()
-	select {
-	case a.URL = <-urls:
-	case err := <-exited:
-		t.Fatalf("sekali serve exited before serving: %v", err)
-	case <-budget.C:
-		t.Fatal("sekali serve did not say where it serves within the test's budget")
-	}
+	a.URL = serveproc.Start(t, sekaliBinary(t), vars, logOutput(t))
 	return a
 }
 

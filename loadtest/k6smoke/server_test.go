@@ -1,23 +1,19 @@
 package k6smoke
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sekali/sekali/app/testenv"
+	"github.com/sekali/sekali/loadtest/internal/serveproc"
 )
 
 // The secrets of the servers the tests start, one per gateway format the
@@ -74,12 +70,7 @@ func sekaliBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "sekali")
-		build := exec.Command("go", "build", "-o", binPath, "./cmd/sekali")
-		build.Dir = "../.." // the app's module
-		out, err := build.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build ./cmd/sekali: %v\n%s", err, out)
-		}
+		binErr = serveproc.Build("../..", binPath) // the app's module
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -152,57 +143,10 @@ func startServer(t *testing.T) target {
 		"DB_MAX_CONNS=10",          // the connection budget of end-to-end apps (docs/testing.md)
 		"LOG_LEVEL=warn",           // what went wrong, into the test's log
 	}
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
 	for k, v := range secrets {
 		env = append(env, k+"="+v)
 	}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = testWriter{t, "sekali: "}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil {
-			t.Errorf("sekali serve: %v", err)
-		}
-	})
-
-	urls := make(chan string, 1)
-	go func() { // reads to the end, so that serve never blocks on its output
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "Sekali is serving on "); ok {
-				select {
-				case urls <- u:
-				default:
-				}
-			}
-		}
-	}()
-	budget := time.NewTimer(testenv.Budget(t))
-	defer budget.Stop()
-	select {
-	case u := <-urls:
-		return target{URL: u, Env: secrets}
-	case err := <-exited:
-		t.Fatalf("sekali serve exited before serving: %v", err)
-	case <-budget.C:
-		t.Fatal("sekali serve did not say where it serves within the test's budget")
-	}
-	return target{}
+	return target{URL: serveproc.Start(t, bin, env, testWriter{t, "sekali: "}), Env: secrets}
 }
 
 // auditOK asks the server's integrity audit for its verdict.
